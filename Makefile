@@ -1,0 +1,65 @@
+# timeout-controller: run `make help` for the targets.
+SHELL := /usr/bin/env bash -o pipefail
+.DEFAULT_GOAL := help
+
+CONTROLLER_GEN := go tool controller-gen
+GO_FILES = $(shell git ls-files '*.go')
+# Builds etcd and kube-apiserver on first use (about six minutes), then reuses them.
+ASSETS = $$(hack/control-plane.sh | tail -n 1)
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: generate
+generate: ## Generate deepcopy code for api/.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+
+.PHONY: manifests
+manifests: ## Generate the CRD and RBAC manifests under config/.
+	$(CONTROLLER_GEN) crd rbac:roleName=timeout-controller paths=./... \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: fmt
+fmt: ## Format the Go code.
+	gofmt -w $(GO_FILES)
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: lint
+lint: vet ## Check formatting and run go vet.
+	@out=$$(gofmt -l $(GO_FILES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+.PHONY: build
+build: ## Build bin/timeout-controller.
+	go build -o bin/timeout-controller ./cmd/timeout-controller
+
+.PHONY: control-plane
+control-plane: ## Build etcd and kube-apiserver into bin/ (cached) and print their directory.
+	@hack/control-plane.sh
+
+.PHONY: test
+test: ## Run every test: unit, fuzz seeds, and integration against a real API server.
+	KUBEBUILDER_ASSETS="$(ASSETS)" go test -count=1 ./...
+
+.PHONY: test-unit
+test-unit: ## Run the unit tests only (no API server).
+	go test -count=1 ./api/... ./internal/... ./cmd/...
+
+.PHONY: fuzz
+fuzz: ## Fuzz the duration and annotation parsers for a minute each.
+	go test ./internal/expiry -run '^$$' -fuzz FuzzParseDuration -fuzztime 60s
+	go test ./internal/expiry -run '^$$' -fuzz FuzzCompute -fuzztime 60s
+
+.PHONY: demo
+demo: ## Start a local control plane and watch Playbooks expire (Ctrl-C stops it).
+	KUBEBUILDER_ASSETS="$(ASSETS)" go run ./hack/demo
+
+.PHONY: verify
+verify: lint ## Fail when generated files are stale or go mod tidy would change anything.
+	$(MAKE) --no-print-directory generate manifests
+	@git diff --exit-code -- api config || { echo "generated files are stale: run make generate manifests and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config)" || { git status --porcelain -- api config; echo "untracked generated files: commit them"; exit 1; }
+	go mod tidy -diff

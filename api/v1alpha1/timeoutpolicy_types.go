@@ -1,0 +1,177 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The pattern below must stay equal to expiry.DurationPattern; a test checks it.
+
+// Duration is a length of time: a Go duration ("90m", "36h") in which days
+// ("14d") and weeks ("2w") may also be used, alone or combined ("1w2d12h").
+// Signs are not accepted, so a Duration is never negative.
+// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h|d|w))+)$`
+// +kubebuilder:validation:MaxLength=64
+type Duration string
+
+// Target names the kind of object a policy governs.
+type Target struct {
+	// APIVersion of the governed kind, e.g. "amphitheatre.app/v1".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|beta)[0-9]+)?$`
+	APIVersion string `json:"apiVersion"`
+
+	// Kind of the governed objects, e.g. "Playbook".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*$`
+	Kind string `json:"kind"`
+}
+
+// Deletion says how an expired object is deleted.
+type Deletion struct {
+	// PropagationPolicy passed with the delete call: Background (the
+	// default: owned objects are garbage-collected after the owner is gone),
+	// Foreground or Orphan.
+	// +kubebuilder:validation:Enum=Background;Foreground;Orphan
+	// +kubebuilder:default=Background
+	// +optional
+	PropagationPolicy metav1.DeletionPropagation `json:"propagationPolicy,omitempty"`
+
+	// DryRun records a WouldDelete Event at expiry and deletes nothing.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// TimeoutPolicySpec says which objects expire, and when.
+type TimeoutPolicySpec struct {
+	// Target is the kind of object governed. Namespaced and cluster-scoped
+	// kinds both work.
+	// +kubebuilder:default={apiVersion: "amphitheatre.app/v1", kind: "Playbook"}
+	// +optional
+	Target Target `json:"target"`
+
+	// Selector restricts the policy to objects with matching labels. Absent,
+	// the policy governs every object of the target kind.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+
+	// NamespaceSelector restricts a policy for a namespaced kind to objects
+	// in namespaces with matching labels. It is ignored for cluster-scoped
+	// kinds.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// Priority decides between policies that match the same object: the
+	// higher priority governs it; on a tie, the policy whose name sorts
+	// first does.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	Priority int32 `json:"priority,omitempty"`
+
+	// DefaultTTL is the lifetime, counted from creation, of an object that
+	// carries no valid lifetime annotation of its own. It must be positive.
+	// +kubebuilder:default="14d"
+	// +optional
+	DefaultTTL Duration `json:"defaultTTL,omitempty"`
+
+	// Reminders are the lead times before expiry at which the people
+	// concerned are told. An empty list means no reminders.
+	// +kubebuilder:default={"3d","2d"}
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=set
+	// +optional
+	Reminders []Duration `json:"reminders"`
+
+	// MinimumNotice is the least time between the first reminder delivered
+	// and the deletion; "0s" turns the guarantee off.
+	// +kubebuilder:default="24h"
+	// +optional
+	MinimumNotice Duration `json:"minimumNotice,omitempty"`
+
+	// Deletion says how expired objects are deleted.
+	// +kubebuilder:default={}
+	// +optional
+	Deletion Deletion `json:"deletion,omitempty"`
+}
+
+// Condition types and reasons of a TimeoutPolicy.
+const (
+	// ConditionReady is True while the policy is valid and its target kind
+	// is watched.
+	ConditionReady = "Ready"
+	// ConditionOverlapping is True while objects this policy matches are
+	// governed by another policy instead.
+	ConditionOverlapping = "Overlapping"
+
+	ReasonActive         = "Active"
+	ReasonInvalidSpec    = "InvalidSpec"
+	ReasonTargetNotFound = "TargetNotFound"
+	ReasonOutranked      = "Outranked"
+	ReasonNoOverlap      = "NoOverlap"
+)
+
+// TimeoutPolicyStatus is what the controller last saw of a policy's objects.
+type TimeoutPolicyStatus struct {
+	// ObservedGeneration is the generation of the spec the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready and Overlapping.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Tracked counts the objects this policy governs that will expire.
+	// +optional
+	Tracked int32 `json:"tracked"`
+
+	// Kept counts the governed objects exempted with the keep annotation.
+	// +optional
+	Kept int32 `json:"kept"`
+
+	// ExpiringSoon counts tracked objects that expire within the longest
+	// reminder lead; it is 0 when the policy has no reminders.
+	// +optional
+	ExpiringSoon int32 `json:"expiringSoon"`
+
+	// NextExpiry is the earliest expiry among tracked objects.
+	// +optional
+	NextExpiry *metav1.Time `json:"nextExpiry,omitempty"`
+}
+
+// TimeoutPolicy sets how long objects of one kind live before they are
+// deleted, and how their owners are told beforehand.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=tpol,categories=amphitheatre
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.target.kind`
+// +kubebuilder:printcolumn:name="Default TTL",type=string,JSONPath=`.spec.defaultTTL`
+// +kubebuilder:printcolumn:name="Tracked",type=integer,JSONPath=`.status.tracked`
+// +kubebuilder:printcolumn:name="Next Expiry",type=date,JSONPath=`.status.nextExpiry`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type TimeoutPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   TimeoutPolicySpec   `json:"spec,omitempty"`
+	Status TimeoutPolicyStatus `json:"status,omitempty"`
+}
+
+// TimeoutPolicyList is a list of TimeoutPolicy.
+// +kubebuilder:object:root=true
+type TimeoutPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TimeoutPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TimeoutPolicy{}, &TimeoutPolicyList{})
+}

@@ -1,0 +1,94 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Command timeout-controller deletes Kubernetes objects, Amphitheatre Playbooks by default, when they expire.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "timeout-controller:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		metricsAddr, probeAddr  string
+		leaderElect             bool
+		leaderElectionNamespace string
+		qps                     float64
+		burst                   int
+		opts                    controller.Options
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", `Address the Prometheus metrics endpoint binds to; "0" turns it off.`)
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader through a Lease so that only one replica acts at a time.")
+	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; the pod's own namespace when empty.")
+	flag.Float64Var(&qps, "kube-api-qps", 100, "Requests per second the controller may send to the API server.")
+	flag.IntVar(&burst, "kube-api-burst", 200, "Requests the controller may send to the API server in a burst above --kube-api-qps.")
+	flag.IntVar(&opts.Workers, "workers", 8, "Objects reconciled at once.")
+	flag.StringVar(&opts.ClusterEventNamespace, "cluster-event-namespace", "default", "Namespace that receives the Events about cluster-scoped objects such as Playbooks.")
+	flag.DurationVar(&opts.StatusInterval, "policy-status-interval", 30*time.Second, "How often TimeoutPolicy status counts are refreshed from the cache.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(qps), burst
+	cfg.UserAgent = controller.Name
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "timeout-controller.timeout.amphitheatre.app",
+		LeaderElectionNamespace: leaderElectionNamespace,
+		// Only metadata is read; dropping managedFields halves what the
+		// cache holds per object.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+
+	ctx := ctrl.SetupSignalHandler()
+	if err := controller.Setup(ctx, mgr, opts); err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting", "workers", opts.Workers, "qps", qps, "burst", burst)
+	return mgr.Start(ctx)
+}

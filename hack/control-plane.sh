@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds etcd and kube-apiserver from their Go modules into a version-keyed
+# cache under bin/, reuses it when present, and prints the directory last so
+# callers can use it as KUBEBUILDER_ASSETS.
+set -euo pipefail
+
+KUBE_VERSION=${KUBE_VERSION:-v1.36.3}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+dir="$root/bin/control-plane/kube-${KUBE_VERSION}_etcd-${ETCD_VERSION}"
+
+if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ]; then
+  echo "$dir"
+  exit 0
+fi
+
+mkdir -p "$dir"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export GOFLAGS=-mod=mod GOWORK=off
+
+if [ ! -x "$dir/etcd" ]; then
+  echo "building etcd $ETCD_VERSION (about a minute)" >&2
+  mkdir -p "$work/etcd"
+  (
+    cd "$work/etcd"
+    go mod init local/etcd-build >/dev/null 2>&1
+    go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1
+    go build -trimpath -o "$dir/etcd.tmp" go.etcd.io/etcd/server/v3
+  )
+  mv "$dir/etcd.tmp" "$dir/etcd"
+fi
+
+if [ ! -x "$dir/kube-apiserver" ]; then
+  echo "building kube-apiserver $KUBE_VERSION (about four minutes)" >&2
+  mkdir -p "$work/kube"
+  staging=v0.${KUBE_VERSION#v1.}
+  (
+    cd "$work/kube"
+    go mod init local/kube-build >/dev/null 2>&1
+    gomod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+    # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces
+    # them with local paths; point each at its published version instead.
+    for m in $(awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" {print $1}' "$gomod" | sort -u); do
+      go mod edit -replace "$m=$m@$staging"
+    done
+    go mod edit -require "k8s.io/kubernetes@$KUBE_VERSION"
+    printf 'package main\n\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver"\n' > tools.go
+    go mod tidy >/dev/null 2>&1 || true
+    minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
+    pkg=k8s.io/component-base/version
+    ldflags="-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+    go build -trimpath -ldflags "$ldflags" -o "$dir/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+  )
+  mv "$dir/kube-apiserver.tmp" "$dir/kube-apiserver"
+fi
+
+echo "$dir"

@@ -1,0 +1,292 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+)
+
+// Key identifies a governed object in the work queue: one queue serves
+// every target kind.
+type Key struct {
+	GVK schema.GroupVersionKind
+	types.NamespacedName
+}
+
+func (k Key) String() string {
+	return k.GVK.Kind + "/" + k.NamespacedName.String()
+}
+
+// conflictRetry is how soon an object is looked at again after a delete
+// lost a race with a write to it.
+const conflictRetry = 100 * time.Millisecond
+
+// ObjectReconciler deletes governed objects when they expire.
+type ObjectReconciler struct {
+	// Client reads from the cache and writes to the API server.
+	Client client.Client
+	// APIReader reads from the API server, for the check before a delete.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+
+	mu   sync.Mutex
+	seen map[Key]reported
+}
+
+// reported remembers what was said about an object, so that a value that
+// stays wrong is warned about once and a dry run reports once per expiry.
+// Only objects with something to remember have an entry.
+type reported struct {
+	uid         types.UID
+	invalid     string
+	wouldDelete time.Time
+}
+
+// Reconcile plans the next action for one object and carries it out when
+// it is due.
+func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+
+	obj := newMetadata(key.GVK)
+	if err := r.Client.Get(ctx, key.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(key)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get %s: %w", key, err)
+	}
+	if obj.DeletionTimestamp != nil {
+		r.forget(key)
+		return ctrl.Result{}, nil
+	}
+
+	policy, life, err := r.evaluate(ctx, key.GVK, obj)
+	if err != nil || policy == nil {
+		return ctrl.Result{}, err
+	}
+	r.warnInvalid(key, obj, life)
+
+	now := r.Clock.Now()
+	plan := expiry.Next(life, now)
+	switch plan.Action {
+	case expiry.Wait:
+		log.V(1).Info("waiting", "expiresAt", life.ExpiresAt, "source", life.Source, "policy", policy.Name)
+		return ctrl.Result{RequeueAfter: plan.After(now)}, nil
+	case expiry.Delete:
+		return r.expire(ctx, key)
+	default:
+		return ctrl.Result{}, nil
+	}
+}
+
+// evaluate finds the policy that governs obj and the lifetime it gives obj.
+// It returns a nil policy when no valid policy governs obj, which is then
+// left alone.
+func (r *ObjectReconciler) evaluate(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) (*v1alpha1.TimeoutPolicy, expiry.Lifetime, error) {
+	var policies v1alpha1.TimeoutPolicyList
+	if err := r.Client.List(ctx, &policies); err != nil {
+		return nil, expiry.Lifetime{}, fmt.Errorf("list policies: %w", err)
+	}
+	matched, err := matching(candidates(policies.Items, gvk), r.describe(ctx, gvk, obj))
+	if err != nil || len(matched) == 0 {
+		return nil, expiry.Lifetime{}, err
+	}
+	c := matched[0]
+	if c.scheduleErr != nil {
+		return nil, expiry.Lifetime{}, nil
+	}
+	return c.TimeoutPolicy, expiry.Compute(obj.CreationTimestamp.Time, obj.Annotations, c.schedule.DefaultTTL), nil
+}
+
+func (r *ObjectReconciler) describe(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) object {
+	return object{
+		labels:     obj.Labels,
+		namespaced: obj.Namespace != "",
+		nsLabels: func() (map[string]string, error) {
+			return namespaceLabels(ctx, r.Client, obj.Namespace)
+		},
+	}
+}
+
+// expire deletes an object that the cache says has expired. The cache may
+// be behind a write that extended or kept the object, so it reads the
+// object again from the API server, evaluates it afresh and deletes it only
+// if it has not changed since: the preconditions make a write that lands
+// between the read and the delete win.
+func (r *ObjectReconciler) expire(ctx context.Context, key Key) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+
+	obj := newMetadata(key.GVK)
+	if err := r.APIReader.Get(ctx, key.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get %s from the API server: %w", key, err)
+	}
+	if obj.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	policy, life, err := r.evaluate(ctx, key.GVK, obj)
+	if err != nil || policy == nil {
+		return ctrl.Result{}, err
+	}
+	now := r.Clock.Now()
+	plan := expiry.Next(life, now)
+	switch plan.Action {
+	case expiry.Keep:
+		return ctrl.Result{}, nil
+	case expiry.Wait:
+		log.Info("expiry moved", "expiresAt", life.ExpiresAt, "source", life.Source)
+		return ctrl.Result{RequeueAfter: plan.After(now)}, nil
+	}
+
+	ref := reference(key.GVK, obj)
+	if policy.Spec.Deletion.DryRun {
+		if r.firstWouldDelete(key, obj.UID, life.ExpiresAt) {
+			log.Info("would delete", "expiresAt", life.ExpiresAt, "policy", policy.Name)
+			r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonWouldDelete, actionDelete,
+				"Expired at %s (%s, policy %s); not deleted because the policy is in dry-run mode",
+				life.ExpiresAt.UTC().Format(time.RFC3339), life.Source, policy.Name)
+		}
+		return ctrl.Result{}, nil
+	}
+
+	r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonExpired, actionDelete,
+		"Expired at %s (%s, policy %s)", life.ExpiresAt.UTC().Format(time.RFC3339), life.Source, policy.Name)
+	propagation := policy.Spec.Deletion.PropagationPolicy
+	if propagation == "" {
+		propagation = metav1.DeletePropagationBackground
+	}
+	err = r.Client.Delete(ctx, obj,
+		client.Preconditions{UID: &obj.UID, ResourceVersion: &obj.ResourceVersion},
+		client.PropagationPolicy(propagation))
+	switch {
+	case apierrors.IsNotFound(err):
+		return ctrl.Result{}, nil
+	case apierrors.IsConflict(err):
+		log.V(1).Info("object changed before delete; evaluating again")
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case err != nil:
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonDeletionFailed, actionDelete,
+			"Delete failed: %s", apierrors.ReasonForError(err))
+		return ctrl.Result{}, fmt.Errorf("delete %s: %w", key, err)
+	}
+	r.forget(key)
+	lag := now.Sub(life.ExpiresAt)
+	log.Info("deleted", "expiresAt", life.ExpiresAt, "lag", lag, "policy", policy.Name)
+	r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeleted, actionDelete,
+		"Deleted %s after expiry (policy %s, propagation %s)", expiry.FormatDuration(lag.Round(time.Millisecond)), policy.Name, propagation)
+	return ctrl.Result{}, nil
+}
+
+// warnInvalid emits one InvalidTimeout Event per invalid annotation value,
+// and again only when the values change.
+func (r *ObjectReconciler) warnInvalid(key Key, obj *metav1.PartialObjectMetadata, life expiry.Lifetime) {
+	var sig strings.Builder
+	for _, inv := range life.Invalid {
+		sig.WriteString(inv.Annotation + "=" + inv.Value + "\n")
+	}
+	if !r.remember(key, obj.UID, func(s *reported) bool {
+		changed := s.invalid != sig.String()
+		s.invalid = sig.String()
+		return changed
+	}) || sig.Len() == 0 {
+		return
+	}
+	outcome := "it is kept"
+	if !life.Keep {
+		outcome = "it now expires at " + life.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	ref := reference(key.GVK, obj)
+	for _, inv := range life.Invalid {
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonInvalidTimeout, actionEvaluate, "%s; %s", inv.Error(), outcome)
+	}
+}
+
+func (r *ObjectReconciler) firstWouldDelete(key Key, uid types.UID, at time.Time) bool {
+	return r.remember(key, uid, func(s *reported) bool {
+		first := !s.wouldDelete.Equal(at)
+		s.wouldDelete = at
+		return first
+	})
+}
+
+// remember applies update to what was reported about the object and
+// returns update's result. A recreated object (new UID) starts afresh, and
+// an entry left with nothing in it is dropped.
+func (r *ObjectReconciler) remember(key Key, uid types.UID, update func(*reported) bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.seen[key]
+	if s.uid != uid {
+		s = reported{uid: uid}
+	}
+	result := update(&s)
+	if s.invalid == "" && s.wouldDelete.IsZero() {
+		delete(r.seen, key)
+	} else {
+		if r.seen == nil {
+			r.seen = map[Key]reported{}
+		}
+		r.seen[key] = s
+	}
+	return result
+}
+
+func (r *ObjectReconciler) forget(key Key) {
+	r.mu.Lock()
+	delete(r.seen, key)
+	r.mu.Unlock()
+}
+
+func newMetadata(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	return obj
+}
+
+func newMetadataList(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadataList {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	return list
+}
+
+func reference(gvk schema.GroupVersionKind, obj metav1.Object) *corev1.ObjectReference {
+	apiVersion, kind := gvk.ToAPIVersionAndKind()
+	return &corev1.ObjectReference{
+		APIVersion:      apiVersion,
+		Kind:            kind,
+		Namespace:       obj.GetNamespace(),
+		Name:            obj.GetName(),
+		UID:             obj.GetUID(),
+		ResourceVersion: obj.GetResourceVersion(),
+	}
+}
+
+func namespaceLabels(ctx context.Context, c client.Reader, name string) (map[string]string, error) {
+	ns := newMetadata(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := c.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+		return nil, fmt.Errorf("get namespace %s: %w", name, err)
+	}
+	return ns.Labels, nil
+}

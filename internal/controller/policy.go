@@ -1,0 +1,226 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+)
+
+// targetRetry is how often a policy whose target kind is not served yet
+// (its CRD not installed, say) looks again.
+const targetRetry = 15 * time.Second
+
+// PolicyReconciler validates TimeoutPolicies, starts the watch on each
+// target kind, and reports what each policy governs in its status.
+type PolicyReconciler struct {
+	Client     client.Client
+	RESTMapper meta.RESTMapper
+	Recorder   events.EventRecorder
+	Clock      clock.PassiveClock
+	// StatusInterval is how often status counts are refreshed from the
+	// cache; they change with time as well as with objects.
+	StatusInterval time.Duration
+
+	watches *watches
+}
+
+// Reconcile brings one policy's watch and status up to date.
+func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	policy := &v1alpha1.TimeoutPolicy{}
+	if err := r.Client.Get(ctx, req.NamespacedName, policy); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if policy.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	orig := policy.DeepCopy()
+
+	if err := validate(policy); err != nil {
+		r.setReady(policy, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
+		return ctrl.Result{}, r.patchStatus(ctx, orig, policy, ReasonInvalidPolicy)
+	}
+
+	gvk := targetGVK(policy)
+	mapping, err := r.RESTMapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		if !meta.IsNoMatchError(err) {
+			return ctrl.Result{}, fmt.Errorf("resolve %s: %w", gvk, err)
+		}
+		r.setReady(policy, metav1.ConditionFalse, v1alpha1.ReasonTargetNotFound,
+			fmt.Sprintf("The API server does not serve %s %s; looking again every %s", gvk.GroupVersion(), gvk.Kind, targetRetry))
+		return ctrl.Result{RequeueAfter: targetRetry}, r.patchStatus(ctx, orig, policy, ReasonTargetNotFound)
+	}
+	namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace
+	if err := r.watches.ensure(gvk, namespaced); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	if err := r.count(ctx, policy, gvk, namespaced); err != nil {
+		return ctrl.Result{}, err
+	}
+	msg := fmt.Sprintf("Governing %d %s", policy.Status.Tracked+policy.Status.Kept, mapping.Resource.Resource)
+	if !namespaced && policy.Spec.NamespaceSelector != nil {
+		msg += "; namespaceSelector is ignored because " + mapping.Resource.Resource + " are cluster-scoped"
+	}
+	r.setReady(policy, metav1.ConditionTrue, v1alpha1.ReasonActive, msg)
+	return ctrl.Result{RequeueAfter: r.StatusInterval}, r.patchStatus(ctx, orig, policy, "")
+}
+
+// validate reports what the CRD's schema cannot check: the durations'
+// values and the selectors' semantics.
+func validate(p *v1alpha1.TimeoutPolicy) error {
+	_, err := expiry.NewSchedule(p.Spec)
+	errs := []error{err}
+	if _, err := selector(p.Spec.Selector); err != nil {
+		errs = append(errs, fmt.Errorf("spec.selector: %w", err))
+	}
+	if _, err := selector(p.Spec.NamespaceSelector); err != nil {
+		errs = append(errs, fmt.Errorf("spec.namespaceSelector: %w", err))
+	}
+	if gv, err := schema.ParseGroupVersion(p.Spec.Target.APIVersion); err != nil || gv.Version == "" {
+		errs = append(errs, fmt.Errorf("spec.target.apiVersion: %q is not a group/version", p.Spec.Target.APIVersion))
+	}
+	return errors.Join(errs...)
+}
+
+// count fills in the status counts from the cache: no API call.
+func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPolicy, gvk schema.GroupVersionKind, namespaced bool) error {
+	var policies v1alpha1.TimeoutPolicyList
+	if err := r.Client.List(ctx, &policies); err != nil {
+		return fmt.Errorf("list policies: %w", err)
+	}
+	list := newMetadataList(gvk)
+	if err := r.Client.List(ctx, list); err != nil {
+		return fmt.Errorf("list %s from cache: %w", gvk.Kind, err)
+	}
+	ranked := candidates(policies.Items, gvk)
+	var self candidate
+	for _, c := range ranked {
+		if c.Name == policy.Name {
+			self = c
+		}
+	}
+
+	now := r.Clock.Now()
+	var tracked, kept, soon int32
+	var next time.Time
+	outranked := map[string]int{}
+	nsLabels := map[string]map[string]string{}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.DeletionTimestamp != nil {
+			continue
+		}
+		matched, err := matching(ranked, object{
+			labels:     o.Labels,
+			namespaced: namespaced,
+			nsLabels: func() (map[string]string, error) {
+				if l, ok := nsLabels[o.Namespace]; ok {
+					return l, nil
+				}
+				l, err := namespaceLabels(ctx, r.Client, o.Namespace)
+				nsLabels[o.Namespace] = l
+				return l, err
+			},
+		})
+		if err != nil {
+			return err
+		}
+		if len(matched) == 0 {
+			continue
+		}
+		if matched[0].Name != policy.Name {
+			if slices.ContainsFunc(matched, func(c candidate) bool { return c.Name == policy.Name }) {
+				outranked[matched[0].Name]++
+			}
+			continue
+		}
+		life := expiry.Compute(o.CreationTimestamp.Time, o.Annotations, self.schedule.DefaultTTL)
+		if life.Keep {
+			kept++
+			continue
+		}
+		tracked++
+		if life.ExpiresAt.Sub(now) <= self.schedule.LongestReminder() {
+			soon++
+		}
+		if next.IsZero() || life.ExpiresAt.Before(next) {
+			next = life.ExpiresAt
+		}
+	}
+
+	policy.Status.Tracked, policy.Status.Kept, policy.Status.ExpiringSoon = tracked, kept, soon
+	policy.Status.NextExpiry = nil
+	if !next.IsZero() {
+		policy.Status.NextExpiry = &metav1.Time{Time: next}
+	}
+	if len(outranked) == 0 {
+		meta.SetStatusCondition(&policy.Status.Conditions, metav1.Condition{
+			Type: v1alpha1.ConditionOverlapping, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.ReasonNoOverlap, Message: "No object this policy selects is governed by another policy",
+			ObservedGeneration: policy.Generation,
+		})
+		return nil
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(outranked)) {
+		parts = append(parts, fmt.Sprintf("%d by %s", outranked[name], name))
+	}
+	meta.SetStatusCondition(&policy.Status.Conditions, metav1.Condition{
+		Type: v1alpha1.ConditionOverlapping, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonOutranked,
+		Message: "Objects this policy selects are governed by a policy that outranks it (higher priority, or same priority and a name that sorts first): " +
+			strings.Join(parts, ", "),
+		ObservedGeneration: policy.Generation,
+	})
+	return nil
+}
+
+func (r *PolicyReconciler) setReady(p *v1alpha1.TimeoutPolicy, status metav1.ConditionStatus, reason, msg string) {
+	p.Status.ObservedGeneration = p.Generation
+	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{
+		Type: v1alpha1.ConditionReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: p.Generation,
+	})
+}
+
+// patchStatus writes the status when it changed, and emits a Warning with
+// warnReason when the Ready condition has just turned False.
+func (r *PolicyReconciler) patchStatus(ctx context.Context, orig, p *v1alpha1.TimeoutPolicy, warnReason string) error {
+	if equality.Semantic.DeepEqual(orig.Status, p.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, p, client.MergeFrom(orig)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("patch status of policy %s: %w", p.Name, err)
+	}
+	was := meta.FindStatusCondition(orig.Status.Conditions, v1alpha1.ConditionReady)
+	now := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+	if warnReason != "" && (was == nil || was.Reason != now.Reason || was.Message != now.Message) {
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, warnReason, actionEvaluate, "%s", now.Message)
+		logf.FromContext(ctx).Info("policy not ready", "reason", now.Reason, "message", now.Message)
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package controller holds the reconcilers: one for TimeoutPolicies, one for every governed object.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+)
+
+// The role the controller needs for Playbooks, its default target. Each
+// further target kind needs get, list, watch and delete on its resource.
+// +kubebuilder:rbac:groups=amphitheatre.app,resources=playbooks,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=timeoutpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=timeoutpolicies/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
+
+// Name is the controller's name in Events and logs.
+const Name = "timeout-controller"
+
+// Options tune the controllers.
+type Options struct {
+	// Workers is how many objects are reconciled at once.
+	Workers int
+	// ClusterEventNamespace is where Events about cluster-scoped objects,
+	// such as Playbooks, are written.
+	ClusterEventNamespace string
+	// StatusInterval is how often policy status counts are refreshed.
+	StatusInterval time.Duration
+	// Clock is the time source; the real clock when nil.
+	Clock clock.PassiveClock
+}
+
+// Setup adds the policy and object controllers to mgr. The Events they
+// emit are sent until ctx is done.
+func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 1
+	}
+	if opts.StatusInterval <= 0 {
+		opts.StatusInterval = 30 * time.Second
+	}
+	if opts.ClusterEventNamespace == "" {
+		opts.ClusterEventNamespace = metav1.NamespaceDefault
+	}
+
+	recorder, err := newRecorder(ctx, mgr, opts.ClusterEventNamespace)
+	if err != nil {
+		return err
+	}
+
+	objects := &ObjectReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  recorder,
+		Clock:     opts.Clock,
+	}
+	c, err := controller.NewTyped("object", mgr, controller.TypedOptions[Key]{
+		Reconciler:              objects,
+		MaxConcurrentReconciles: opts.Workers,
+		LogConstructor: func(k *Key) logr.Logger {
+			log := mgr.GetLogger().WithValues("controller", "object")
+			if k != nil {
+				log = log.WithValues("kind", k.GVK.Kind, "object", klog.KRef(k.Namespace, k.Name))
+			}
+			return log
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("create object controller: %w", err)
+	}
+	w := &watches{cache: mgr.GetCache(), reader: mgr.GetClient(), controller: c}
+	if err := c.Watch(source.TypedKind(mgr.GetCache(), &v1alpha1.TimeoutPolicy{}, w.policyChanges())); err != nil {
+		return fmt.Errorf("watch policies: %w", err)
+	}
+
+	policies := &PolicyReconciler{
+		Client:         mgr.GetClient(),
+		RESTMapper:     mgr.GetRESTMapper(),
+		Recorder:       recorder,
+		Clock:          opts.Clock,
+		StatusInterval: opts.StatusInterval,
+		watches:        w,
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("policy").
+		For(&v1alpha1.TimeoutPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Another policy's edit can change which objects this one governs.
+		Watches(&v1alpha1.TimeoutPolicy{}, handler.EnqueueRequestsFromMapFunc(allPolicies(mgr.GetClient())),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(policies)
+	if err != nil {
+		return fmt.Errorf("create policy controller: %w", err)
+	}
+	return nil
+}
+
+func allPolicies(c client.Reader) handler.MapFunc {
+	return func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list v1alpha1.TimeoutPolicyList
+		if err := c.List(ctx, &list); err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for _, p := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
+		}
+		return reqs
+	}
+}
+
+// newRecorder returns an events.k8s.io/v1 recorder whose Events about
+// cluster-scoped objects go to clusterNamespace.
+func newRecorder(ctx context.Context, mgr manager.Manager, clusterNamespace string) (events.EventRecorder, error) {
+	cs, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, fmt.Errorf("create events client: %w", err)
+	}
+	b := events.NewBroadcaster(clusterScopedSink{
+		EventSink: &events.EventSinkImpl{Interface: cs.EventsV1()},
+		namespace: clusterNamespace,
+	})
+	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+		return nil, fmt.Errorf("start events: %w", err)
+	}
+	go func() {
+		<-ctx.Done()
+		b.Shutdown()
+	}()
+	return b.NewRecorder(mgr.GetScheme(), Name), nil
+}

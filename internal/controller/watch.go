@@ -1,0 +1,154 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+)
+
+type queue = workqueue.TypedRateLimitingInterface[Key]
+
+// watches starts a metadata-only watch on each target kind the first time a
+// policy names it, feeding the one object controller. A watch stays until
+// the process exits: objects no policy governs are simply left alone.
+type watches struct {
+	cache      cache.Cache
+	reader     client.Reader
+	controller controller.TypedController[Key]
+
+	mu         sync.Mutex
+	kinds      map[schema.GroupVersionKind]bool // value: namespaced
+	namespaces bool
+}
+
+// ensure starts watching gvk unless it is watched already.
+func (w *watches) ensure(gvk schema.GroupVersionKind, namespaced bool) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.kinds[gvk]; ok {
+		return nil
+	}
+	src := source.TypedKind(w.cache, newMetadata(gvk),
+		handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []Key {
+			return []Key{{GVK: gvk, NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}}}
+		}),
+		metadataChanged{})
+	if err := w.controller.Watch(src); err != nil {
+		return fmt.Errorf("watch %s: %w", gvk, err)
+	}
+	if namespaced && !w.namespaces {
+		// Namespace selectors read namespace labels: when they change, the
+		// objects in that namespace may change policy.
+		ns := source.TypedKind(w.cache, newMetadata(corev1.SchemeGroupVersion.WithKind("Namespace")),
+			handler.TypedFuncs[*metav1.PartialObjectMetadata, Key]{
+				UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*metav1.PartialObjectMetadata], q queue) {
+					if !maps.Equal(e.ObjectOld.Labels, e.ObjectNew.Labels) {
+						w.enqueueNamespace(ctx, e.ObjectNew.Name, q)
+					}
+				},
+			})
+		if err := w.controller.Watch(ns); err != nil {
+			return fmt.Errorf("watch namespaces: %w", err)
+		}
+		w.namespaces = true
+	}
+	if w.kinds == nil {
+		w.kinds = map[schema.GroupVersionKind]bool{}
+	}
+	w.kinds[gvk] = namespaced
+	return nil
+}
+
+// enqueueKind queues every object of gvk, when it is watched.
+func (w *watches) enqueueKind(ctx context.Context, gvk schema.GroupVersionKind, q queue) {
+	w.mu.Lock()
+	_, ok := w.kinds[gvk]
+	w.mu.Unlock()
+	if ok {
+		w.enqueueList(ctx, gvk, q)
+	}
+}
+
+func (w *watches) enqueueNamespace(ctx context.Context, namespace string, q queue) {
+	w.mu.Lock()
+	var kinds []schema.GroupVersionKind
+	for gvk, namespaced := range w.kinds {
+		if namespaced {
+			kinds = append(kinds, gvk)
+		}
+	}
+	w.mu.Unlock()
+	for _, gvk := range kinds {
+		w.enqueueList(ctx, gvk, q, client.InNamespace(namespace))
+	}
+}
+
+func (w *watches) enqueueList(ctx context.Context, gvk schema.GroupVersionKind, q queue, opts ...client.ListOption) {
+	list := newMetadataList(gvk)
+	if err := w.reader.List(ctx, list, opts...); err != nil {
+		logf.FromContext(ctx).Error(err, "list from cache to re-plan", "kind", gvk.String())
+		return
+	}
+	for _, o := range list.Items {
+		q.Add(Key{GVK: gvk, NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
+	}
+}
+
+// policyChanges re-plans the objects of the kinds a policy names (before
+// and after an edit) when its spec changes, it appears or it goes away.
+func (w *watches) policyChanges() handler.TypedEventHandler[*v1alpha1.TimeoutPolicy, Key] {
+	return handler.TypedFuncs[*v1alpha1.TimeoutPolicy, Key]{
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*v1alpha1.TimeoutPolicy], q queue) {
+			w.enqueueKind(ctx, targetGVK(e.Object), q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*v1alpha1.TimeoutPolicy], q queue) {
+			if e.ObjectOld.Generation == e.ObjectNew.Generation && e.ObjectOld.DeletionTimestamp.Equal(e.ObjectNew.DeletionTimestamp) {
+				return
+			}
+			old, cur := targetGVK(e.ObjectOld), targetGVK(e.ObjectNew)
+			w.enqueueKind(ctx, cur, q)
+			if old != cur {
+				w.enqueueKind(ctx, old, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*v1alpha1.TimeoutPolicy], q queue) {
+			w.enqueueKind(ctx, targetGVK(e.Object), q)
+		},
+	}
+}
+
+// metadataChanged lets through the updates that can change a plan: labels,
+// annotations and deletion. A metadata-only watch still sees every status
+// write as an update; those carry nothing for us.
+type metadataChanged struct {
+	predicate.TypedFuncs[*metav1.PartialObjectMetadata]
+}
+
+func (metadataChanged) Update(e event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool {
+	o, n := e.ObjectOld, e.ObjectNew
+	return o.UID != n.UID ||
+		!maps.Equal(o.Labels, n.Labels) ||
+		!maps.Equal(o.Annotations, n.Annotations) ||
+		!equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp)
+}

@@ -1,0 +1,76 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package expiry
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+)
+
+// Schedule is a TimeoutPolicy's durations, parsed and checked.
+type Schedule struct {
+	DefaultTTL time.Duration
+	// Reminders are the distinct lead times, longest first.
+	Reminders     []time.Duration
+	MinimumNotice time.Duration
+}
+
+// LongestReminder is the earliest a reminder can be due before expiry, or 0.
+func (s Schedule) LongestReminder() time.Duration {
+	if len(s.Reminders) == 0 {
+		return 0
+	}
+	return s.Reminders[0]
+}
+
+// NewSchedule parses the durations of a policy spec. The error names every
+// field that is wrong.
+func NewSchedule(spec v1alpha1.TimeoutPolicySpec) (Schedule, error) {
+	var s Schedule
+	var errs []error
+
+	ttl := spec.DefaultTTL
+	if ttl == "" {
+		ttl = "14d"
+	}
+	d, err := ParseDuration(string(ttl))
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Errorf("spec.defaultTTL: %w", err))
+	case d <= 0:
+		errs = append(errs, fmt.Errorf("spec.defaultTTL: %q must be greater than zero", ttl))
+	default:
+		s.DefaultTTL = d
+	}
+
+	for i, r := range spec.Reminders {
+		d, err := ParseDuration(string(r))
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("spec.reminders[%d]: %w", i, err))
+		case d <= 0:
+			errs = append(errs, fmt.Errorf("spec.reminders[%d]: %q must be greater than zero", i, r))
+		case !slices.Contains(s.Reminders, d):
+			s.Reminders = append(s.Reminders, d)
+		}
+	}
+	slices.SortFunc(s.Reminders, func(a, b time.Duration) int { return cmp.Compare(b, a) })
+
+	notice := spec.MinimumNotice
+	if notice == "" {
+		notice = "24h"
+	}
+	if d, err := ParseDuration(string(notice)); err != nil {
+		errs = append(errs, fmt.Errorf("spec.minimumNotice: %w", err))
+	} else {
+		s.MinimumNotice = d
+	}
+
+	return s, errors.Join(errs...)
+}
