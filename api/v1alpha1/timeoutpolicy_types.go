@@ -52,7 +52,7 @@ type TimeoutPolicySpec struct {
 	// kinds both work.
 	// +kubebuilder:default={apiVersion: "amphitheatre.app/v1", kind: "Playbook"}
 	// +optional
-	Target Target `json:"target"`
+	Target Target `json:"target,omitzero"`
 
 	// Selector restricts the policy to objects with matching labels. Absent,
 	// the policy governs every object of the target kind.

@@ -32,7 +32,8 @@ const (
 )
 
 // clusterScopedSink writes the Events of cluster-scoped objects to a chosen
-// namespace; client-go would put them in "default".
+// namespace; client-go would put them in "default". The API server accepts
+// only "default" and "kube-system" for them.
 type clusterScopedSink struct {
 	events.EventSink
 	namespace string

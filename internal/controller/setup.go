@@ -45,7 +45,8 @@ type Options struct {
 	// Workers is how many objects are reconciled at once.
 	Workers int
 	// ClusterEventNamespace is where Events about cluster-scoped objects,
-	// such as Playbooks, are written.
+	// such as Playbooks, are written: "default" or "kube-system", the only
+	// two the API server accepts for them.
 	ClusterEventNamespace string
 	// StatusInterval is how often policy status counts are refreshed.
 	StatusInterval time.Duration
@@ -65,8 +66,13 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	if opts.StatusInterval <= 0 {
 		opts.StatusInterval = 30 * time.Second
 	}
-	if opts.ClusterEventNamespace == "" {
+	switch opts.ClusterEventNamespace {
+	case "":
 		opts.ClusterEventNamespace = metav1.NamespaceDefault
+	case metav1.NamespaceDefault, metav1.NamespaceSystem:
+	default:
+		return fmt.Errorf("cluster event namespace %q: the API server accepts Events about cluster-scoped objects only in %q or %q",
+			opts.ClusterEventNamespace, metav1.NamespaceDefault, metav1.NamespaceSystem)
 	}
 
 	recorder, err := newRecorder(ctx, mgr, opts.ClusterEventNamespace)

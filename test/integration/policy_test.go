@@ -1,0 +1,240 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+)
+
+func TestAdmissionRejectsBadPolicies(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		spec  v1alpha1.TimeoutPolicySpec
+		field string
+	}{
+		{"rejects a duration written in words", v1alpha1.TimeoutPolicySpec{DefaultTTL: "14 days"}, "spec.defaultTTL"},
+		{"rejects a negative default TTL", v1alpha1.TimeoutPolicySpec{DefaultTTL: "-1h"}, "spec.defaultTTL"},
+		{"rejects a negative reminder", v1alpha1.TimeoutPolicySpec{Reminders: []v1alpha1.Duration{"3d", "-2d"}}, "spec.reminders[1]"},
+		{"rejects a negative minimum notice", v1alpha1.TimeoutPolicySpec{MinimumNotice: "-5m"}, "spec.minimumNotice"},
+		{"rejects an empty target kind", v1alpha1.TimeoutPolicySpec{Target: v1alpha1.Target{APIVersion: "v1", Kind: ""}}, "spec.target.kind"},
+		{"rejects an empty target apiVersion", v1alpha1.TimeoutPolicySpec{Target: v1alpha1.Target{APIVersion: "", Kind: "ConfigMap"}}, "spec.target.apiVersion"},
+		{"rejects an unknown propagation policy", v1alpha1.TimeoutPolicySpec{Deletion: v1alpha1.Deletion{PropagationPolicy: "Later"}}, "spec.deletion.propagationPolicy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &v1alpha1.TimeoutPolicy{ObjectMeta: metav1.ObjectMeta{GenerateName: "bad-"}, Spec: tc.spec}
+			if tc.spec.Target.Kind == "" && tc.spec.Target.APIVersion == "" {
+				p.Spec.Target = v1alpha1.Target{APIVersion: "amphitheatre.app/v1", Kind: "Playbook"}
+			}
+			err := k8s.Create(context.Background(), p)
+			if err == nil {
+				_ = k8s.Delete(context.Background(), p)
+				t.Fatalf("created %+v; want it refused", tc.spec)
+			}
+			mustContain(t, err.Error(), tc.field)
+		})
+	}
+}
+
+func TestAdmissionFillsInTheDefaults(t *testing.T) {
+	t.Parallel()
+	raw := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "timeout.amphitheatre.app/v1alpha1",
+		"kind":       "TimeoutPolicy",
+		"metadata":   map[string]any{"name": "defaults"},
+		"spec":       map[string]any{"selector": map[string]any{"matchLabels": map[string]any{testLabel: "defaults"}}},
+	}}
+	if err := k8s.Create(context.Background(), raw); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), raw) })
+	p, err := getPolicy("defaults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Spec
+	if s.Target.APIVersion != "amphitheatre.app/v1" || s.Target.Kind != "Playbook" || s.DefaultTTL != "14d" ||
+		!slices.Equal(s.Reminders, []v1alpha1.Duration{"3d", "2d"}) || s.MinimumNotice != "24h" ||
+		s.Deletion.PropagationPolicy != metav1.DeletePropagationBackground || s.Deletion.DryRun {
+		t.Errorf("defaults = %+v", s)
+	}
+
+	// An explicit empty list means "no reminders", not "the default ones".
+	none := createPolicy(t, "no-reminders", v1alpha1.TimeoutPolicySpec{
+		Selector:  &metav1.LabelSelector{MatchLabels: map[string]string{testLabel: "no-reminders"}},
+		Reminders: []v1alpha1.Duration{},
+	})
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(none), none); err != nil {
+		t.Fatal(err)
+	}
+	if len(none.Spec.Reminders) != 0 {
+		t.Errorf("reminders = %v, want none", none.Spec.Reminders)
+	}
+}
+
+func TestAPolicyTheControllerCannotUseIsNotReady(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, policy, reason, message string
+		spec                          v1alpha1.TimeoutPolicySpec
+	}{
+		{
+			name: "a zero default TTL", policy: "zero-ttl", reason: v1alpha1.ReasonInvalidSpec,
+			message: `spec.defaultTTL: "0s" must be greater than zero`,
+			spec:    playbookPolicy("zero-ttl", "0s"),
+		},
+		{
+			name: "a kind the API server does not serve", policy: "no-such-kind", reason: v1alpha1.ReasonTargetNotFound,
+			message: "does not serve example.com/v1 Widget",
+			spec:    v1alpha1.TimeoutPolicySpec{Target: v1alpha1.Target{APIVersion: "example.com/v1", Kind: "Widget"}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			createPolicy(t, tc.policy, tc.spec)
+			eventually(t, 10*time.Second, "Ready=False", func() (bool, error) {
+				p, err := getPolicy(tc.policy)
+				if err != nil {
+					return false, err
+				}
+				c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+				return c != nil && c.Status == metav1.ConditionFalse && c.Reason == tc.reason, fmt.Errorf("conditions %+v", p.Status.Conditions)
+			})
+			p, _ := getPolicy(tc.policy)
+			mustContain(t, meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady).Message, tc.message)
+			warning := findEvent(t, eventNamespace, tc.policy, map[string]string{
+				v1alpha1.ReasonInvalidSpec: "InvalidPolicy", v1alpha1.ReasonTargetNotFound: "TargetNotFound",
+			}[tc.reason])
+			mustContain(t, warning.Note, tc.message)
+		})
+	}
+}
+
+func TestAnInvalidPolicyKeepsItsObjects(t *testing.T) {
+	t.Parallel()
+	// The high-priority policy is broken; its objects must not fall to
+	// the low-priority one, whose lifetime is much shorter.
+	broken := playbookPolicy("broken", "0s")
+	broken.Priority = 10
+	createPolicy(t, "broken-high", broken)
+	createPolicy(t, "broken-low", playbookPolicy("broken", "1s"))
+
+	pb := create(t, playbooks, newPlaybook("broken", "orphan", nil))
+	pb.expectKept(t, 3*time.Second)
+}
+
+func TestEditingAPolicyReplansItsObjects(t *testing.T) {
+	t.Parallel()
+	p := createPolicy(t, "edit", playbookPolicy("edit", "1h"))
+	pb := create(t, playbooks, newPlaybook("edit", "replanned", nil))
+	pb.expectKept(t, time.Second)
+
+	edited := time.Now()
+	mergePatchPolicy(t, p, `{"spec":{"defaultTTL":"2s"}}`)
+	expiry := pb.after(2 * time.Second)
+	if edited.After(expiry) {
+		expiry = edited
+	}
+	pb.expectDeletedOnTime(t, expiry)
+}
+
+func TestDeletingAPolicyLeavesItsObjectsAlone(t *testing.T) {
+	t.Parallel()
+	p := createPolicy(t, "deleted-policy", playbookPolicy("deleted-policy", "3s"))
+	pb := create(t, playbooks, newPlaybook("deleted-policy", "orphaned", nil))
+	if err := k8s.Delete(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	pb.expectKept(t, 5*time.Second)
+}
+
+func TestOverlappingPoliciesFollowPriorityAndReportIt(t *testing.T) {
+	t.Parallel()
+	high := playbookPolicy("overlap", "1h")
+	high.Priority = 5
+	createPolicy(t, "overlap-high", high)
+	createPolicy(t, "overlap-low", playbookPolicy("overlap", "2s"))
+
+	pb := create(t, playbooks, newPlaybook("overlap", "contested", nil))
+	pb.expectKept(t, 4*time.Second)
+
+	eventually(t, 10*time.Second, "Overlapping condition on the outranked policy", func() (bool, error) {
+		p, err := getPolicy("overlap-low")
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionOverlapping)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonOutranked, fmt.Errorf("conditions %+v", p.Status.Conditions)
+	})
+	low, _ := getPolicy("overlap-low")
+	mustContain(t, meta.FindStatusCondition(low.Status.Conditions, v1alpha1.ConditionOverlapping).Message, "1 by overlap-high")
+	winner, _ := getPolicy("overlap-high")
+	if c := meta.FindStatusCondition(winner.Status.Conditions, v1alpha1.ConditionOverlapping); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("winning policy's Overlapping condition = %+v, want False", c)
+	}
+	if winner.Status.Tracked != 1 || low.Status.Tracked != 0 {
+		t.Errorf("tracked: winner %d, outranked %d; want 1 and 0", winner.Status.Tracked, low.Status.Tracked)
+	}
+}
+
+var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+func TestANamespacedKindWorksThroughTheSameCode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, ns := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: "team-amp", Labels: map[string]string{"team": "amp"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "team-other"}},
+	} {
+		if err := k8s.Create(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createPolicy(t, "configmaps", v1alpha1.TimeoutPolicySpec{
+		Target:            v1alpha1.Target{APIVersion: "v1", Kind: "ConfigMap"},
+		Selector:          &metav1.LabelSelector{MatchLabels: map[string]string{testLabel: "configmaps"}},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "amp"}},
+		DefaultTTL:        "1h",
+	})
+
+	newConfigMap := func(ns string) *unstructured.Unstructured {
+		cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+		cm.SetNamespace(ns)
+		cm.SetName("scratch")
+		cm.SetLabels(map[string]string{testLabel: "configmaps"})
+		cm.SetAnnotations(map[string]string{expiry.AnnotationTTL: "2s"})
+		return cm
+	}
+	selected := create(t, configMaps, newConfigMap("team-amp"))
+	other := create(t, configMaps, newConfigMap("team-other"))
+
+	selected.expectDeletedOnTime(t, selected.after(2*time.Second))
+	findEvent(t, "team-amp", "scratch", "Deleted")
+	other.expectKept(t, time.Second)
+
+	// Labelling the namespace brings its objects under the policy.
+	mergePatch(t, schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, "", "team-other", `{"metadata":{"labels":{"team":"amp"}}}`)
+	other.expectDeletedOnTime(t, time.Now())
+}
+
+func mergePatchPolicy(t *testing.T, p *v1alpha1.TimeoutPolicy, patch string) {
+	t.Helper()
+	if err := k8s.Patch(context.Background(), p, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		t.Fatalf("patch policy %s: %v", p.Name, err)
+	}
+}
