@@ -153,7 +153,7 @@ type TimeoutPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.target.kind`
 // +kubebuilder:printcolumn:name="Default TTL",type=string,JSONPath=`.spec.defaultTTL`
 // +kubebuilder:printcolumn:name="Tracked",type=integer,JSONPath=`.status.tracked`
-// +kubebuilder:printcolumn:name="Next Expiry",type=date,JSONPath=`.status.nextExpiry`
+// +kubebuilder:printcolumn:name="Next Expiry",type=string,JSONPath=`.status.nextExpiry`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type TimeoutPolicy struct {

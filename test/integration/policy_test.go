@@ -6,6 +6,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
@@ -236,5 +239,32 @@ func mergePatchPolicy(t *testing.T, p *v1alpha1.TimeoutPolicy, patch string) {
 	t.Helper()
 	if err := k8s.Patch(context.Background(), p, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 		t.Fatalf("patch policy %s: %v", p.Name, err)
+	}
+}
+
+func TestTheSamplePoliciesAreValid(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples found: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &v1alpha1.TimeoutPolicy{}
+			if err := yaml.UnmarshalStrict(data, p); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			// A server-side dry run: admission checks it, nothing is stored.
+			if err := k8s.Create(context.Background(), p, client.DryRunAll); err != nil {
+				t.Fatalf("the API server refuses %s: %v", f, err)
+			}
+			if _, err := expiry.NewSchedule(p.Spec); err != nil {
+				t.Fatalf("the controller refuses %s: %v", f, err)
+			}
+		})
 	}
 }
