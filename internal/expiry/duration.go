@@ -95,14 +95,17 @@ func ParseDuration(s string) (time.Duration, error) {
 // leadingNumber reads "123" or "123.456" at the start of s. It returns the
 // integer part, the fraction's digits as an integer and the power of ten
 // they are to be divided by, and the length read, or -1 when s does not
-// start with such a number or the integer part overflows.
+// start with such a number. An integer part too big for a uint64 is
+// returned as math.MaxUint64, so that the caller reports it as too long
+// rather than as malformed: the CRD pattern accepts it.
 func leadingNumber(s string) (whole, frac uint64, scale float64, n int) {
 	i := 0
 	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
 		if whole > (math.MaxUint64-9)/10 {
-			return 0, 0, 0, -1
+			whole = math.MaxUint64
+		} else {
+			whole = whole*10 + uint64(s[i]-'0')
 		}
-		whole = whole*10 + uint64(s[i]-'0')
 		i++
 	}
 	if i == 0 {
@@ -132,6 +135,9 @@ func leadingNumber(s string) (whole, frac uint64, scale float64, n int) {
 // second; it is the inverse of ParseDuration for such values.
 func FormatDuration(d time.Duration) string {
 	if d < 0 {
+		if d == math.MinInt64 {
+			d++ // -d would overflow back to itself
+		}
 		return "-" + FormatDuration(-d)
 	}
 	if d < time.Second {
