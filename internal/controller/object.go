@@ -195,7 +195,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key) (ctrl.Result, er
 	lag := now.Sub(life.ExpiresAt)
 	log.Info("deleted", "expiresAt", life.ExpiresAt, "lag", lag, "policy", policy.Name)
 	r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeleted, actionDelete,
-		"Deleted %s after expiry (policy %s, propagation %s)", expiry.FormatDuration(lag.Round(time.Millisecond)), policy.Name, propagation)
+		"Deleted %s after expiry (policy %s, propagation %s)", lag.Round(time.Millisecond), policy.Name, propagation)
 	return ctrl.Result{}, nil
 }
 
