@@ -93,6 +93,10 @@ type TimeoutPolicySpec struct {
 	// +optional
 	MinimumNotice Duration `json:"minimumNotice,omitempty"`
 
+	// Notifications says who is told before and after expiry, and how.
+	// +optional
+	Notifications Notifications `json:"notifications,omitempty"`
+
 	// Deletion says how expired objects are deleted.
 	// +kubebuilder:default={}
 	// +optional
@@ -111,8 +115,11 @@ const (
 	ReasonActive         = "Active"
 	ReasonInvalidSpec    = "InvalidSpec"
 	ReasonTargetNotFound = "TargetNotFound"
-	ReasonOutranked      = "Outranked"
-	ReasonNoOverlap      = "NoOverlap"
+	// ReasonChannelsNotReady: a notification channel cannot be built (a
+	// Secret is missing, a template does not parse).
+	ReasonChannelsNotReady = "ChannelsNotReady"
+	ReasonOutranked        = "Outranked"
+	ReasonNoOverlap        = "NoOverlap"
 )
 
 // TimeoutPolicyStatus is what the controller last saw of a policy's objects.

@@ -17,6 +17,17 @@ const (
 	ReasonWouldDelete    = "WouldDelete"
 	ReasonDeletionFailed = "DeletionFailed"
 	ReasonInvalidTimeout = "InvalidTimeout"
+	// ReasonReminderSent: a message (a reminder, an extension, a
+	// postponement) reached at least one channel.
+	ReasonReminderSent = "ReminderSent"
+	// ReasonReminderFailed: a channel refused a message; it is retried.
+	ReasonReminderFailed = "ReminderFailed"
+	// ReasonDeletionPostponed: the object expired but is kept until people
+	// have had the policy's minimum notice.
+	ReasonDeletionPostponed = "DeletionPostponed"
+	// ReasonInvalidRecipient: the notify annotation names something that
+	// is not an allowed e-mail address or Slack channel.
+	ReasonInvalidRecipient = "InvalidRecipient"
 )
 
 // Event reasons on TimeoutPolicies.
@@ -29,6 +40,7 @@ const (
 const (
 	actionDelete   = "Delete"
 	actionEvaluate = "Evaluate"
+	actionNotify   = "Notify"
 )
 
 // clusterScopedSink writes the Events of cluster-scoped objects to a chosen

@@ -23,6 +23,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
 // Key identifies a governed object in the work queue: one queue serves
@@ -48,18 +49,25 @@ type ObjectReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
+	// Channels builds each policy's notification channels.
+	Channels *Channels
 
-	mu   sync.Mutex
-	seen map[Key]reported
+	mu         sync.Mutex
+	seen       map[Key]reported
+	retries    retries
+	announcing sync.WaitGroup
 }
 
 // reported remembers what was said about an object, so that a value that
 // stays wrong is warned about once and a dry run reports once per expiry.
 // Only objects with something to remember have an entry.
 type reported struct {
-	uid         types.UID
-	invalid     string
-	wouldDelete time.Time
+	uid            types.UID
+	invalid        string
+	recipients     string
+	wouldDelete    time.Time
+	postponed      time.Time
+	deletionFailed time.Time
 }
 
 // Reconcile plans the next action for one object and carries it out when
@@ -80,18 +88,19 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		return ctrl.Result{}, nil
 	}
 
-	policy, life, err := r.evaluate(ctx, key.GVK, obj)
-	if err != nil || policy == nil {
+	ev, err := r.evaluate(ctx, key.GVK, obj)
+	if err != nil || ev == nil {
 		return ctrl.Result{}, err
 	}
-	r.warnInvalid(key, obj, life)
+	r.warnInvalid(key, obj, ev.life)
 
-	now := r.Clock.Now()
-	plan := expiry.Next(life, now)
+	plan := ev.plan()
 	switch plan.Action {
 	case expiry.Wait:
-		log.V(1).Info("waiting", "expiresAt", life.ExpiresAt, "source", life.Source, "policy", policy.Name)
-		return ctrl.Result{RequeueAfter: plan.After(now)}, nil
+		log.V(1).Info("waiting", "until", plan.At, "expiresAt", ev.life.ExpiresAt, "source", ev.life.Source, "policy", ev.policy.Name)
+		return ctrl.Result{RequeueAfter: expiry.After(plan.At, ev.now)}, nil
+	case expiry.Notify:
+		return r.notify(ctx, key, obj, ev, plan)
 	case expiry.Delete:
 		return r.expire(ctx, key)
 	default:
@@ -99,23 +108,60 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	}
 }
 
-// evaluate finds the policy that governs obj and the lifetime it gives obj.
-// It returns a nil policy when no valid policy governs obj, which is then
-// left alone.
-func (r *ObjectReconciler) evaluate(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) (*v1alpha1.TimeoutPolicy, expiry.Lifetime, error) {
+// evaluation is what the controller makes of an object at one moment.
+type evaluation struct {
+	policy   *v1alpha1.TimeoutPolicy
+	schedule expiry.Schedule
+	life     expiry.Lifetime
+	record   *expiry.Record
+	channels *channelSet
+	now      time.Time
+}
+
+func (ev *evaluation) plan() expiry.Plan {
+	return expiry.Next(expiry.Input{
+		Life: ev.life, Schedule: ev.schedule, Record: ev.record, Channels: ev.channels.names, Now: ev.now,
+	})
+}
+
+// evaluate finds the policy that governs obj and what it makes of obj. It
+// returns nil when no valid policy governs obj, which is then left alone.
+func (r *ObjectReconciler) evaluate(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) (*evaluation, error) {
 	var policies v1alpha1.TimeoutPolicyList
 	if err := r.Client.List(ctx, &policies); err != nil {
-		return nil, expiry.Lifetime{}, fmt.Errorf("list policies: %w", err)
+		return nil, fmt.Errorf("list policies: %w", err)
 	}
 	matched, err := matching(candidates(policies.Items, gvk), r.describe(ctx, gvk, obj))
 	if err != nil || len(matched) == 0 {
-		return nil, expiry.Lifetime{}, err
+		return nil, err
 	}
 	c := matched[0]
 	if c.scheduleErr != nil {
-		return nil, expiry.Lifetime{}, nil
+		return nil, nil
 	}
-	return c.TimeoutPolicy, expiry.Compute(obj.CreationTimestamp.Time, obj.Annotations, c.schedule.DefaultTTL), nil
+	channels, err := r.Channels.get(ctx, c.TimeoutPolicy)
+	if err != nil {
+		// The policy's status reports it; the object waits for a fix.
+		return nil, nil
+	}
+	ev := &evaluation{
+		policy:   c.TimeoutPolicy,
+		schedule: c.schedule,
+		life:     expiry.Compute(obj.CreationTimestamp.Time, obj.Annotations, c.schedule.DefaultTTL),
+		channels: channels,
+		now:      r.Clock.Now(),
+	}
+	record, err := expiry.ParseRecord(obj.Annotations[expiry.AnnotationReminders])
+	if err != nil {
+		// The record is the controller's own; if someone broke it, the
+		// worst that follows is a repeated reminder, never a deletion
+		// without one.
+		logf.FromContext(ctx).Info("ignoring unreadable record", "error", err.Error())
+	}
+	if !ev.life.Keep {
+		ev.record = record.For(ev.life.ExpiresAt, obj.CreationTimestamp.Time, ev.now)
+	}
+	return ev, nil
 }
 
 func (r *ObjectReconciler) describe(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) object {
@@ -146,19 +192,19 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key) (ctrl.Result, er
 	if obj.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
-	policy, life, err := r.evaluate(ctx, key.GVK, obj)
-	if err != nil || policy == nil {
+	ev, err := r.evaluate(ctx, key.GVK, obj)
+	if err != nil || ev == nil {
 		return ctrl.Result{}, err
 	}
-	now := r.Clock.Now()
-	plan := expiry.Next(life, now)
+	plan := ev.plan()
 	switch plan.Action {
 	case expiry.Keep:
 		return ctrl.Result{}, nil
-	case expiry.Wait:
-		log.Info("expiry moved", "expiresAt", life.ExpiresAt, "source", life.Source)
-		return ctrl.Result{RequeueAfter: plan.After(now)}, nil
+	case expiry.Wait, expiry.Notify:
+		log.Info("expiry moved", "expiresAt", ev.life.ExpiresAt, "source", ev.life.Source)
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
+	policy, life := ev.policy, ev.life
 
 	ref := reference(key.GVK, obj)
 	if policy.Spec.Deletion.DryRun {
@@ -167,6 +213,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key) (ctrl.Result, er
 			r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonWouldDelete, actionDelete,
 				"Expired at %s (%s, policy %s); not deleted because the policy is in dry-run mode",
 				life.ExpiresAt.UTC().Format(time.RFC3339), life.Source, policy.Name)
+			r.announceLater(ctx, key, obj, ev, v1alpha1.EventWouldDelete, "")
 		}
 		return ctrl.Result{}, nil
 	}
@@ -187,15 +234,20 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key) (ctrl.Result, er
 		log.V(1).Info("object changed before delete; evaluating again")
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	case err != nil:
-		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonDeletionFailed, actionDelete,
-			"Delete failed: %s", apierrors.ReasonForError(err))
+		reason := string(apierrors.ReasonForError(err))
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonDeletionFailed, actionDelete, "Delete failed: %s", reason)
+		if r.firstDeletionFailure(key, obj.UID, life.ExpiresAt) {
+			r.announceLater(ctx, key, obj, ev, v1alpha1.EventDeletionFailed, "the API server answered "+reason)
+		}
 		return ctrl.Result{}, fmt.Errorf("delete %s: %w", key, err)
 	}
 	r.forget(key)
-	lag := now.Sub(life.ExpiresAt)
+	lag := r.Clock.Now().Sub(life.ExpiresAt)
 	log.Info("deleted", "expiresAt", life.ExpiresAt, "lag", lag, "policy", policy.Name)
 	r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeleted, actionDelete,
 		"Deleted %s after expiry (policy %s, propagation %s)", lag.Round(time.Millisecond), policy.Name, propagation)
+	r.announceLater(ctx, key, obj, ev, v1alpha1.EventExpired, "")
+	r.announceLater(ctx, key, obj, ev, v1alpha1.EventDeleted, "")
 	return ctrl.Result{}, nil
 }
 
@@ -242,7 +294,7 @@ func (r *ObjectReconciler) remember(key Key, uid types.UID, update func(*reporte
 		s = reported{uid: uid}
 	}
 	result := update(&s)
-	if s.invalid == "" && s.wouldDelete.IsZero() {
+	if s == (reported{uid: uid}) {
 		delete(r.seen, key)
 	} else {
 		if r.seen == nil {
@@ -253,10 +305,47 @@ func (r *ObjectReconciler) remember(key Key, uid types.UID, update func(*reporte
 	return result
 }
 
+// warnRecipients emits one InvalidRecipient Event per refused entry of
+// the notify annotation, and again only when the refusals change.
+func (r *ObjectReconciler) warnRecipients(key Key, obj *metav1.PartialObjectMetadata, problems []error) {
+	var sig strings.Builder
+	for _, p := range problems {
+		sig.WriteString(p.Error() + "\n")
+	}
+	if !r.remember(key, obj.UID, func(s *reported) bool {
+		changed := s.recipients != sig.String()
+		s.recipients = sig.String()
+		return changed
+	}) || sig.Len() == 0 {
+		return
+	}
+	for _, p := range problems {
+		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonInvalidRecipient, actionNotify,
+			"annotation %s: %s; the other recipients are still told", notify.AnnotationNotify, p.Error())
+	}
+}
+
+func (r *ObjectReconciler) firstDeletionFailure(key Key, uid types.UID, at time.Time) bool {
+	return r.remember(key, uid, func(s *reported) bool {
+		first := !s.deletionFailed.Equal(at)
+		s.deletionFailed = at
+		return first
+	})
+}
+
+func (r *ObjectReconciler) firstPostponement(key Key, uid types.UID, at time.Time) bool {
+	return r.remember(key, uid, func(s *reported) bool {
+		first := !s.postponed.Equal(at)
+		s.postponed = at
+		return first
+	})
+}
+
 func (r *ObjectReconciler) forget(key Key) {
 	r.mu.Lock()
 	delete(r.seen, key)
 	r.mu.Unlock()
+	r.retries.forget(key)
 }
 
 func newMetadata(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {

@@ -42,6 +42,8 @@ type PolicyReconciler struct {
 	// StatusInterval is how often status counts are refreshed from the
 	// cache; they change with time as well as with objects.
 	StatusInterval time.Duration
+	// Channels builds the policy's notification channels, to check them.
+	Channels *Channels
 
 	watches *watches
 }
@@ -71,6 +73,13 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		r.setReady(policy, metav1.ConditionFalse, v1alpha1.ReasonTargetNotFound,
 			fmt.Sprintf("The API server does not serve %s %s; looking again every %s", gvk.GroupVersion(), gvk.Kind, targetRetry))
 		return ctrl.Result{RequeueAfter: targetRetry}, r.patchStatus(ctx, orig, policy, ReasonTargetNotFound)
+	}
+	if _, err := r.Channels.get(ctx, policy); err != nil {
+		// Without its channels the policy cannot give the notice it
+		// promises, so its objects wait (none is deleted) until this is fixed.
+		r.setReady(policy, metav1.ConditionFalse, v1alpha1.ReasonChannelsNotReady,
+			"Notification channels cannot be used, so nothing is deleted under this policy: "+err.Error())
+		return ctrl.Result{RequeueAfter: channelsTTL}, r.patchStatus(ctx, orig, policy, ReasonInvalidPolicy)
 	}
 	namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace
 	if err := r.watches.ensure(gvk, namespaced); err != nil {

@@ -30,8 +30,10 @@ import (
 )
 
 // The role the controller needs for Playbooks, its default target. Each
-// further target kind needs get, list, watch and delete on its resource.
-// +kubebuilder:rbac:groups=amphitheatre.app,resources=playbooks,verbs=get;list;watch;delete
+// further target kind needs get, list, watch, patch (for the reminder
+// record) and delete on its resource.
+// +kubebuilder:rbac:groups=amphitheatre.app,resources=playbooks,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=timeoutpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=timeoutpolicies/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
@@ -80,11 +82,13 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		return err
 	}
 
+	channels := &Channels{Secrets: secretReader{reader: mgr.GetAPIReader()}, Clock: opts.Clock}
 	objects := &ObjectReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  recorder,
 		Clock:     opts.Clock,
+		Channels:  channels,
 	}
 	c, err := controller.NewTyped("object", mgr, controller.TypedOptions[Key]{
 		Reconciler:              objects,
@@ -111,6 +115,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Recorder:       recorder,
 		Clock:          opts.Clock,
 		StatusInterval: opts.StatusInterval,
+		Channels:       channels,
 		watches:        w,
 	}
 	err = ctrl.NewControllerManagedBy(mgr).

@@ -47,10 +47,16 @@ func BenchmarkCompute(b *testing.B) {
 func BenchmarkNext(b *testing.B) {
 	created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	life := Lifetime{ExpiresAt: created.Add(7 * Day), Source: AnnotationTTL}
-	now := created.Add(Day)
+	in := Input{
+		Life:     life,
+		Schedule: Schedule{DefaultTTL: 14 * Day, Reminders: []time.Duration{3 * Day, 2 * Day}, MinimumNotice: Day},
+		Record:   (*Record)(nil).For(life.ExpiresAt, created, created),
+		Channels: []string{"email", "slack"},
+		Now:      created.Add(Day),
+	}
 	b.ReportAllocs()
 	for b.Loop() {
-		benchPlan = Next(life, now)
+		benchPlan = Next(in)
 	}
 	if benchPlan.Action != Wait {
 		b.Fatalf("Action = %v, want Wait", benchPlan.Action)

@@ -3,7 +3,11 @@
 
 package expiry
 
-import "time"
+import (
+	"time"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+)
 
 // Action is what the controller does next about an object.
 type Action int
@@ -13,7 +17,9 @@ const (
 	Keep Action = iota
 	// Wait: nothing is due before Plan.At.
 	Wait
-	// Delete: the object has expired.
+	// Notify: a message is due to Plan.Channels.
+	Notify
+	// Delete: the object has expired and people have had their notice.
 	Delete
 )
 
@@ -23,37 +29,153 @@ func (a Action) String() string {
 		return "Keep"
 	case Wait:
 		return "Wait"
+	case Notify:
+		return "Notify"
 	case Delete:
 		return "Delete"
 	}
 	return "Unknown"
 }
 
-// Plan is the next action for an object and, for Wait, when to look again.
+// Plan is the next action for an object.
 type Plan struct {
 	Action Action
-	At     time.Time
+	// At is, for Wait, when to look again; for Delete, the expiry; for
+	// Notify, the time the message announces (the new deletion time for
+	// a postponement, the expiry otherwise).
+	At time.Time
+
+	// Event, Key and Channels say, for Notify, what to send (a reminder,
+	// an extension, a postponement), under which Record key, and to which
+	// channels: those that have not accepted it yet.
+	Event    v1alpha1.EventType
+	Key      string
+	Channels []string
+	// Deadline is, for Notify, the next time something else falls due: a
+	// failed delivery is retried no later than that, so that retries
+	// never delay a reminder or a deletion.
+	Deadline time.Time
 }
 
-// After is how long to wait from now until the plan is due. It is always
-// positive for Wait, so a requeue can never turn into a hot loop.
-func (p Plan) After(now time.Time) time.Duration {
-	d := p.At.Sub(now)
+// After is how long to wait from now until t. It is always positive, so a
+// requeue can never turn into a hot loop.
+func After(t, now time.Time) time.Duration {
+	d := t.Sub(now)
 	if d < time.Millisecond {
 		return time.Millisecond
 	}
 	return d
 }
 
-// Next plans what to do about an object with lifetime l at time now.
-// Reminder stages will slot in here, between Wait and Delete.
-func Next(l Lifetime, now time.Time) Plan {
-	switch {
-	case l.Keep:
+// Input is what Next decides from.
+type Input struct {
+	Life     Lifetime
+	Schedule Schedule
+	// Record is the record for Life.ExpiresAt (see Record.For).
+	Record *Record
+	// Channels name the ways people are told. When a policy configures
+	// no channel, the Kubernetes Event is the reminder and its name is
+	// the only one here.
+	Channels []string
+	Now      time.Time
+}
+
+// Next plans what to do about an object.
+//
+// A reminder stage applies when it falls due at or after the record's
+// Since (the object's creation, or the moment an extension was seen): an
+// object whose whole life is shorter than a lead gets no reminder for it.
+// Of the stages that are due and not yet delivered, only the most urgent
+// is sent, and a delivered stage supersedes every longer one, so an object
+// first seen late gets one reminder, not a burst. When the policy has a
+// minimum notice and a stage applies (or a reminder has already gone out),
+// the object is deleted no earlier than that long after the first delivered
+// reminder: after its
+// expiry, a postponement message announces the new time. Retries of
+// partly delivered messages never hold up a deletion that is due.
+func Next(in Input) Plan {
+	l, rec, now := in.Life, in.Record, in.Now
+	if l.Keep {
 		return Plan{Action: Keep}
-	case now.Before(l.ExpiresAt):
-		return Plan{Action: Wait, At: l.ExpiresAt}
-	default:
-		return Plan{Action: Delete, At: l.ExpiresAt}
 	}
+	expiresAt := l.ExpiresAt
+
+	var stages []time.Duration
+	for _, lead := range in.Schedule.Reminders {
+		if !expiresAt.Add(-lead).Before(rec.Since) {
+			stages = append(stages, lead)
+		}
+	}
+	var shortestSent time.Duration
+	sent := false
+	for _, lead := range stages {
+		if _, ok := rec.Sent[StageKey(lead)]; ok {
+			shortestSent, sent = lead, true
+		}
+	}
+
+	// The next stage to send: the most urgent of those due, or else the
+	// time the next one falls due. Stages are sorted longest first.
+	var upcoming time.Time
+	for i := len(stages) - 1; i >= 0; i-- {
+		lead := stages[i]
+		if sent && lead >= shortestSent {
+			continue
+		}
+		due := expiresAt.Add(-lead)
+		if !due.After(now) {
+			return Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: StageKey(lead), At: expiresAt,
+				Channels: in.Channels, Deadline: expiresAt}
+		}
+		if upcoming.IsZero() || due.Before(upcoming) {
+			upcoming = due
+		}
+	}
+
+	// When the object may be deleted. Without a delivered reminder, a
+	// notice that is owed cannot have been given: no deletion time yet,
+	// and a stage is then always due by the expiry, so the branch above
+	// keeps trying to deliver it.
+	deleteAt := expiresAt
+	// Notice is owed when a stage applies, and once a reminder has gone
+	// out: the promise holds through extensions.
+	owed := in.Schedule.MinimumNotice > 0 && (len(stages) > 0 || !rec.NoticeAt.IsZero())
+	if owed && !rec.NoticeAt.IsZero() {
+		if t := rec.NoticeAt.Add(in.Schedule.MinimumNotice); t.After(deleteAt) {
+			deleteAt = t
+		}
+	}
+	blocked := owed && rec.NoticeAt.IsZero()
+	if !blocked && !now.Before(deleteAt) {
+		return Plan{Action: Delete, At: expiresAt}
+	}
+
+	deadline := expiresAt
+	if !now.Before(expiresAt) {
+		deadline = deleteAt
+	}
+	if !upcoming.IsZero() && upcoming.Before(deadline) {
+		deadline = upcoming
+	}
+
+	if !now.Before(expiresAt) && deleteAt.After(expiresAt) {
+		if missing := rec.missing(KeyPostponed, in.Channels); len(missing) > 0 {
+			return Plan{Action: Notify, Event: v1alpha1.EventPostponed, Key: KeyPostponed, At: deleteAt,
+				Channels: missing, Deadline: deadline}
+		}
+	}
+	if sent {
+		if missing := rec.missing(StageKey(shortestSent), in.Channels); len(missing) > 0 {
+			return Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: StageKey(shortestSent), At: expiresAt,
+				Channels: missing, Deadline: deadline}
+		}
+	} else if !rec.ExtendedFrom.IsZero() {
+		// A reminder for the new date tells the same news: no extension
+		// message once one has gone out.
+		if missing := rec.missing(KeyExtended, in.Channels); len(missing) > 0 {
+			return Plan{Action: Notify, Event: v1alpha1.EventExtended, Key: KeyExtended, At: expiresAt,
+				Channels: missing, Deadline: deadline}
+		}
+	}
+	return Plan{Action: Wait, At: deadline}
 }

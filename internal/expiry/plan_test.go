@@ -4,115 +4,270 @@
 package expiry
 
 import (
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 )
 
-func TestNext(t *testing.T) {
-	expiresAt := time.Date(2026, 3, 15, 12, 0, 0, 0, time.UTC)
-	expiring := Lifetime{ExpiresAt: expiresAt, Source: AnnotationTTL}
+var (
+	created  = time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	expires  = created.Add(14 * Day)
+	standard = Schedule{DefaultTTL: 14 * Day, Reminders: []time.Duration{3 * Day, 2 * Day}, MinimumNotice: Day}
+	people   = []string{"email", "slack"}
+)
 
+// sent builds a record for expires in which key reached channels at at.
+func sent(rec *Record, key string, at time.Time, channels ...string) *Record {
+	rec.Delivered(key, key != KeyExtended && key != KeyPostponed, channels, at)
+	return rec
+}
+
+func fresh() *Record { return (*Record)(nil).For(expires, created, created) }
+
+func TestNext(t *testing.T) {
 	tests := []struct {
-		name string
-		life Lifetime
-		now  time.Time
-		want Plan
+		name     string
+		life     Lifetime
+		schedule Schedule
+		record   *Record
+		now      time.Time
+		want     Plan
 	}{
 		{
-			name: "keeps a kept object",
-			life: Lifetime{Keep: true},
-			now:  expiresAt,
+			name: "keeps an object annotated keep=true, even long after its expiry",
+			life: Lifetime{Keep: true}, schedule: standard, now: expires.Add(Week),
 			want: Plan{Action: Keep},
 		},
 		{
-			name: "keeps a kept object long after it would have expired",
-			life: Lifetime{Keep: true, ExpiresAt: expiresAt},
-			now:  expiresAt.Add(365 * Day),
-			want: Plan{Action: Keep},
+			name: "waits for the first reminder",
+			life: Lifetime{ExpiresAt: expires}, schedule: standard, record: fresh(), now: created,
+			want: Plan{Action: Wait, At: expires.Add(-3 * Day)},
 		},
 		{
-			name: "waits until expiry a day before",
-			life: expiring,
-			now:  expiresAt.Add(-Day),
-			want: Plan{Action: Wait, At: expiresAt},
+			name: "sends the 3d reminder when it falls due",
+			life: Lifetime{ExpiresAt: expires}, schedule: standard, record: fresh(), now: expires.Add(-3 * Day),
+			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "3d", At: expires, Channels: people, Deadline: expires},
 		},
 		{
-			name: "waits one nanosecond before expiry",
-			life: expiring,
-			now:  expiresAt.Add(-time.Nanosecond),
-			want: Plan{Action: Wait, At: expiresAt},
+			name: "waits for the 2d reminder once the 3d one was delivered",
+			life: Lifetime{ExpiresAt: expires}, schedule: standard,
+			record: sent(fresh(), "3d", expires.Add(-3*Day), people...), now: expires.Add(-3 * Day),
+			want:   Plan{Action: Wait, At: expires.Add(-2 * Day)},
 		},
 		{
-			name: "deletes exactly at expiry",
-			life: expiring,
-			now:  expiresAt,
-			want: Plan{Action: Delete, At: expiresAt},
+			name: "sends only the most urgent stage to an object first seen inside both windows",
+			life: Lifetime{ExpiresAt: expires}, schedule: standard, record: fresh(), now: expires.Add(-36 * time.Hour),
+			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "2d", At: expires, Channels: people, Deadline: expires},
 		},
 		{
-			name: "deletes one second after expiry",
-			life: expiring,
-			now:  expiresAt.Add(time.Second),
-			want: Plan{Action: Delete, At: expiresAt},
+			name: "does not go back to a longer stage once a shorter one was delivered",
+			life: Lifetime{ExpiresAt: expires}, schedule: standard,
+			record: sent(fresh(), "2d", expires.Add(-36*time.Hour), people...), now: expires.Add(-30 * time.Hour),
+			want:   Plan{Action: Wait, At: expires},
 		},
 		{
-			name: "deletes a year after expiry",
-			life: expiring,
-			now:  expiresAt.Add(365 * Day),
-			want: Plan{Action: Delete, At: expiresAt},
+			name: "deletes at expiry when the notice was given in time",
+			life: Lifetime{ExpiresAt: expires}, schedule: standard,
+			record: sent(sent(fresh(), "3d", expires.Add(-3*Day), people...), "2d", expires.Add(-2*Day), people...), now: expires,
+			want:   Plan{Action: Delete, At: expires},
+		},
+		{
+			name: "retries only the channel that refused the latest stage",
+			life: Lifetime{ExpiresAt: expires}, schedule: standard,
+			record: sent(fresh(), "3d", expires.Add(-3*Day), "email"), now: expires.Add(-3*Day + time.Minute),
+			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "3d", At: expires, Channels: []string{"slack"},
+				Deadline: expires.Add(-2 * Day)},
+		},
+		{
+			name: "gives up retrying a stage once the next one is due",
+			life: Lifetime{ExpiresAt: expires}, schedule: standard,
+			record: sent(fresh(), "3d", expires.Add(-3*Day), "email"), now: expires.Add(-2 * Day),
+			want:   Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "2d", At: expires, Channels: people, Deadline: expires},
+		},
+		{
+			name: "does not let a failing channel hold up a deletion that is due",
+			life: Lifetime{ExpiresAt: expires}, schedule: standard,
+			record: sent(fresh(), "2d", expires.Add(-2*Day), "email"), now: expires,
+			want:   Plan{Action: Delete, At: expires},
+		},
+		{
+			name: "keeps trying the reminder past expiry while no channel has accepted one",
+			life: Lifetime{ExpiresAt: expires}, schedule: standard, record: fresh(), now: expires.Add(time.Hour),
+			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "2d", At: expires, Channels: people, Deadline: expires},
+		},
+		{
+			name: "postpones the deletion to a minimum notice after a late first reminder",
+			life: Lifetime{ExpiresAt: expires}, schedule: standard,
+			record: sent(fresh(), "2d", expires.Add(-time.Hour), people...), now: expires,
+			want: Plan{Action: Notify, Event: v1alpha1.EventPostponed, Key: KeyPostponed, At: expires.Add(23 * time.Hour),
+				Channels: people, Deadline: expires.Add(23 * time.Hour)},
+		},
+		{
+			name: "waits for the postponed time once people were told of it",
+			life: Lifetime{ExpiresAt: expires}, schedule: standard,
+			record: sent(sent(fresh(), "2d", expires.Add(-time.Hour), people...), KeyPostponed, expires, people...), now: expires,
+			want:   Plan{Action: Wait, At: expires.Add(23 * time.Hour)},
+		},
+		{
+			name: "deletes at the postponed time",
+			life: Lifetime{ExpiresAt: expires}, schedule: standard,
+			record: sent(sent(fresh(), "2d", expires.Add(-time.Hour), people...), KeyPostponed, expires, people...),
+			now:    expires.Add(23 * time.Hour),
+			want:   Plan{Action: Delete, At: expires},
+		},
+		{
+			name: "does not postpone when the minimum notice is off",
+			life: Lifetime{ExpiresAt: expires}, schedule: Schedule{Reminders: standard.Reminders},
+			record: sent(fresh(), "2d", expires.Add(-time.Hour), people...), now: expires,
+			want:   Plan{Action: Delete, At: expires},
+		},
+		{
+			name: "gives an object shorter-lived than every lead no reminder and no notice hold",
+			life: Lifetime{ExpiresAt: created.Add(36 * time.Hour)}, schedule: standard,
+			record: (*Record)(nil).For(created.Add(36*time.Hour), created, created), now: created,
+			want:   Plan{Action: Wait, At: created.Add(36 * time.Hour)},
+		},
+		{
+			name: "deletes such an object at its expiry",
+			life: Lifetime{ExpiresAt: created.Add(36 * time.Hour)}, schedule: standard,
+			record: (*Record)(nil).For(created.Add(36*time.Hour), created, created), now: created.Add(36 * time.Hour),
+			want:   Plan{Action: Delete, At: created.Add(36 * time.Hour)},
+		},
+		{
+			name: "applies the stages that fall inside a shorter life",
+			life: Lifetime{ExpiresAt: created.Add(60 * time.Hour)}, schedule: standard,
+			record: (*Record)(nil).For(created.Add(60*time.Hour), created, created), now: created,
+			want:   Plan{Action: Wait, At: created.Add(12 * time.Hour)},
+		},
+		{
+			name: "sends no reminders and deletes on time without reminders",
+			life: Lifetime{ExpiresAt: expires}, schedule: Schedule{MinimumNotice: Day}, record: fresh(), now: expires,
+			want: Plan{Action: Delete, At: expires},
+		},
+		{
+			name: "tells people of an extension they had been reminded of",
+			life: Lifetime{ExpiresAt: expires.Add(Week)}, schedule: standard,
+			record: sent(fresh(), "3d", expires.Add(-3*Day), people...).For(expires.Add(Week), created, expires.Add(-Day)),
+			now:    expires.Add(-Day),
+			want: Plan{Action: Notify, Event: v1alpha1.EventExtended, Key: KeyExtended, At: expires.Add(Week),
+				Channels: people, Deadline: expires.Add(Week - 3*Day)},
+		},
+		{
+			name: "re-sends the stages of the new date after an extension",
+			life: Lifetime{ExpiresAt: expires.Add(Week)}, schedule: standard,
+			record: sent(sent(fresh(), "3d", expires.Add(-3*Day), people...).For(expires.Add(Week), created, expires.Add(-Day)),
+				KeyExtended, expires.Add(-Day), people...),
+			now:  expires.Add(Week - 3*Day),
+			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "3d", At: expires.Add(Week), Channels: people, Deadline: expires.Add(Week)},
+		},
+		{
+			name: "does not catch up on stages of the new date that fell due before the extension",
+			life: Lifetime{ExpiresAt: expires.Add(12 * time.Hour)}, schedule: standard,
+			record: sent(sent(fresh(), "3d", expires.Add(-3*Day), people...).For(expires.Add(12*time.Hour), created, expires.Add(-2*Day)),
+				KeyExtended, expires.Add(-2*Day), people...),
+			now:  expires.Add(-2 * Day),
+			want: Plan{Action: Wait, At: expires.Add(-36 * time.Hour)},
+		},
+		{
+			name: "counts the notice given before an extension",
+			life: Lifetime{ExpiresAt: expires.Add(time.Hour)}, schedule: standard,
+			record: sent(fresh(), "2d", expires.Add(-90*time.Minute), people...).For(expires.Add(time.Hour), created, expires.Add(-time.Hour)),
+			now:    expires.Add(time.Hour),
+			want: Plan{Action: Notify, Event: v1alpha1.EventPostponed, Key: KeyPostponed, At: expires.Add(22*time.Hour + 30*time.Minute),
+				Channels: people, Deadline: expires.Add(22*time.Hour + 30*time.Minute)},
+		},
+		{
+			name: "sends no extension message when nobody had been told anything",
+			life: Lifetime{ExpiresAt: expires.Add(Week)}, schedule: standard,
+			record: fresh().For(expires.Add(Week), created, created.Add(Day)), now: created.Add(Day),
+			want:   Plan{Action: Wait, At: expires.Add(Week - 3*Day)},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Next(tt.life, tt.now)
-			if got.Action != tt.want.Action || !got.At.Equal(tt.want.At) {
-				t.Errorf("Next(%+v, %v) = %v at %v, want %v at %v", tt.life, tt.now, got.Action, got.At, tt.want.Action, tt.want.At)
+			got := Next(Input{Life: tt.life, Schedule: tt.schedule, Record: tt.record, Channels: people, Now: tt.now})
+			if got.Action != tt.want.Action || !got.At.Equal(tt.want.At) || got.Event != tt.want.Event || got.Key != tt.want.Key ||
+				!slices.Equal(got.Channels, tt.want.Channels) || !got.Deadline.Equal(tt.want.Deadline) {
+				t.Errorf("Next() =\n  %+v\nwant\n  %+v", got, tt.want)
 			}
 		})
 	}
 }
 
-func TestPlanAfter(t *testing.T) {
-	now := time.Date(2026, 3, 15, 12, 0, 0, 0, time.UTC)
+func TestRecordFor(t *testing.T) {
+	t.Run("keeps the record for the same expiry", func(t *testing.T) {
+		r := sent(fresh(), "3d", expires.Add(-3*Day), people...)
+		if got := r.For(expires, created, expires); got != r {
+			t.Errorf("For(same expiry) returned a new record %+v", got)
+		}
+	})
+	t.Run("starts a record at creation for an object first seen", func(t *testing.T) {
+		got := (*Record)(nil).For(expires, created, expires.Add(-Day))
+		if !got.Since.Equal(created) || !got.ExpiresAt.Equal(expires) || len(got.Sent) != 0 {
+			t.Errorf("For() = %+v", got)
+		}
+	})
+	t.Run("keeps the notice and owes an extension message when the expiry moves later", func(t *testing.T) {
+		r := sent(fresh(), "3d", expires.Add(-3*Day), people...)
+		r.Title = "hello"
+		now := expires.Add(-Day)
+		got := r.For(expires.Add(Week), created, now)
+		if !got.NoticeAt.Equal(r.NoticeAt) || !got.ExtendedFrom.Equal(expires) || !got.Since.Equal(now) || len(got.Sent) != 0 || got.Title != "hello" {
+			t.Errorf("For(later) = %+v", got)
+		}
+	})
+	t.Run("drops the notice when the expiry moves earlier", func(t *testing.T) {
+		r := sent(fresh(), "3d", expires.Add(-3*Day), people...)
+		got := r.For(expires.Add(-Day), created, expires.Add(-2*Day))
+		if !got.NoticeAt.IsZero() || !got.ExtendedFrom.IsZero() || len(got.Sent) != 0 {
+			t.Errorf("For(earlier) = %+v", got)
+		}
+	})
+	t.Run("round-trips through the annotation", func(t *testing.T) {
+		r := sent(sent(fresh(), "3d", expires.Add(-3*Day), "email"), "3d", expires.Add(-3*Day+time.Minute), "slack")
+		back, err := ParseRecord(r.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back.String() != r.String() || !slices.Equal(back.Sent["3d"].Channels, []string{"email", "slack"}) ||
+			!back.Sent["3d"].At.Equal(expires.Add(-3*Day)) {
+			t.Errorf("ParseRecord(%s) = %s", r, back)
+		}
+	})
+	t.Run("refuses an unreadable annotation", func(t *testing.T) {
+		if _, err := ParseRecord("{not json"); err == nil {
+			t.Error("ParseRecord accepted broken JSON")
+		}
+	})
+}
 
+func TestAfter(t *testing.T) {
+	now := created
 	tests := []struct {
 		name string
-		plan Plan
+		at   time.Time
 		want time.Duration
 	}{
-		{"waits the remaining day", Plan{Action: Wait, At: now.Add(Day)}, Day},
-		{"waits the remaining second", Plan{Action: Wait, At: now.Add(time.Second)}, time.Second},
-		{"waits just over a millisecond as it is", Plan{Action: Wait, At: now.Add(time.Millisecond + time.Nanosecond)}, time.Millisecond + time.Nanosecond},
-		{"waits exactly one millisecond", Plan{Action: Wait, At: now.Add(time.Millisecond)}, time.Millisecond},
-		{"waits at least a millisecond when less remains", Plan{Action: Wait, At: now.Add(time.Microsecond)}, time.Millisecond},
-		{"waits a millisecond when the plan is due now", Plan{Action: Delete, At: now}, time.Millisecond},
-		{"waits a millisecond when the plan is overdue", Plan{Action: Delete, At: now.Add(-Day)}, time.Millisecond},
-		{"waits a millisecond for a plan without a time", Plan{Action: Keep}, time.Millisecond},
+		{"is the time left", now.Add(90 * time.Second), 90 * time.Second},
+		{"is at least a millisecond when the time is now", now, time.Millisecond},
+		{"is at least a millisecond when the time is past", now.Add(-time.Hour), time.Millisecond},
+		{"is at least a millisecond when less is left", now.Add(time.Microsecond), time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.plan.After(now); got != tt.want {
-				t.Errorf("After = %v, want %v", got, tt.want)
+			if got := After(tt.at, now); got != tt.want {
+				t.Errorf("After() = %v, want %v", got, tt.want)
 			}
 		})
 	}
 }
 
 func TestActionString(t *testing.T) {
-	tests := []struct {
-		name   string
-		action Action
-		want   string
-	}{
-		{"names Keep", Keep, "Keep"},
-		{"names Wait", Wait, "Wait"},
-		{"names Delete", Delete, "Delete"},
-		{"names an unknown action Unknown", Action(99), "Unknown"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.action.String(); got != tt.want {
-				t.Errorf("Action(%d).String() = %q, want %q", int(tt.action), got, tt.want)
-			}
-		})
+	for a, want := range map[Action]string{Keep: "Keep", Wait: "Wait", Notify: "Notify", Delete: "Delete", Action(42): "Unknown"} {
+		if got := a.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", int(a), got, want)
+		}
 	}
 }

@@ -1,0 +1,269 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Command demo starts a local control plane and the timeout controller, and narrates Playbooks expiring on time.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+func main() {
+	timeout := flag.Duration("timeout", 2*time.Minute, "Give up, clean up and fail after this long.")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Stdout, *timeout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+// errTimeLimit is the cause of the context's end when -timeout is reached.
+var errTimeLimit = errors.New("time limit reached")
+
+// run tells the whole story on out and cleans up after itself on every
+// path. Its last line is the summary.
+func run(ctx context.Context, out io.Writer, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%w (%s)", errTimeLimit, timeout))
+	defer cancel()
+	// envtest logs through controller-runtime, which otherwise prints a
+	// warning and a stack trace when no logger was ever set.
+	logf.SetLogger(logr.Discard())
+
+	n := &narrator{out: out, start: time.Now()}
+	s := &story{n: n}
+	err := stage(ctx, n, s)
+	if len(s.cast) > 0 {
+		fmt.Fprintln(out, s.summary())
+	}
+	if err != nil {
+		return err
+	}
+	return s.verdict()
+}
+
+// stage sets up the control plane and the controller, plays the story and
+// takes everything down again. Cleanup is deferred so that a failure or
+// an interrupt at any step still leaves nothing running.
+func stage(ctx context.Context, n *narrator, s *story) (err error) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return errors.New("KUBEBUILDER_ASSETS is not set: run `make demo`, which builds etcd and kube-apiserver and sets it")
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "timeout-demo-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = os.RemoveAll(tmp)
+		n.say("removed %s", tmp)
+	}()
+
+	n.say("starting a local control plane (etcd and kube-apiserver) and building the controller")
+	bin := filepath.Join(tmp, "timeout-controller")
+	built := make(chan error, 1)
+	go func() {
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/timeout-controller")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			built <- fmt.Errorf("build the controller: %w\n%s", err, out)
+			return
+		}
+		built <- nil
+	}()
+
+	env := &envtest.Environment{
+		CRDDirectoryPaths: []string{
+			filepath.Join(root, "config", "crd", "bases"),
+			filepath.Join(root, "third_party", "amphitheatre", "crds"),
+		},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, startErr := env.Start()
+	defer func() {
+		if err := env.Stop(); err != nil {
+			n.say("stopping the control plane: %v", err)
+			return
+		}
+		n.say("stopped the control plane")
+	}()
+	// The build writes into tmp: it must end before tmp is removed.
+	buildErr := <-built
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if err := errors.Join(startErr, buildErr); err != nil {
+		return err
+	}
+	n.say("control plane up at %s", cfg.Host)
+
+	kubeconfig := filepath.Join(tmp, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		return err
+	}
+	n.more("kubeconfig: %s", kubeconfig)
+	n.more("to look around from another terminal while the demo runs:")
+	n.more("  export KUBECONFIG=%s", kubeconfig)
+	n.more("  kubectl get playbooks -w")
+
+	logPath := filepath.Join(tmp, "controller.log")
+	c, err := startController(bin, kubeconfig, logPath)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The log goes with tmp: show how it ended when something went
+		// wrong, unless the person stopped the demo themselves.
+		stoppedByUser := ctx.Err() != nil && !errors.Is(context.Cause(ctx), errTimeLimit)
+		if err != nil && !stoppedByUser {
+			n.tail(logPath, 10)
+		}
+		if err := c.stop(); err != nil {
+			n.say("stopping the controller: %v", err)
+			return
+		}
+		n.say("stopped the controller")
+	}()
+	n.say("controller running (pid %d), logging to %s", c.cmd.Process.Pid, logPath)
+
+	return s.play(ctx, cfg, c)
+}
+
+// proc is the timeout-controller process.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func startController(bin, kubeconfig, logPath string) (*proc, error) {
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin,
+		"--kubeconfig", kubeconfig,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"--cluster-event-namespace", eventNamespace,
+	)
+	cmd.Stdout, cmd.Stderr = log, log
+	// Its own process group: Ctrl-C in the terminal reaches only the demo,
+	// which then stops the controller before the control plane.
+	cmd.SysProcAttr = ownProcessGroup()
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start the controller: %w", err)
+	}
+	c := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		log.Close()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+func (c *proc) stop() error {
+	select {
+	case <-c.done:
+		return nil
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+		return errors.New("did not stop within 10s of SIGTERM; killed it")
+	}
+}
+
+// repoRoot walks up from the working directory to go.mod, so that the demo
+// works from `make demo`, `go run ./hack/demo` and `go test ./hack/demo`.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory: run the demo inside the repository")
+		}
+		dir = parent
+	}
+}
+
+// narrator writes lines stamped with the time since the demo started.
+type narrator struct {
+	out   io.Writer
+	start time.Time
+}
+
+func (n *narrator) say(format string, args ...any) {
+	fmt.Fprintf(n.out, "[%6.1fs] %s\n", time.Since(n.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// more continues the previous line, aligned under its text.
+func (n *narrator) more(format string, args ...any) {
+	fmt.Fprintf(n.out, "%10s%s\n", "", fmt.Sprintf(format, args...))
+}
+
+// table writes tab-separated rows as aligned columns under the last line.
+func (n *narrator) table(rows []string) {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(w, r)
+	}
+	w.Flush()
+	for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		n.more("%s", line)
+	}
+}
+
+// at is a moment as an offset from the start, the unit of the narration.
+func (n *narrator) at(t time.Time) string {
+	return fmt.Sprintf("+%.1fs", t.Sub(n.start).Seconds())
+}
+
+func (n *narrator) tail(path string, lines int) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	last := strings.Split(strings.TrimSpace(string(data)), "\n")
+	last = last[max(0, len(last)-lines):]
+	n.say("last lines of the controller log:")
+	for _, l := range last {
+		n.more("%s", l)
+	}
+}

@@ -1,0 +1,425 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+)
+
+// eventsChannel is the channel name under which a Kubernetes Event counts
+// as the reminder: only when a policy configures no channel that reaches
+// people.
+const eventsChannel = "events"
+
+// channelsTTL is how long a policy's channels are reused before they are
+// built again, which picks up rotated Secrets.
+const channelsTTL = time.Minute
+
+// maxRetryDelay caps the backoff between deliveries of a message that some
+// channel refused.
+const maxRetryDelay = 5 * time.Minute
+
+// channelSet is a policy's notifiers, by name, and its templates.
+type channelSet struct {
+	names     []string
+	notifiers map[string]notify.Notifier
+	templates *notify.Templates
+}
+
+// Channels builds and caches each policy's channels.
+type Channels struct {
+	Secrets notify.Secrets
+	Clock   clock.PassiveClock
+
+	mu    sync.Mutex
+	cache map[types.UID]cachedChannels
+}
+
+type cachedChannels struct {
+	generation int64
+	built      time.Time
+	set        *channelSet
+	err        error
+}
+
+// get returns the channels policy p configures. Its error says what is
+// wrong with them, without secrets.
+func (c *Channels) get(ctx context.Context, p *v1alpha1.TimeoutPolicy) (*channelSet, error) {
+	now := c.Clock.Now()
+	c.mu.Lock()
+	if e, ok := c.cache[p.UID]; ok && e.generation == p.Generation && now.Sub(e.built) < channelsTTL {
+		c.mu.Unlock()
+		return e.set, e.err
+	}
+	c.mu.Unlock()
+
+	set, err := buildChannels(ctx, p.Spec.Notifications, c.Secrets)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cache == nil {
+		c.cache = map[types.UID]cachedChannels{}
+	}
+	c.cache[p.UID] = cachedChannels{generation: p.Generation, built: now, set: set, err: err}
+	return set, err
+}
+
+func buildChannels(ctx context.Context, spec v1alpha1.Notifications, secrets notify.Secrets) (*channelSet, error) {
+	templates, err := notify.NewTemplates(spec.Templates)
+	if err != nil {
+		return nil, err
+	}
+	notifiers, err := notify.Build(ctx, spec, secrets)
+	if err != nil {
+		return nil, err
+	}
+	set := &channelSet{notifiers: map[string]notify.Notifier{}, templates: templates}
+	for _, n := range notifiers {
+		set.names = append(set.names, n.Name())
+		set.notifiers[n.Name()] = n
+	}
+	if len(set.names) == 0 {
+		set.names = []string{eventsChannel}
+	}
+	return set, nil
+}
+
+// secretReader reads Secrets straight from the API server: the controller
+// neither caches nor watches Secrets, so it needs get on the named ones
+// only.
+type secretReader struct{ reader client.Reader }
+
+func (s secretReader) Get(ctx context.Context, namespace, name, key string) ([]byte, error) {
+	secret := &corev1.Secret{}
+	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, secret); err != nil {
+		return nil, fmt.Errorf("read Secret %s/%s: %w", namespace, name, err)
+	}
+	v, ok := secret.Data[key]
+	if !ok {
+		return nil, fmt.Errorf("secret %s/%s has no key %q", namespace, name, key)
+	}
+	return v, nil
+}
+
+// notify sends the message plan says is due to the channels that have not
+// accepted it yet, and records on the object which ones did.
+func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, plan expiry.Plan) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	if ev.record.Title == "" {
+		ev.record.Title = r.title(ctx, key)
+	}
+	msg := r.message(key, obj, ev, plan.Event, plan.At)
+	if plan.Event == v1alpha1.EventReminder {
+		msg.Stage = plan.Key
+	}
+	if plan.Event == v1alpha1.EventPostponed {
+		msg.Detail = fmt.Sprintf("the first reminder reached people at %s and policy %s promises %s of notice before deletion",
+			ev.record.NoticeAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
+	}
+
+	ref := reference(key.GVK, obj)
+	if plan.Event == v1alpha1.EventPostponed && r.firstPostponement(key, obj.UID, plan.At) {
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
+			"Expired at %s; deletion postponed to %s because %s", ev.life.ExpiresAt.UTC().Format(time.RFC3339),
+			plan.At.UTC().Format(time.RFC3339), msg.Detail)
+	}
+	accepted, failed := r.deliver(ctx, key, obj, ev, plan.Channels, msg)
+	if len(accepted) > 0 {
+		err := r.recordDelivery(ctx, key, ev, func(rec *expiry.Record) {
+			rec.Delivered(plan.Key, plan.Event == v1alpha1.EventReminder, accepted, ev.now)
+		})
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		log.Info("notified", "event", plan.Event, "key", plan.Key, "channels", accepted, "expiresAt", ev.life.ExpiresAt)
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonReminderSent, actionNotify,
+			"Sent %s via %s (%s)", describeMessage(plan), strings.Join(accepted, ", "), whenText(plan.At))
+	}
+	if len(failed) == 0 {
+		r.retries.reset(key, plan.Key)
+		// The record patch triggers a watch event too; this makes sure the
+		// next step is planned even if that event is coalesced away.
+		return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
+	}
+
+	attempt := r.retries.next(key, plan.Key)
+	for _, name := range failed.names() {
+		if attempt == 1 {
+			r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonReminderFailed, actionNotify,
+				"Sending %s via %s failed: %s; retrying with backoff", describeMessage(plan), name, failed[name])
+		}
+		log.Info("notification failed", "event", plan.Event, "key", plan.Key, "channel", name, "attempt", attempt, "error", failed[name])
+	}
+	if plan.Event == v1alpha1.EventReminder && len(accepted) == 0 && !ev.now.Before(ev.life.ExpiresAt) && attempt == 1 {
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
+			"Expired at %s but no reminder has reached anyone yet: deletion waits until one has and policy %s's minimum notice of %s has passed",
+			ev.life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
+	}
+	delay := min(time.Second<<min(attempt-1, 16), maxRetryDelay)
+	if until := expiry.After(plan.Deadline, ev.now); until < delay {
+		delay = until
+	}
+	return ctrl.Result{RequeueAfter: delay}, nil
+}
+
+// failures maps a channel name to what went wrong with it.
+type failures map[string]string
+
+func (f failures) names() []string {
+	out := make([]string, 0, len(f))
+	for n := range f {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// deliver sends msg over the named channels at once, so that a slow
+// channel does not hold up the others, and returns those that accepted it.
+func (r *ObjectReconciler) deliver(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, names []string, msg notify.Message) ([]string, failures) {
+	content, err := ev.channels.templates.Render(msg)
+	if err != nil {
+		f := failures{}
+		for _, n := range names {
+			f[n] = err.Error()
+		}
+		return nil, f
+	}
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		n, ok := ev.channels.notifiers[name]
+		if !ok {
+			// The Kubernetes Event is the reminder: ReminderSent below.
+			continue
+		}
+		if !n.Accepts(msg.Type) {
+			continue
+		}
+		wg.Go(func() { errs[i] = n.Send(ctx, msg, content) })
+	}
+	wg.Wait()
+	var accepted []string
+	failed := failures{}
+	for i, name := range names {
+		if errs[i] != nil {
+			failed[name] = errs[i].Error()
+		} else {
+			accepted = append(accepted, name)
+		}
+	}
+	return accepted, failed
+}
+
+// announce tells people something that happens once, at the time it
+// happens (expired, deleted, deletion failed, would delete): there is no
+// record to keep and no retry, since the object may be gone.
+func (r *ObjectReconciler) announce(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, t v1alpha1.EventType, detail string) {
+	var names []string
+	for _, n := range ev.channels.names {
+		if n != eventsChannel {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	msg := r.message(key, obj, ev, t, ev.life.ExpiresAt)
+	msg.Detail = detail
+	accepted, failed := r.deliver(ctx, key, obj, ev, names, msg)
+	log := logf.FromContext(ctx)
+	for _, name := range failed.names() {
+		log.Info("notification failed", "event", t, "channel", name, "error", failed[name])
+		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonReminderFailed, actionNotify,
+			"Sending the %s message via %s failed: %s", t, name, failed[name])
+	}
+	if len(accepted) > 0 {
+		log.Info("notified", "event", t, "channels", accepted)
+	}
+}
+
+// announceTimeout bounds the sending of a one-off message.
+const announceTimeout = 30 * time.Second
+
+// announceLater sends a one-off message without holding up the worker: a
+// slow receiver must not delay the next deletion.
+func (r *ObjectReconciler) announceLater(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, t v1alpha1.EventType, detail string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), announceTimeout)
+	r.announcing.Go(func() {
+		defer cancel()
+		r.announce(ctx, key, obj, ev, t, detail)
+	})
+}
+
+func (r *ObjectReconciler) message(key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, t v1alpha1.EventType, at time.Time) notify.Message {
+	recipients, problems := notify.ParseRecipients(obj.Annotations[notify.AnnotationNotify], ev.policy.Spec.Notifications.AllowedEmailDomains)
+	r.warnRecipients(key, obj, problems)
+	apiVersion, kind := key.GVK.ToAPIVersionAndKind()
+	o := notify.Object{APIVersion: apiVersion, Kind: kind, Name: obj.Name, Namespace: obj.Namespace, UID: obj.UID}
+	if ev.record != nil {
+		o.Title = ev.record.Title
+	}
+	var expiresAt time.Time
+	if ev.record != nil {
+		expiresAt = ev.record.ExpiresAt
+	}
+	return notify.Message{
+		ID:         notify.NewID(obj.UID, expiresAt, t, stageOf(t, at, expiresAt)),
+		Type:       t,
+		Time:       ev.now,
+		Object:     o,
+		ExpiresAt:  at,
+		Policy:     ev.policy.Name,
+		Recipients: recipients,
+		Extend:     extendHint(key, obj, at),
+	}
+}
+
+// stageOf distinguishes messages of one type about one expiry in their ID:
+// a postponement by its new date.
+func stageOf(t v1alpha1.EventType, at, expiresAt time.Time) string {
+	if at.Equal(expiresAt) {
+		return ""
+	}
+	return at.UTC().Format(time.RFC3339)
+}
+
+func extendHint(key Key, obj *metav1.PartialObjectMetadata, at time.Time) string {
+	resource := strings.ToLower(key.GVK.Kind)
+	if key.GVK.Group != "" {
+		resource += "." + key.GVK.Group
+	}
+	ns := ""
+	if obj.Namespace != "" {
+		ns = " -n " + obj.Namespace
+	}
+	return fmt.Sprintf("kubectl annotate %s %s%s --overwrite %s=%s (any later time), or %s=true to keep it",
+		resource, obj.Name, ns, expiry.AnnotationExpiresAt, at.Add(7*expiry.Day).UTC().Format(time.RFC3339), expiry.AnnotationKeep)
+}
+
+// title reads a Playbook's spec.title, which the metadata-only cache does
+// not hold. It is read once per object, at its first message, and kept in
+// the record.
+func (r *ObjectReconciler) title(ctx context.Context, key Key) string {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(key.GVK)
+	if err := r.APIReader.Get(ctx, key.NamespacedName, u); err != nil {
+		return ""
+	}
+	t, _, _ := unstructured.NestedString(u.Object, "spec", "title")
+	return t
+}
+
+// recordDelivery applies update to the object's record and writes it with
+// a merge patch locked on the resourceVersion. On a conflict it reads the
+// object again and applies the update to the fresh record, as long as that
+// record is about the same expiry: a delivery is never lost to a race.
+func (r *ObjectReconciler) recordDelivery(ctx context.Context, key Key, ev *evaluation, update func(*expiry.Record)) error {
+	rec := ev.record
+	obj := newMetadata(key.GVK)
+	if err := r.Client.Get(ctx, key.NamespacedName, obj); err != nil {
+		return fmt.Errorf("get %s: %w", key, err)
+	}
+	for attempt := 0; ; attempt++ {
+		update(rec)
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": obj.ResourceVersion,
+			"annotations":     map[string]string{expiry.AnnotationReminders: rec.String()},
+		}})
+		if err != nil {
+			return err
+		}
+		err = r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		if err == nil || !apierrors.IsConflict(err) || attempt == 4 {
+			if err != nil {
+				return fmt.Errorf("record delivery on %s: %w", key, err)
+			}
+			return nil
+		}
+		obj = newMetadata(key.GVK)
+		if err := r.APIReader.Get(ctx, key.NamespacedName, obj); err != nil {
+			return fmt.Errorf("get %s: %w", key, err)
+		}
+		fresh, _ := expiry.ParseRecord(obj.Annotations[expiry.AnnotationReminders])
+		life := expiry.Compute(obj.CreationTimestamp.Time, obj.Annotations, ev.schedule.DefaultTTL)
+		if life.Keep || !life.ExpiresAt.Equal(rec.ExpiresAt) {
+			// The object changed under us (kept, extended): the new plan
+			// supersedes what was just sent.
+			return nil
+		}
+		next := fresh.For(life.ExpiresAt, obj.CreationTimestamp.Time, ev.now)
+		next.Title = rec.Title
+		rec = next
+	}
+}
+
+func describeMessage(p expiry.Plan) string {
+	switch p.Event {
+	case v1alpha1.EventReminder:
+		return "the " + p.Key + " reminder"
+	default:
+		return "the " + string(p.Event) + " message"
+	}
+}
+
+func whenText(at time.Time) string {
+	return "deletion at " + at.UTC().Format(time.RFC3339)
+}
+
+// retries counts failed deliveries per object and message, for backoff.
+type retries struct {
+	mu sync.Mutex
+	n  map[retryKey]int
+}
+
+type retryKey struct {
+	Key
+	message string
+}
+
+func (r *retries) next(k Key, message string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil {
+		r.n = map[retryKey]int{}
+	}
+	r.n[retryKey{k, message}]++
+	return r.n[retryKey{k, message}]
+}
+
+// forget drops every count about k.
+func (r *retries) forget(k Key) {
+	r.mu.Lock()
+	for rk := range r.n {
+		if rk.Key == k {
+			delete(r.n, rk)
+		}
+	}
+	r.mu.Unlock()
+}
+
+func (r *retries) reset(k Key, message string) {
+	r.mu.Lock()
+	delete(r.n, retryKey{k, message})
+	r.mu.Unlock()
+}

@@ -1,0 +1,136 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package expiry
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// AnnotationReminders holds the controller's Record on a governed object.
+// The controller owns it; people should not edit it.
+const AnnotationReminders = Prefix + "reminders"
+
+// Message keys of the Record that are not reminder stages.
+const (
+	KeyExtended  = "extended"
+	KeyPostponed = "postponed"
+)
+
+// StageKey is the Record key of the reminder with the given lead: "3d".
+func StageKey(lead time.Duration) string {
+	return FormatDuration(lead)
+}
+
+// Record is what the controller has told people about an object's current
+// expiry. It lives on the object itself, so that a restart or another
+// replica never sends the same thing twice.
+type Record struct {
+	// ExpiresAt is the expiry the record is about.
+	ExpiresAt time.Time `json:"expiresAt"`
+	// Since is when this expiry took effect: the object's creation, or the
+	// moment an extension was seen. Reminders due before it do not apply.
+	Since time.Time `json:"since"`
+	// NoticeAt is when a reminder first reached someone. An extension
+	// keeps it: people who were told of an earlier date have had notice.
+	NoticeAt time.Time `json:"noticeAt,omitzero"`
+	// ExtendedFrom is the previous expiry, when this one is an extension
+	// that people had been told about.
+	ExtendedFrom time.Time `json:"extendedFrom,omitzero"`
+	// Title is the object's title (a Playbook's spec.title), read once for
+	// its first message.
+	Title string `json:"title,omitempty"`
+	// Sent maps a message key (a reminder's StageKey, KeyExtended,
+	// KeyPostponed) to its delivery.
+	Sent map[string]Delivery `json:"sent,omitempty"`
+}
+
+// Delivery records which channels accepted a message, and when the first
+// of them did.
+type Delivery struct {
+	At       time.Time `json:"at"`
+	Channels []string  `json:"channels"`
+}
+
+// ParseRecord reads the record annotation; an empty value is no record.
+func ParseRecord(value string) (*Record, error) {
+	if value == "" {
+		return nil, nil
+	}
+	r := &Record{}
+	if err := json.Unmarshal([]byte(value), r); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", AnnotationReminders, err)
+	}
+	return r, nil
+}
+
+// String is the annotation value.
+func (r *Record) String() string {
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+// For returns the record for the expiry at, given the object's creation
+// time and now. The same expiry keeps the record. A later one starts a new
+// record that keeps the notice already given and, when people had been
+// told of the old date, owes them an extended message. An earlier one
+// starts afresh: notice of a later date is no notice of an earlier one.
+func (r *Record) For(at, created, now time.Time) *Record {
+	switch {
+	case r == nil:
+		return &Record{ExpiresAt: at, Since: created}
+	case r.ExpiresAt.Equal(at):
+		return r
+	case at.After(r.ExpiresAt):
+		next := &Record{ExpiresAt: at, Since: now, NoticeAt: r.NoticeAt, Title: r.Title}
+		if len(r.Sent) > 0 {
+			next.ExtendedFrom = r.ExpiresAt
+		}
+		return next
+	default:
+		return &Record{ExpiresAt: at, Since: now, Title: r.Title}
+	}
+}
+
+// Delivered records that channels accepted the message key at now, and
+// that people have had notice when it is a reminder.
+func (r *Record) Delivered(key string, reminder bool, channels []string, now time.Time) {
+	if len(channels) == 0 {
+		return
+	}
+	if r.Sent == nil {
+		r.Sent = map[string]Delivery{}
+	}
+	d, ok := r.Sent[key]
+	if !ok {
+		d.At = now
+	}
+	for _, c := range channels {
+		if !slices.Contains(d.Channels, c) {
+			d.Channels = append(d.Channels, c)
+		}
+	}
+	slices.Sort(d.Channels)
+	r.Sent[key] = d
+	if reminder && r.NoticeAt.IsZero() {
+		r.NoticeAt = now
+	}
+}
+
+// missing returns the channels that have not accepted key.
+func (r *Record) missing(key string, channels []string) []string {
+	d, ok := r.Sent[key]
+	if !ok {
+		return channels
+	}
+	var out []string
+	for _, c := range channels {
+		if !slices.Contains(d.Channels, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}

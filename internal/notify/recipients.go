@@ -1,0 +1,71 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package notify
+
+import (
+	"fmt"
+	"net/mail"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// AnnotationNotify names the people to tell about an object: e-mail
+// addresses and Slack channels, comma-separated.
+const AnnotationNotify = "timeout.amphitheatre.app/notify"
+
+var slackChannel = regexp.MustCompile(`^#[a-z0-9][a-z0-9._-]{0,79}$`)
+
+// ParseRecipients reads the notify annotation. Entries are e-mail
+// addresses (bare, user@domain) or Slack channels (#name); nothing else is
+// accepted, so an annotation can never make the controller call an address
+// of its writer's choosing. An address outside allowedDomains (when there
+// are any) is refused. Each refused entry comes back as an error; the
+// others are still used.
+func ParseRecipients(value string, allowedDomains []string) (Recipients, []error) {
+	var r Recipients
+	var errs []error
+	for _, entry := range strings.Split(value, ",") {
+		entry = strings.TrimSpace(entry)
+		switch {
+		case entry == "":
+		case strings.HasPrefix(entry, "#"):
+			if !slackChannel.MatchString(entry) {
+				errs = append(errs, fmt.Errorf("%q is not a Slack channel: expected # and up to 80 lowercase letters, digits, '.', '_' or '-'", entry))
+			} else if !slices.Contains(r.SlackChannels, entry) {
+				r.SlackChannels = append(r.SlackChannels, entry)
+			}
+		default:
+			addr, err := mail.ParseAddress(entry)
+			if err != nil || addr.Address != entry || addr.Name != "" {
+				errs = append(errs, fmt.Errorf("%q is not an e-mail address: expected user@domain", entry))
+				continue
+			}
+			domain := strings.ToLower(entry[strings.LastIndexByte(entry, '@')+1:])
+			if !domainAllowed(domain, allowedDomains) {
+				errs = append(errs, fmt.Errorf("%q is not in an allowed e-mail domain (%s)", entry, strings.Join(allowedDomains, ", ")))
+				continue
+			}
+			if !slices.ContainsFunc(r.Emails, func(e string) bool { return strings.EqualFold(e, entry) }) {
+				r.Emails = append(r.Emails, entry)
+			}
+		}
+	}
+	return r, errs
+}
+
+// domainAllowed reports whether domain is one of allowed or a subdomain
+// of one; every domain is allowed when allowed is empty.
+func domainAllowed(domain string, allowed []string) bool {
+	if len(allowed) == 0 {
+		return true
+	}
+	for _, a := range allowed {
+		a = strings.ToLower(a)
+		if domain == a || strings.HasSuffix(domain, "."+a) {
+			return true
+		}
+	}
+	return false
+}
