@@ -52,9 +52,24 @@ type clusterScopedSink struct {
 }
 
 func (s clusterScopedSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	if e.Regarding.Namespace == "" && s.namespace != "" {
-		e = e.DeepCopy()
-		e.Namespace = s.namespace
+	return s.EventSink.Create(ctx, s.place(e))
+}
+
+// Update and Patch carry on a series the Create began: they must find
+// the Event where Create put it.
+func (s clusterScopedSink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	return s.EventSink.Update(ctx, s.place(e))
+}
+
+func (s clusterScopedSink) Patch(ctx context.Context, old *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
+	return s.EventSink.Patch(ctx, s.place(old), data)
+}
+
+func (s clusterScopedSink) place(e *eventsv1.Event) *eventsv1.Event {
+	if e.Regarding.Namespace != "" || s.namespace == "" || e.Namespace == s.namespace {
+		return e
 	}
-	return s.EventSink.Create(ctx, e)
+	e = e.DeepCopy()
+	e.Namespace = s.namespace
+	return e
 }

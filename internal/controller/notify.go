@@ -128,7 +128,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	if ev.record.Title == "" {
 		ev.record.Title = r.title(ctx, key)
 	}
-	msg := r.message(key, obj, ev, plan.Event, plan.At)
+	msg := r.message(key, obj, ev, plan.Event, plan.At, plan.Key)
 	if plan.Event == v1alpha1.EventReminder {
 		msg.Stage = plan.Key
 	}
@@ -143,43 +143,72 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 			"Expired at %s; deletion postponed to %s because %s", ev.life.ExpiresAt.UTC().Format(time.RFC3339),
 			plan.At.UTC().Format(time.RFC3339), msg.Detail)
 	}
-	accepted, failed := r.deliver(ctx, key, obj, ev, plan.Channels, msg)
+	// Each channel backs off on its own: one that keeps failing must not
+	// slow down the retries of another.
+	var due []string
+	for _, name := range plan.Channels {
+		if r.retries.due(key, plan.Key, name, ev.now) {
+			due = append(due, name)
+		}
+	}
+	if len(due) == 0 {
+		return ctrl.Result{RequeueAfter: r.retryDelay(key, plan, ev.now)}, nil
+	}
+	accepted, failed := r.deliver(ctx, key, obj, ev, due, msg)
 	if len(accepted) > 0 {
+		// The notice starts when the message was accepted, not when it was
+		// planned: a slow channel must not shorten the minimum notice.
+		deliveredAt := r.Clock.Now()
 		err := r.recordDelivery(ctx, key, ev, func(rec *expiry.Record) {
-			rec.Delivered(plan.Key, plan.Event == v1alpha1.EventReminder, accepted, ev.now)
+			rec.Delivered(plan.Key, plan.Event == v1alpha1.EventReminder, accepted, deliveredAt)
 		})
 		if err != nil {
 			return ctrl.Result{}, err
+		}
+		for _, name := range accepted {
+			r.retries.reset(key, plan.Key, name)
 		}
 		log.Info("notified", "event", plan.Event, "key", plan.Key, "channels", accepted, "expiresAt", ev.life.ExpiresAt)
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonReminderSent, actionNotify,
 			"Sent %s via %s (%s)", describeMessage(plan), strings.Join(accepted, ", "), whenText(plan.At))
 	}
 	if len(failed) == 0 {
-		r.retries.reset(key, plan.Key)
 		// The record patch triggers a watch event too; this makes sure the
 		// next step is planned even if that event is coalesced away.
 		return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
 	}
 
-	attempt := r.retries.next(key, plan.Key)
+	firstFailure := false
 	for _, name := range failed.names() {
+		attempt := r.retries.failed(key, plan.Key, name, ev.now)
 		if attempt == 1 {
+			firstFailure = true
 			r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonReminderFailed, actionNotify,
 				"Sending %s via %s failed: %s; retrying with backoff", describeMessage(plan), name, failed[name])
 		}
 		log.Info("notification failed", "event", plan.Event, "key", plan.Key, "channel", name, "attempt", attempt, "error", failed[name])
 	}
-	if plan.Event == v1alpha1.EventReminder && len(accepted) == 0 && !ev.now.Before(ev.life.ExpiresAt) && attempt == 1 {
+	if plan.Event == v1alpha1.EventReminder && len(accepted) == 0 && !ev.now.Before(ev.life.ExpiresAt) && firstFailure {
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
 			"Expired at %s but no reminder has reached anyone yet: deletion waits until one has and policy %s's minimum notice of %s has passed",
 			ev.life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
 	}
-	delay := min(time.Second<<min(attempt-1, 16), maxRetryDelay)
-	if until := expiry.After(plan.Deadline, ev.now); until < delay {
-		delay = until
+	if len(accepted) > 0 {
+		return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
 	}
-	return ctrl.Result{RequeueAfter: delay}, nil
+	return ctrl.Result{RequeueAfter: r.retryDelay(key, plan, ev.now)}, nil
+}
+
+// retryDelay is how long until the first of plan's channels may be tried
+// again, and never past the plan's deadline.
+func (r *ObjectReconciler) retryDelay(key Key, plan expiry.Plan, now time.Time) time.Duration {
+	next := plan.Deadline
+	for _, name := range plan.Channels {
+		if at := r.retries.nextAttempt(key, plan.Key, name); !at.IsZero() && at.Before(next) {
+			next = at
+		}
+	}
+	return expiry.After(next, now)
 }
 
 // failures maps a channel name to what went wrong with it.
@@ -244,8 +273,10 @@ func (r *ObjectReconciler) announce(ctx context.Context, key Key, obj *metav1.Pa
 	if len(names) == 0 {
 		return
 	}
-	msg := r.message(key, obj, ev, t, ev.life.ExpiresAt)
+	msg := r.message(key, obj, ev, t, ev.life.ExpiresAt, "")
 	msg.Detail = detail
+	// No InvalidRecipient warnings from here: the object may be gone, and
+	// its reconciles warned already.
 	accepted, failed := r.deliver(ctx, key, obj, ev, names, msg)
 	log := logf.FromContext(ctx)
 	for _, name := range failed.names() {
@@ -271,9 +302,14 @@ func (r *ObjectReconciler) announceLater(ctx context.Context, key Key, obj *meta
 	})
 }
 
-func (r *ObjectReconciler) message(key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, t v1alpha1.EventType, at time.Time) notify.Message {
+// message builds the message of type t about the object. Its ID is the
+// same for the same object, expiry, type and stage (and, for a
+// postponement, new date), so that receivers can drop repeats.
+func (r *ObjectReconciler) message(key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, t v1alpha1.EventType, at time.Time, stage string) notify.Message {
 	recipients, problems := notify.ParseRecipients(obj.Annotations[notify.AnnotationNotify], ev.policy.Spec.Notifications.AllowedEmailDomains)
-	r.warnRecipients(key, obj, problems)
+	if !oneOff(t) {
+		r.warnRecipients(key, obj, problems)
+	}
 	apiVersion, kind := key.GVK.ToAPIVersionAndKind()
 	o := notify.Object{APIVersion: apiVersion, Kind: kind, Name: obj.Name, Namespace: obj.Namespace, UID: obj.UID}
 	if ev.record != nil {
@@ -284,7 +320,7 @@ func (r *ObjectReconciler) message(key Key, obj *metav1.PartialObjectMetadata, e
 		expiresAt = ev.record.ExpiresAt
 	}
 	return notify.Message{
-		ID:         notify.NewID(obj.UID, expiresAt, t, stageOf(t, at, expiresAt)),
+		ID:         notify.NewID(obj.UID, expiresAt, t, stage+"@"+at.UTC().Format(time.RFC3339Nano)),
 		Type:       t,
 		Time:       ev.now,
 		Object:     o,
@@ -295,13 +331,14 @@ func (r *ObjectReconciler) message(key Key, obj *metav1.PartialObjectMetadata, e
 	}
 }
 
-// stageOf distinguishes messages of one type about one expiry in their ID:
-// a postponement by its new date.
-func stageOf(t v1alpha1.EventType, at, expiresAt time.Time) string {
-	if at.Equal(expiresAt) {
-		return ""
+// oneOff reports whether messages of type t go out once, when the thing
+// happens, with no record kept on the object.
+func oneOff(t v1alpha1.EventType) bool {
+	switch t {
+	case v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed:
+		return false
 	}
-	return at.UTC().Format(time.RFC3339)
+	return true
 }
 
 func extendHint(key Key, obj *metav1.PartialObjectMetadata, at time.Time) string {
@@ -386,25 +423,48 @@ func whenText(at time.Time) string {
 	return "deletion at " + at.UTC().Format(time.RFC3339)
 }
 
-// retries counts failed deliveries per object and message, for backoff.
+// retries remembers failed deliveries per object, message and channel,
+// for backoff.
 type retries struct {
 	mu sync.Mutex
-	n  map[retryKey]int
+	n  map[retryKey]retryState
 }
 
 type retryKey struct {
 	Key
-	message string
+	message, channel string
 }
 
-func (r *retries) next(k Key, message string) int {
+type retryState struct {
+	attempts int
+	next     time.Time
+}
+
+// failed counts a failure at now and returns the number of failures so far.
+func (r *retries) failed(k Key, message, channel string, now time.Time) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.n == nil {
-		r.n = map[retryKey]int{}
+		r.n = map[retryKey]retryState{}
 	}
-	r.n[retryKey{k, message}]++
-	return r.n[retryKey{k, message}]
+	rk := retryKey{k, message, channel}
+	s := r.n[rk]
+	s.attempts++
+	s.next = now.Add(min(time.Second<<min(s.attempts-1, 16), maxRetryDelay))
+	r.n[rk] = s
+	return s.attempts
+}
+
+// due reports whether the channel may be tried at now.
+func (r *retries) due(k Key, message, channel string, now time.Time) bool {
+	at := r.nextAttempt(k, message, channel)
+	return at.IsZero() || !now.Before(at)
+}
+
+func (r *retries) nextAttempt(k Key, message, channel string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[retryKey{k, message, channel}].next
 }
 
 // forget drops every count about k.
@@ -418,8 +478,8 @@ func (r *retries) forget(k Key) {
 	r.mu.Unlock()
 }
 
-func (r *retries) reset(k Key, message string) {
+func (r *retries) reset(k Key, message, channel string) {
 	r.mu.Lock()
-	delete(r.n, retryKey{k, message})
+	delete(r.n, retryKey{k, message, channel})
 	r.mu.Unlock()
 }

@@ -200,9 +200,13 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key) (ctrl.Result, er
 	switch plan.Action {
 	case expiry.Keep:
 		return ctrl.Result{}, nil
-	case expiry.Wait, expiry.Notify:
+	case expiry.Wait:
 		log.Info("expiry moved", "expiresAt", ev.life.ExpiresAt, "source", ev.life.Source)
-		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		return ctrl.Result{RequeueAfter: expiry.After(plan.At, ev.now)}, nil
+	case expiry.Notify:
+		// The fresh read shows something the cache had not: a message due
+		// first (the record or the notice changed).
+		return r.notify(ctx, key, obj, ev, plan)
 	}
 	policy, life := ev.policy, ev.life
 
@@ -218,8 +222,6 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key) (ctrl.Result, er
 		return ctrl.Result{}, nil
 	}
 
-	r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonExpired, actionDelete,
-		"Expired at %s (%s, policy %s)", life.ExpiresAt.UTC().Format(time.RFC3339), life.Source, policy.Name)
 	propagation := policy.Spec.Deletion.PropagationPolicy
 	if propagation == "" {
 		propagation = metav1.DeletePropagationBackground
@@ -244,6 +246,10 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key) (ctrl.Result, er
 	r.forget(key)
 	lag := r.Clock.Now().Sub(life.ExpiresAt)
 	log.Info("deleted", "expiresAt", life.ExpiresAt, "lag", lag, "policy", policy.Name)
+	// Recorded after the delete succeeded, so that a delete that loses a
+	// race with an extension leaves no Expired Event behind.
+	r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonExpired, actionDelete,
+		"Expired at %s (%s, policy %s)", life.ExpiresAt.UTC().Format(time.RFC3339), life.Source, policy.Name)
 	r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeleted, actionDelete,
 		"Deleted %s after expiry (policy %s, propagation %s)", lag.Round(time.Millisecond), policy.Name, propagation)
 	r.announceLater(ctx, key, obj, ev, v1alpha1.EventExpired, "")

@@ -172,7 +172,7 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 			continue
 		}
 		tracked++
-		if life.ExpiresAt.Sub(now) <= self.schedule.LongestReminder() {
+		if lead := self.schedule.LongestReminder(); lead > 0 && life.ExpiresAt.Sub(now) <= lead {
 			soon++
 		}
 		if next.IsZero() || life.ExpiresAt.Before(next) {

@@ -27,6 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	// The notification channels register themselves.
+	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/email"
+	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/slack"
+	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/webhook"
 )
 
 // The role the controller needs for Playbooks, its default target. Each

@@ -54,7 +54,7 @@ func TestNext(t *testing.T) {
 			name: "waits for the 2d reminder once the 3d one was delivered",
 			life: Lifetime{ExpiresAt: expires}, schedule: standard,
 			record: sent(fresh(), "3d", expires.Add(-3*Day), people...), now: expires.Add(-3 * Day),
-			want:   Plan{Action: Wait, At: expires.Add(-2 * Day)},
+			want: Plan{Action: Wait, At: expires.Add(-2 * Day)},
 		},
 		{
 			name: "sends only the most urgent stage to an object first seen inside both windows",
@@ -65,13 +65,13 @@ func TestNext(t *testing.T) {
 			name: "does not go back to a longer stage once a shorter one was delivered",
 			life: Lifetime{ExpiresAt: expires}, schedule: standard,
 			record: sent(fresh(), "2d", expires.Add(-36*time.Hour), people...), now: expires.Add(-30 * time.Hour),
-			want:   Plan{Action: Wait, At: expires},
+			want: Plan{Action: Wait, At: expires},
 		},
 		{
 			name: "deletes at expiry when the notice was given in time",
 			life: Lifetime{ExpiresAt: expires}, schedule: standard,
 			record: sent(sent(fresh(), "3d", expires.Add(-3*Day), people...), "2d", expires.Add(-2*Day), people...), now: expires,
-			want:   Plan{Action: Delete, At: expires},
+			want: Plan{Action: Delete, At: expires},
 		},
 		{
 			name: "retries only the channel that refused the latest stage",
@@ -84,13 +84,13 @@ func TestNext(t *testing.T) {
 			name: "gives up retrying a stage once the next one is due",
 			life: Lifetime{ExpiresAt: expires}, schedule: standard,
 			record: sent(fresh(), "3d", expires.Add(-3*Day), "email"), now: expires.Add(-2 * Day),
-			want:   Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "2d", At: expires, Channels: people, Deadline: expires},
+			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "2d", At: expires, Channels: people, Deadline: expires},
 		},
 		{
 			name: "does not let a failing channel hold up a deletion that is due",
 			life: Lifetime{ExpiresAt: expires}, schedule: standard,
 			record: sent(fresh(), "2d", expires.Add(-2*Day), "email"), now: expires,
-			want:   Plan{Action: Delete, At: expires},
+			want: Plan{Action: Delete, At: expires},
 		},
 		{
 			name: "keeps trying the reminder past expiry while no channel has accepted one",
@@ -108,7 +108,7 @@ func TestNext(t *testing.T) {
 			name: "waits for the postponed time once people were told of it",
 			life: Lifetime{ExpiresAt: expires}, schedule: standard,
 			record: sent(sent(fresh(), "2d", expires.Add(-time.Hour), people...), KeyPostponed, expires, people...), now: expires,
-			want:   Plan{Action: Wait, At: expires.Add(23 * time.Hour)},
+			want: Plan{Action: Wait, At: expires.Add(23 * time.Hour)},
 		},
 		{
 			name: "deletes at the postponed time",
@@ -121,25 +121,25 @@ func TestNext(t *testing.T) {
 			name: "does not postpone when the minimum notice is off",
 			life: Lifetime{ExpiresAt: expires}, schedule: Schedule{Reminders: standard.Reminders},
 			record: sent(fresh(), "2d", expires.Add(-time.Hour), people...), now: expires,
-			want:   Plan{Action: Delete, At: expires},
+			want: Plan{Action: Delete, At: expires},
 		},
 		{
 			name: "gives an object shorter-lived than every lead no reminder and no notice hold",
 			life: Lifetime{ExpiresAt: created.Add(36 * time.Hour)}, schedule: standard,
 			record: (*Record)(nil).For(created.Add(36*time.Hour), created, created), now: created,
-			want:   Plan{Action: Wait, At: created.Add(36 * time.Hour)},
+			want: Plan{Action: Wait, At: created.Add(36 * time.Hour)},
 		},
 		{
 			name: "deletes such an object at its expiry",
 			life: Lifetime{ExpiresAt: created.Add(36 * time.Hour)}, schedule: standard,
 			record: (*Record)(nil).For(created.Add(36*time.Hour), created, created), now: created.Add(36 * time.Hour),
-			want:   Plan{Action: Delete, At: created.Add(36 * time.Hour)},
+			want: Plan{Action: Delete, At: created.Add(36 * time.Hour)},
 		},
 		{
 			name: "applies the stages that fall inside a shorter life",
 			life: Lifetime{ExpiresAt: created.Add(60 * time.Hour)}, schedule: standard,
 			record: (*Record)(nil).For(created.Add(60*time.Hour), created, created), now: created,
-			want:   Plan{Action: Wait, At: created.Add(12 * time.Hour)},
+			want: Plan{Action: Wait, At: created.Add(12 * time.Hour)},
 		},
 		{
 			name: "sends no reminders and deletes on time without reminders",
@@ -182,7 +182,7 @@ func TestNext(t *testing.T) {
 			name: "sends no extension message when nobody had been told anything",
 			life: Lifetime{ExpiresAt: expires.Add(Week)}, schedule: standard,
 			record: fresh().For(expires.Add(Week), created, created.Add(Day)), now: created.Add(Day),
-			want:   Plan{Action: Wait, At: expires.Add(Week - 3*Day)},
+			want: Plan{Action: Wait, At: expires.Add(Week - 3*Day)},
 		},
 	}
 	for _, tt := range tests {

@@ -64,7 +64,7 @@ func TestAnExtensionWrittenJustBeforeExpiryWins(t *testing.T) {
 			createPolicy(t, test, playbookPolicy(test, "1h"))
 
 			pb := create(t, playbooks, newPlaybook(test, "extended", map[string]string{expiry.AnnotationTTL: "4s"}))
-			time.Sleep(time.Until(pb.after(4*time.Second).Add(-tc.before)))
+			time.Sleep(time.Until(pb.after(4 * time.Second).Add(-tc.before)))
 			newExpiry := pb.after(7 * time.Second)
 			mergePatch(t, playbooks, "", pb.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`,
 				expiry.AnnotationExpiresAt, newExpiry.UTC().Format(time.RFC3339)))

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -194,6 +193,23 @@ func events(t *testing.T, namespace, name string) []string {
 	return reasons
 }
 
+// eventNotes returns the notes of the Events about the named object with
+// the given reason.
+func eventNotes(t *testing.T, namespace, name, reason string) []string {
+	t.Helper()
+	list, err := clients.EventsV1().Events(namespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Reason == reason {
+			notes = append(notes, e.Note)
+		}
+	}
+	return notes
+}
+
 func mustContain(t *testing.T, s string, parts ...string) {
 	t.Helper()
 	for _, p := range parts {
@@ -216,5 +232,3 @@ func getPolicy(name string) (*v1alpha1.TimeoutPolicy, error) {
 	err := k8s.Get(context.Background(), types.NamespacedName{Name: name}, p)
 	return p, err
 }
-
-var _ = apierrors.IsNotFound

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,12 +18,17 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"go.uber.org/zap/zapcore"
+	"k8s.io/utils/ptr"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
@@ -49,7 +55,8 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, which builds etcd and kube-apiserver and sets it")
 		return 1
 	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(logFile())))
+	// Debug level, so the secret check below sees everything logged.
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.DebugLevel), zap.WriteTo(logFile())))
 
 	env := &envtest.Environment{
 		CRDDirectoryPaths: []string{
@@ -75,17 +82,44 @@ func run(m *testing.M) int {
 	dyn = dynamic.NewForConfigOrDie(cfg)
 	clients = kubernetes.NewForConfigOrDie(cfg)
 
+	if _, err := startController(cfg, scheme); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if err := stopController(); err != nil {
+		fmt.Fprintln(os.Stderr, "controller:", err)
+		code = 1
+	}
+	if leaked := secretsInLog(); len(leaked) > 0 {
+		fmt.Fprintln(os.Stderr, "secrets found in the controller log:", leaked)
+		code = 1
+	}
+	return code
+}
+
+var (
+	restConfig  *rest.Config
+	testScheme  *runtime.Scheme
+	stopCurrent func() error
+)
+
+// startController runs the controller in this process, as main does,
+// until stopController.
+func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, error) {
+	restConfig, testScheme = cfg, scheme
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// Each start is a new process as far as the controller is concerned.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		cancel()
+		return nil, err
 	}
 	err = controller.Setup(ctx, mgr, controller.Options{
 		Workers:               4,
@@ -93,20 +127,49 @@ func run(m *testing.M) int {
 		StatusInterval:        time.Second,
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		cancel()
+		return nil, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-
-	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		code = 1
+	stopCurrent = func() error {
+		cancel()
+		return <-done
 	}
-	return code
+	return stopCurrent, nil
 }
+
+func stopController() error {
+	if stopCurrent == nil {
+		return nil
+	}
+	err := stopCurrent()
+	stopCurrent = nil
+	return err
+}
+
+// secrets are the credentials the tests give the controller; none may
+// reach its log.
+var secrets []string
+
+func secretsInLog() []string {
+	if logPath == "" {
+		return nil
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var leaked []string
+	for _, s := range secrets {
+		if strings.Contains(string(data), s) {
+			leaked = append(leaked, s)
+		}
+	}
+	return leaked
+}
+
+var logPath string
 
 // logFile keeps the controller's log out of the test output; set
 // TEST_LOG=stderr to see it.
@@ -118,6 +181,7 @@ func logFile() *os.File {
 	if err != nil {
 		return os.Stderr
 	}
+	logPath = f.Name()
 	fmt.Fprintln(os.Stderr, "controller log:", f.Name())
 	return f
 }

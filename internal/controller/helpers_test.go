@@ -1,0 +1,146 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+)
+
+// t0 is when the test objects are created; creation timestamps have
+// whole seconds, as they do on the API server.
+var t0 = time.Date(2026, time.March, 1, 9, 0, 0, 0, time.UTC)
+
+var (
+	configMapGVK = corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	namespaceGVK = corev1.SchemeGroupVersion.WithKind("Namespace")
+)
+
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// newPolicy returns a policy for ConfigMaps with a one-hour default TTL
+// and no reminders, changed by opts.
+func newPolicy(name string, opts ...func(*v1alpha1.TimeoutPolicy)) *v1alpha1.TimeoutPolicy {
+	p := &v1alpha1.TimeoutPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1},
+		Spec: v1alpha1.TimeoutPolicySpec{
+			Target:     v1alpha1.Target{APIVersion: "v1", Kind: "ConfigMap"},
+			DefaultTTL: "1h",
+		},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func priority(n int32) func(*v1alpha1.TimeoutPolicy) {
+	return func(p *v1alpha1.TimeoutPolicy) { p.Spec.Priority = n }
+}
+
+func defaultTTL(d v1alpha1.Duration) func(*v1alpha1.TimeoutPolicy) {
+	return func(p *v1alpha1.TimeoutPolicy) { p.Spec.DefaultTTL = d }
+}
+
+func reminders(ds ...v1alpha1.Duration) func(*v1alpha1.TimeoutPolicy) {
+	return func(p *v1alpha1.TimeoutPolicy) { p.Spec.Reminders = ds }
+}
+
+func selecting(l map[string]string) func(*v1alpha1.TimeoutPolicy) {
+	return func(p *v1alpha1.TimeoutPolicy) { p.Spec.Selector = &metav1.LabelSelector{MatchLabels: l} }
+}
+
+func inNamespaces(l map[string]string) func(*v1alpha1.TimeoutPolicy) {
+	return func(p *v1alpha1.TimeoutPolicy) { p.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: l} }
+}
+
+func target(apiVersion, kind string) func(*v1alpha1.TimeoutPolicy) {
+	return func(p *v1alpha1.TimeoutPolicy) { p.Spec.Target = v1alpha1.Target{APIVersion: apiVersion, Kind: kind} }
+}
+
+func dryRun(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.DryRun = true }
+
+func propagation(d metav1.DeletionPropagation) func(*v1alpha1.TimeoutPolicy) {
+	return func(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.PropagationPolicy = d }
+}
+
+// newConfigMap returns a ConfigMap in namespace team-a created at t0,
+// changed by opts.
+func newConfigMap(name string, opts ...func(*corev1.ConfigMap)) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:         "team-a",
+			Name:              name,
+			UID:               types.UID("uid-" + name),
+			CreationTimestamp: metav1.NewTime(t0),
+		},
+	}
+	for _, o := range opts {
+		o(cm)
+	}
+	return cm
+}
+
+func annotated(kv ...string) func(*corev1.ConfigMap) {
+	return func(cm *corev1.ConfigMap) {
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			cm.Annotations[kv[i]] = kv[i+1]
+		}
+	}
+}
+
+func ttl(v string) func(*corev1.ConfigMap) { return annotated(expiry.AnnotationTTL, v) }
+
+func expiresAt(at time.Time) func(*corev1.ConfigMap) {
+	return annotated(expiry.AnnotationExpiresAt, at.Format(time.RFC3339))
+}
+
+func labelled(l map[string]string) func(*corev1.ConfigMap) {
+	return func(cm *corev1.ConfigMap) { cm.Labels = l }
+}
+
+func inNamespace(ns string) func(*corev1.ConfigMap) {
+	return func(cm *corev1.ConfigMap) { cm.Namespace = ns }
+}
+
+func newNamespace(name string, l map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
+}
+
+// drain returns the Events recorded so far. FakeRecorder writes to its
+// channel before Eventf returns, so nothing is missed by not waiting.
+func drain(rec *events.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}

@@ -1,0 +1,253 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+)
+
+func names(cs []candidate) []string {
+	out := []string{}
+	for _, c := range cs {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+func items(ps ...*v1alpha1.TimeoutPolicy) []v1alpha1.TimeoutPolicy {
+	out := make([]v1alpha1.TimeoutPolicy, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, *p)
+	}
+	return out
+}
+
+func deleting(p *v1alpha1.TimeoutPolicy) {
+	now := metav1.NewTime(t0)
+	p.DeletionTimestamp = &now
+}
+
+func bogusSelector(p *v1alpha1.TimeoutPolicy) {
+	p.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "app", Operator: "Bogus", Values: []string{"x"}},
+	}}
+}
+
+func bogusNamespaceSelector(p *v1alpha1.TimeoutPolicy) {
+	p.Spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "env", Operator: "Bogus"},
+	}}
+}
+
+func TestCandidates(t *testing.T) {
+	tests := []struct {
+		name     string
+		policies []*v1alpha1.TimeoutPolicy
+		want     []string
+	}{
+		{
+			name: "ranks the higher priority first, then the name that sorts first",
+			policies: []*v1alpha1.TimeoutPolicy{
+				newPolicy("bravo"), newPolicy("alpha"), newPolicy("zulu", priority(10)), newPolicy("mike", priority(5)), newPolicy("kilo", priority(10)),
+			},
+			want: []string{"kilo", "zulu", "mike", "alpha", "bravo"},
+		},
+		{
+			name: "ignores policies for another kind or another version of the kind",
+			policies: []*v1alpha1.TimeoutPolicy{
+				newPolicy("secrets", target("v1", "Secret")),
+				newPolicy("other-group", target("example.com/v1", "ConfigMap")),
+				newPolicy("other-version", target("v2", "ConfigMap")),
+				newPolicy("configmaps"),
+			},
+			want: []string{"configmaps"},
+		},
+		{
+			name:     "ignores a policy that is being deleted",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("going", deleting, priority(100)), newPolicy("staying")},
+			want:     []string{"staying"},
+		},
+		{
+			name:     "leaves out a policy whose selector does not parse",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("bogus", bogusSelector, priority(100)), newPolicy("fine")},
+			want:     []string{"fine"},
+		},
+		{
+			name:     "leaves out a policy whose namespace selector does not parse",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("bogus", bogusNamespaceSelector, priority(100)), newPolicy("fine")},
+			want:     []string{"fine"},
+		},
+		{
+			name:     "keeps a policy whose schedule is invalid, with the error",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("broken", defaultTTL("0s"), priority(100)), newPolicy("fine")},
+			want:     []string{"broken", "fine"},
+		},
+		{
+			name:     "returns nothing when no policy targets the kind",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("secrets", target("v1", "Secret"))},
+			want:     []string{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := candidates(items(tt.policies...), configMapGVK)
+			if !slices.Equal(names(got), tt.want) {
+				t.Fatalf("candidates = %v, want %v", names(got), tt.want)
+			}
+			for _, c := range got {
+				if c.selector == nil || c.nsSelector == nil {
+					t.Errorf("candidate %s has a nil selector", c.Name)
+				}
+				if invalid := c.Spec.DefaultTTL == "0s"; invalid != (c.scheduleErr != nil) {
+					t.Errorf("candidate %s: scheduleErr = %v", c.Name, c.scheduleErr)
+				}
+			}
+		})
+	}
+
+	t.Run("does not reorder or change the caller's slice", func(t *testing.T) {
+		all := items(newPolicy("b"), newPolicy("a", priority(1)))
+		candidates(all, configMapGVK)
+		if all[0].Name != "b" || all[1].Name != "a" {
+			t.Fatalf("input reordered: %s, %s", all[0].Name, all[1].Name)
+		}
+	})
+}
+
+// mustNotCall is an nsLabels func that fails the test when called.
+func mustNotCall(t *testing.T) func() (map[string]string, error) {
+	return func() (map[string]string, error) {
+		t.Helper()
+		t.Error("nsLabels was called, but no namespace selector needs it")
+		return nil, errors.New("must not be called")
+	}
+}
+
+func nsLabelsOf(l map[string]string) func() (map[string]string, error) {
+	return func() (map[string]string, error) { return l, nil }
+}
+
+func TestMatching(t *testing.T) {
+	dev := map[string]string{"env": "dev"}
+	scratch := map[string]string{"app": "scratch"}
+
+	tests := []struct {
+		name     string
+		policies []*v1alpha1.TimeoutPolicy
+		// object is built per test so that mustNotCall can use its t.
+		object       func(t *testing.T) object
+		want         []string
+		wantSchedErr []string
+	}{
+		{
+			name:     "matches an object whose labels the selector selects",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("scratch", selecting(scratch))},
+			object: func(t *testing.T) object {
+				return object{labels: map[string]string{"app": "scratch", "team": "a"}, namespaced: true, nsLabels: mustNotCall(t)}
+			},
+			want: []string{"scratch"},
+		},
+		{
+			name:     "does not match an object whose labels the selector does not select",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("scratch", selecting(scratch))},
+			object: func(t *testing.T) object {
+				return object{labels: map[string]string{"app": "db"}, namespaced: true, nsLabels: mustNotCall(t)}
+			},
+			want: []string{},
+		},
+		{
+			name:     "matches every object when there is no selector",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("all")},
+			object: func(t *testing.T) object {
+				return object{namespaced: true, nsLabels: mustNotCall(t)}
+			},
+			want: []string{"all"},
+		},
+		{
+			name:     "matches a namespaced object in a namespace the namespace selector selects",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("dev", inNamespaces(dev))},
+			object: func(t *testing.T) object {
+				return object{namespaced: true, nsLabels: nsLabelsOf(map[string]string{"env": "dev", "team": "a"})}
+			},
+			want: []string{"dev"},
+		},
+		{
+			name:     "does not match a namespaced object in a namespace the namespace selector does not select",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("dev", inNamespaces(dev))},
+			object: func(t *testing.T) object {
+				return object{namespaced: true, nsLabels: nsLabelsOf(map[string]string{"env": "prod"})}
+			},
+			want: []string{},
+		},
+		{
+			name:     "ignores the namespace selector for a cluster-scoped object without reading namespace labels",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("dev", inNamespaces(dev))},
+			object: func(t *testing.T) object {
+				return object{namespaced: false, nsLabels: mustNotCall(t)}
+			},
+			want: []string{"dev"},
+		},
+		{
+			name:     "does not read namespace labels when the label selector already fails",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("dev-scratch", selecting(scratch), inNamespaces(dev))},
+			object: func(t *testing.T) object {
+				return object{labels: map[string]string{"app": "db"}, namespaced: true, nsLabels: mustNotCall(t)}
+			},
+			want: []string{},
+		},
+		{
+			name: "returns the matches in rank order",
+			policies: []*v1alpha1.TimeoutPolicy{
+				newPolicy("low"), newPolicy("high", priority(9)), newPolicy("other", selecting(map[string]string{"app": "db"}), priority(50)), newPolicy("mid", priority(3), inNamespaces(dev)),
+			},
+			object: func(t *testing.T) object {
+				return object{labels: scratch, namespaced: true, nsLabels: nsLabelsOf(dev)}
+			},
+			want: []string{"high", "mid", "low"},
+		},
+		{
+			name:     "keeps a match whose schedule is invalid, with its error, ahead of a valid one it outranks",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("short", defaultTTL("1m")), newPolicy("broken", defaultTTL("0s"), priority(10))},
+			object: func(t *testing.T) object {
+				return object{namespaced: true, nsLabels: mustNotCall(t)}
+			},
+			want:         []string{"broken", "short"},
+			wantSchedErr: []string{"broken"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := matching(candidates(items(tt.policies...), configMapGVK), tt.object(t))
+			if err != nil {
+				t.Fatalf("matching: %v", err)
+			}
+			if !slices.Equal(names(got), tt.want) {
+				t.Fatalf("matching = %v, want %v", names(got), tt.want)
+			}
+			for _, c := range got {
+				if want := slices.Contains(tt.wantSchedErr, c.Name); want != (c.scheduleErr != nil) {
+					t.Errorf("%s: scheduleErr = %v, want an error: %t", c.Name, c.scheduleErr, want)
+				}
+			}
+		})
+	}
+
+	t.Run("returns the error reading the namespace labels", func(t *testing.T) {
+		boom := errors.New("namespace unavailable")
+		ranked := candidates(items(newPolicy("dev", inNamespaces(dev))), configMapGVK)
+		got, err := matching(ranked, object{namespaced: true, nsLabels: func() (map[string]string, error) { return nil, boom }})
+		if !errors.Is(err, boom) {
+			t.Fatalf("err = %v, want %v", err, boom)
+		}
+		if got != nil {
+			t.Fatalf("matches = %v alongside an error", names(got))
+		}
+	})
+}

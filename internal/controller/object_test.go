@@ -1,0 +1,903 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+)
+
+var configMaps = schema.GroupResource{Resource: "configmaps"}
+
+// harness is an ObjectReconciler over the fake client, with a fake clock
+// and recorder, that records the delete calls it makes.
+type harness struct {
+	t      *testing.T
+	client client.WithWatch
+	clock  *clocktesting.FakeClock
+	rec    *events.FakeRecorder
+	r      *ObjectReconciler
+
+	mu sync.Mutex
+	// deleteErr, when set, is returned by Delete instead of deleting.
+	deleteErr error
+	deletes   []client.DeleteOptions
+	// freshView, when set, changes what APIReader returns: the API server
+	// as it is after a write the cache has not seen yet.
+	freshView func(*metav1.PartialObjectMetadata) error
+}
+
+func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: clocktesting.NewFakeClock(now), rec: events.NewFakeRecorder(100)}
+	h.client = fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).Build()
+	cached := interceptor.NewClient(h.client, interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			var o client.DeleteOptions
+			o.ApplyOptions(opts)
+			h.mu.Lock()
+			h.deletes = append(h.deletes, o)
+			err := h.deleteErr
+			h.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			return c.Delete(ctx, obj, opts...)
+		},
+	})
+	fresh := interceptor.NewClient(h.client, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			h.mu.Lock()
+			view := h.freshView
+			h.mu.Unlock()
+			if view == nil {
+				return nil
+			}
+			pom, ok := obj.(*metav1.PartialObjectMetadata)
+			if !ok {
+				t.Fatalf("APIReader.Get into %T, want *metav1.PartialObjectMetadata", obj)
+			}
+			return view(pom)
+		},
+	})
+	h.r = &ObjectReconciler{
+		Client: cached, APIReader: fresh, Recorder: h.rec, Clock: h.clock,
+		// No policy here configures a channel: the Kubernetes Event is the
+		// only one, and nothing reads a Secret.
+		Channels: &Channels{Clock: h.clock},
+	}
+	// One-off messages go out in the background; none may outlive the test.
+	t.Cleanup(h.r.announcing.Wait)
+	return h
+}
+
+func keyOf(cm *corev1.ConfigMap) Key {
+	return Key{GVK: configMapGVK, NamespacedName: types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name}}
+}
+
+func (h *harness) reconcile(cm *corev1.ConfigMap) (ctrl.Result, error) {
+	h.t.Helper()
+	return h.r.Reconcile(context.Background(), keyOf(cm))
+}
+
+// stored returns the ConfigMap as the fake API server holds it, or nil
+// when it is gone.
+func (h *harness) stored(cm *corev1.ConfigMap) *corev1.ConfigMap {
+	h.t.Helper()
+	got := &corev1.ConfigMap{}
+	err := h.client.Get(context.Background(), client.ObjectKeyFromObject(cm), got)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		h.t.Fatalf("get %s: %v", cm.Name, err)
+	}
+	return got
+}
+
+func (h *harness) annotate(cm *corev1.ConfigMap, kv ...string) {
+	h.t.Helper()
+	cur := h.stored(cm)
+	if cur == nil {
+		h.t.Fatalf("annotate %s: it is gone", cm.Name)
+	}
+	annotated(kv...)(cur)
+	if err := h.client.Update(context.Background(), cur); err != nil {
+		h.t.Fatalf("annotate %s: %v", cm.Name, err)
+	}
+}
+
+func (h *harness) deleteCalls() []client.DeleteOptions {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.deletes)
+}
+
+func (h *harness) seenLen() int {
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	return len(h.r.seen)
+}
+
+// kinds returns the "Type Reason" of each Event.
+func kinds(evs []string) []string {
+	out := []string{}
+	for _, e := range evs {
+		f := strings.Fields(e)
+		if len(f) >= 2 {
+			e = f[0] + " " + f[1]
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func TestFakeClientServesConfigMapsAsMetadata(t *testing.T) {
+	// The reconciler reads governed objects as PartialObjectMetadata; the
+	// fake client must turn the typed ConfigMaps it stores into that, or
+	// every other test here tests nothing.
+	cm := newConfigMap("scratch", labelled(map[string]string{"app": "scratch"}), ttl("10m"))
+	h := newHarness(t, t0, cm)
+	got := newMetadata(configMapGVK)
+	if err := h.r.Client.Get(context.Background(), client.ObjectKeyFromObject(cm), got); err != nil {
+		t.Fatalf("get as metadata: %v", err)
+	}
+	if got.UID != cm.UID || !got.CreationTimestamp.Time.Equal(t0) || got.Labels["app"] != "scratch" ||
+		got.Annotations[expiry.AnnotationTTL] != "10m" || got.ResourceVersion == "" {
+		t.Fatalf("metadata = %+v, want the ConfigMap's", got.ObjectMeta)
+	}
+	list := newMetadataList(configMapGVK)
+	if err := h.r.Client.List(context.Background(), list); err != nil {
+		t.Fatalf("list as metadata: %v", err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "scratch" {
+		t.Fatalf("list = %+v, want scratch", list.Items)
+	}
+}
+
+func TestObjectReconcilerReconcile(t *testing.T) {
+	forbidden := apierrors.NewForbidden(configMaps, "scratch", errors.New("no delete for you"))
+	deletingSince := func(cm *corev1.ConfigMap) {
+		ts := metav1.NewTime(t0.Add(time.Minute))
+		cm.DeletionTimestamp = &ts
+		cm.Finalizers = []string{"example.com/hold"}
+	}
+	dev := map[string]string{"env": "dev"}
+
+	tests := []struct {
+		name       string
+		objects    []client.Object
+		object     *corev1.ConfigMap
+		now        time.Time
+		deleteErr  error
+		wantResult ctrl.Result
+		wantErr    func(error) bool
+		// wantDeleted says whether the object is gone afterwards.
+		wantDeleted bool
+		// wantDelete says whether a delete was attempted, and with what
+		// propagation.
+		wantDelete      bool
+		wantPropagation metav1.DeletionPropagation
+		wantEvents      []string
+	}{
+		{
+			name:       "waits exactly the time left before a ttl annotation expires",
+			objects:    []client.Object{newPolicy("configmaps")},
+			object:     newConfigMap("scratch", ttl("10m")),
+			now:        t0.Add(4*time.Minute + 30*time.Second),
+			wantResult: ctrl.Result{RequeueAfter: 5*time.Minute + 30*time.Second},
+		},
+		{
+			name:       "waits for the policy's default TTL when the object has no annotation",
+			objects:    []client.Object{newPolicy("configmaps", defaultTTL("2h"))},
+			object:     newConfigMap("scratch"),
+			now:        t0.Add(time.Hour),
+			wantResult: ctrl.Result{RequeueAfter: time.Hour},
+		},
+		{
+			name:            "deletes an object the moment its ttl expires",
+			objects:         []client.Object{newPolicy("configmaps", propagation(metav1.DeletePropagationForeground))},
+			object:          newConfigMap("scratch", ttl("10m")),
+			now:             t0.Add(10 * time.Minute),
+			wantDeleted:     true,
+			wantDelete:      true,
+			wantPropagation: metav1.DeletePropagationForeground,
+			wantEvents:      []string{"Normal Expired", "Normal Deleted"},
+		},
+		{
+			name:            "deletes an object one second after expiry, in the background when the policy names no propagation",
+			objects:         []client.Object{newPolicy("configmaps")},
+			object:          newConfigMap("scratch", ttl("10m")),
+			now:             t0.Add(10*time.Minute + time.Second),
+			wantDeleted:     true,
+			wantDelete:      true,
+			wantPropagation: metav1.DeletePropagationBackground,
+			wantEvents:      []string{"Normal Expired", "Normal Deleted"},
+		},
+		{
+			name:            "deletes at an expires-at annotation, which wins over ttl",
+			objects:         []client.Object{newPolicy("configmaps", propagation(metav1.DeletePropagationOrphan))},
+			object:          newConfigMap("scratch", ttl("10m"), expiresAt(t0.Add(5*time.Minute))),
+			now:             t0.Add(5 * time.Minute),
+			wantDeleted:     true,
+			wantDelete:      true,
+			wantPropagation: metav1.DeletePropagationOrphan,
+			wantEvents:      []string{"Normal Expired", "Normal Deleted"},
+		},
+		{
+			name:    "keeps an object annotated keep=true",
+			objects: []client.Object{newPolicy("configmaps")},
+			object:  newConfigMap("scratch", ttl("10m"), annotated(expiry.AnnotationKeep, "true")),
+			now:     t0.Add(1000 * time.Hour),
+		},
+		{
+			name:    "leaves alone an object no policy selects",
+			objects: []client.Object{newPolicy("scratch", selecting(map[string]string{"app": "scratch"}))},
+			object:  newConfigMap("db", labelled(map[string]string{"app": "db"}), ttl("1s")),
+			now:     t0.Add(1000 * time.Hour),
+		},
+		{
+			name:    "leaves alone an object when no policy exists",
+			object:  newConfigMap("scratch", ttl("1s")),
+			now:     t0.Add(1000 * time.Hour),
+			objects: []client.Object{newPolicy("secrets", target("v1", "Secret"))},
+		},
+		{
+			name:    "leaves alone an object that is being deleted",
+			objects: []client.Object{newPolicy("configmaps")},
+			object:  newConfigMap("scratch", ttl("1s"), deletingSince),
+			now:     t0.Add(1000 * time.Hour),
+		},
+		{
+			name:            "deletes an object in a namespace the namespace selector selects",
+			objects:         []client.Object{newPolicy("dev", inNamespaces(dev)), newNamespace("team-a", dev)},
+			object:          newConfigMap("scratch", ttl("10m")),
+			now:             t0.Add(time.Hour),
+			wantDeleted:     true,
+			wantDelete:      true,
+			wantPropagation: metav1.DeletePropagationBackground,
+			wantEvents:      []string{"Normal Expired", "Normal Deleted"},
+		},
+		{
+			name:    "leaves alone an object in a namespace the namespace selector does not select",
+			objects: []client.Object{newPolicy("dev", inNamespaces(dev)), newNamespace("team-a", map[string]string{"env": "prod"})},
+			object:  newConfigMap("scratch", ttl("10m")),
+			now:     t0.Add(time.Hour),
+		},
+		{
+			name:    "returns an error when the namespace of a namespace selector cannot be read",
+			objects: []client.Object{newPolicy("dev", inNamespaces(dev))},
+			object:  newConfigMap("scratch", ttl("10m")),
+			now:     t0.Add(time.Hour),
+			wantErr: apierrors.IsNotFound,
+		},
+		{
+			name: "lets a policy with an invalid schedule govern and do nothing, even against a valid lower-priority policy",
+			objects: []client.Object{
+				newPolicy("broken", defaultTTL("0s"), priority(10)),
+				newPolicy("short", defaultTTL("1m")),
+			},
+			object: newConfigMap("scratch"),
+			now:    t0.Add(30 * expiry.Day),
+		},
+		{
+			// The control for the case above: without the broken policy,
+			// the short one deletes.
+			name:            "deletes by a valid policy's short TTL when nothing outranks it",
+			objects:         []client.Object{newPolicy("short", defaultTTL("1m"))},
+			object:          newConfigMap("scratch"),
+			now:             t0.Add(30 * expiry.Day),
+			wantDeleted:     true,
+			wantDelete:      true,
+			wantPropagation: metav1.DeletePropagationBackground,
+			wantEvents:      []string{"Normal Expired", "Normal Deleted"},
+		},
+		{
+			name:            "uses the higher-priority policy's TTL when two policies match",
+			objects:         []client.Object{newPolicy("long", defaultTTL("2h"), priority(5)), newPolicy("short", defaultTTL("1m"))},
+			object:          newConfigMap("scratch"),
+			now:             t0.Add(time.Hour),
+			wantResult:      ctrl.Result{RequeueAfter: time.Hour},
+			wantPropagation: metav1.DeletePropagationBackground,
+		},
+		{
+			name:            "returns the error and warns DeletionFailed when the delete is forbidden",
+			objects:         []client.Object{newPolicy("configmaps")},
+			object:          newConfigMap("scratch", ttl("10m")),
+			now:             t0.Add(time.Hour),
+			deleteErr:       forbidden,
+			wantErr:         apierrors.IsForbidden,
+			wantDelete:      true,
+			wantPropagation: metav1.DeletePropagationBackground,
+			wantEvents:      []string{"Warning DeletionFailed"},
+		},
+		{
+			name:            "does nothing more when the object is already gone at delete",
+			objects:         []client.Object{newPolicy("configmaps")},
+			object:          newConfigMap("scratch", ttl("10m")),
+			now:             t0.Add(time.Hour),
+			deleteErr:       apierrors.NewNotFound(configMaps, "scratch"),
+			wantDelete:      true,
+			wantPropagation: metav1.DeletePropagationBackground,
+			wantEvents:      nil,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.now, append(tt.objects, tt.object)...)
+			h.deleteErr = tt.deleteErr
+			before := h.stored(tt.object)
+
+			got, err := h.reconcile(tt.object)
+
+			switch {
+			case tt.wantErr == nil && err != nil:
+				t.Fatalf("Reconcile: %v", err)
+			case tt.wantErr != nil && !tt.wantErr(err):
+				t.Fatalf("Reconcile error = %v, not the one expected", err)
+			}
+			if got != tt.wantResult {
+				t.Errorf("Result = %+v, want %+v", got, tt.wantResult)
+			}
+			if gone := h.stored(tt.object) == nil; gone != tt.wantDeleted {
+				t.Errorf("deleted = %t, want %t", gone, tt.wantDeleted)
+			}
+			calls := h.deleteCalls()
+			if !tt.wantDelete {
+				if len(calls) != 0 {
+					t.Errorf("%d delete calls, want none", len(calls))
+				}
+			} else {
+				if len(calls) != 1 {
+					t.Fatalf("%d delete calls, want 1", len(calls))
+				}
+				checkDeleteOptions(t, calls[0], before, tt.wantPropagation)
+			}
+			if evs := kinds(drain(h.rec)); !slices.Equal(evs, append([]string{}, tt.wantEvents...)) {
+				t.Errorf("Events = %q, want %q", evs, tt.wantEvents)
+			}
+		})
+	}
+}
+
+func checkDeleteOptions(t *testing.T, o client.DeleteOptions, obj *corev1.ConfigMap, want metav1.DeletionPropagation) {
+	t.Helper()
+	if o.Preconditions == nil || o.Preconditions.UID == nil || o.Preconditions.ResourceVersion == nil {
+		t.Fatalf("delete preconditions = %+v, want UID and ResourceVersion", o.Preconditions)
+	}
+	if *o.Preconditions.UID != obj.UID {
+		t.Errorf("UID precondition = %q, want %q", *o.Preconditions.UID, obj.UID)
+	}
+	if *o.Preconditions.ResourceVersion != obj.ResourceVersion {
+		t.Errorf("ResourceVersion precondition = %q, want %q", *o.Preconditions.ResourceVersion, obj.ResourceVersion)
+	}
+	if o.PropagationPolicy == nil || *o.PropagationPolicy != want {
+		t.Errorf("propagation = %v, want %s", o.PropagationPolicy, want)
+	}
+}
+
+func TestObjectReconcilerEventMessages(t *testing.T) {
+	cm := newConfigMap("scratch", ttl("10m"))
+	h := newHarness(t, t0.Add(10*time.Minute+1500*time.Millisecond), newPolicy("configmaps"), cm)
+	if _, err := h.reconcile(cm); err != nil {
+		t.Fatal(err)
+	}
+	evs := drain(h.rec)
+	want := []string{
+		"Normal Expired Expired at 2026-03-01T09:10:00Z (timeout.amphitheatre.app/ttl, policy configmaps)",
+		"Normal Deleted Deleted 1.5s after expiry (policy configmaps, propagation Background)",
+	}
+	if !slices.Equal(evs, want) {
+		t.Fatalf("Events =\n%q\nwant\n%q", evs, want)
+	}
+}
+
+func TestObjectReconcilerRechecksWithTheAPIServer(t *testing.T) {
+	tests := []struct {
+		name       string
+		freshView  func(*metav1.PartialObjectMetadata) error
+		wantResult ctrl.Result
+		wantDelete bool
+	}{
+		{
+			name: "waits for the new expiry when the API server shows an extension the cache has not seen",
+			freshView: func(o *metav1.PartialObjectMetadata) error {
+				o.Annotations[expiry.AnnotationExpiresAt] = t0.Add(time.Hour).Format(time.RFC3339)
+				return nil
+			},
+			wantResult: ctrl.Result{RequeueAfter: 45 * time.Minute},
+		},
+		{
+			name: "keeps an object the API server shows was just annotated keep=true",
+			freshView: func(o *metav1.PartialObjectMetadata) error {
+				o.Annotations[expiry.AnnotationKeep] = "true"
+				return nil
+			},
+		},
+		{
+			name: "leaves alone an object the API server shows is being deleted",
+			freshView: func(o *metav1.PartialObjectMetadata) error {
+				ts := metav1.NewTime(t0)
+				o.DeletionTimestamp = &ts
+				return nil
+			},
+		},
+		{
+			name: "does nothing when the API server no longer has the object",
+			freshView: func(o *metav1.PartialObjectMetadata) error {
+				return apierrors.NewNotFound(configMaps, o.Name)
+			},
+		},
+		{
+			name: "leaves alone an object the API server shows no policy selects any more",
+			freshView: func(o *metav1.PartialObjectMetadata) error {
+				o.Labels = map[string]string{"app": "keeper"}
+				return nil
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cm := newConfigMap("scratch", ttl("10m"), labelled(map[string]string{"app": "scratch"}))
+			h := newHarness(t, t0.Add(15*time.Minute), newPolicy("scratch", selecting(map[string]string{"app": "scratch"})), cm)
+			h.freshView = tt.freshView
+
+			got, err := h.reconcile(cm)
+			if err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			if got != tt.wantResult {
+				t.Errorf("Result = %+v, want %+v", got, tt.wantResult)
+			}
+			if calls := h.deleteCalls(); len(calls) != 0 {
+				t.Errorf("%d delete calls, want none", len(calls))
+			}
+			if h.stored(cm) == nil {
+				t.Error("object deleted")
+			}
+			if evs := drain(h.rec); len(evs) != 0 {
+				t.Errorf("Events = %q, want none", evs)
+			}
+		})
+	}
+
+	t.Run("returns an error when the API server cannot be read", func(t *testing.T) {
+		cm := newConfigMap("scratch", ttl("10m"))
+		h := newHarness(t, t0.Add(15*time.Minute), newPolicy("configmaps"), cm)
+		h.freshView = func(*metav1.PartialObjectMetadata) error {
+			return apierrors.NewServiceUnavailable("etcd is sulking")
+		}
+		if _, err := h.reconcile(cm); !apierrors.IsServiceUnavailable(err) {
+			t.Fatalf("Reconcile error = %v, want ServiceUnavailable", err)
+		}
+		if h.stored(cm) == nil || len(h.deleteCalls()) != 0 {
+			t.Fatal("object deleted without a fresh read")
+		}
+	})
+}
+
+func TestObjectReconcilerDeleteConflicts(t *testing.T) {
+	tests := []struct {
+		name      string
+		deleteErr error
+		freshView func(*metav1.PartialObjectMetadata) error
+	}{
+		{
+			name:      "looks again soon without an error when the delete returns a Conflict",
+			deleteErr: apierrors.NewConflict(configMaps, "scratch", errors.New("the object has been modified")),
+		},
+		{
+			// The fake client checks the resourceVersion precondition: a
+			// write landing between the fresh read and the delete makes the
+			// delete fail, which is what the precondition is for.
+			name: "loses to a write that lands between the fresh read and the delete",
+			freshView: func(o *metav1.PartialObjectMetadata) error {
+				o.ResourceVersion = "1"
+				return nil
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cm := newConfigMap("scratch", ttl("10m"))
+			h := newHarness(t, t0.Add(time.Hour), newPolicy("configmaps"), cm)
+			h.deleteErr = tt.deleteErr
+			h.freshView = tt.freshView
+
+			got, err := h.reconcile(cm)
+			if err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			if want := (ctrl.Result{RequeueAfter: conflictRetry}); got != want {
+				t.Errorf("Result = %+v, want %+v", got, want)
+			}
+			if h.stored(cm) == nil {
+				t.Error("object deleted")
+			}
+			if len(h.deleteCalls()) != 1 {
+				t.Errorf("%d delete calls, want 1", len(h.deleteCalls()))
+			}
+			for _, e := range kinds(drain(h.rec)) {
+				if e == "Normal Deleted" || e == "Warning DeletionFailed" {
+					t.Errorf("Event %q after a conflict", e)
+				}
+			}
+		})
+	}
+}
+
+// step is one reconcile in a scenario: the clock is set to at, change is
+// applied to the stored object, then the object is reconciled.
+type step struct {
+	name        string
+	at          time.Time
+	change      func(h *harness, cm *corev1.ConfigMap)
+	wantResult  ctrl.Result
+	wantDeleted bool
+	wantEvents  []string
+	// check, when set, looks at the Events' full text.
+	check func(t *testing.T, evs []string)
+}
+
+func runSteps(t *testing.T, h *harness, cm *corev1.ConfigMap, steps []step) {
+	t.Helper()
+	for _, s := range steps {
+		ok := t.Run(s.name, func(t *testing.T) {
+			h.t = t
+			h.clock.SetTime(s.at)
+			if s.change != nil {
+				s.change(h, cm)
+			}
+			got, err := h.reconcile(cm)
+			if err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			if got != s.wantResult {
+				t.Errorf("Result = %+v, want %+v", got, s.wantResult)
+			}
+			if gone := h.stored(cm) == nil; gone != s.wantDeleted {
+				t.Errorf("deleted = %t, want %t", gone, s.wantDeleted)
+			}
+			evs := drain(h.rec)
+			if k := kinds(evs); !slices.Equal(k, append([]string{}, s.wantEvents...)) {
+				t.Errorf("Events = %q, want %q", evs, s.wantEvents)
+			}
+			if s.check != nil {
+				s.check(t, evs)
+			}
+		})
+		if !ok {
+			// Later steps build on this one.
+			return
+		}
+	}
+}
+
+func TestObjectReconcilerDryRun(t *testing.T) {
+	cm := newConfigMap("scratch", ttl("10m"))
+	h := newHarness(t, t0, newPolicy("careful", dryRun), cm)
+	runSteps(t, h, cm, []step{
+		{
+			name:       "waits before expiry",
+			at:         t0.Add(time.Minute),
+			wantResult: ctrl.Result{RequeueAfter: 9 * time.Minute},
+		},
+		{
+			name:       "records one WouldDelete at expiry and deletes nothing",
+			at:         t0.Add(10 * time.Minute),
+			wantEvents: []string{"Normal WouldDelete"},
+			check: func(t *testing.T, evs []string) {
+				if !strings.Contains(evs[0], "dry-run") || !strings.Contains(evs[0], "policy careful") {
+					t.Errorf("WouldDelete message %q does not name the policy and dry-run", evs[0])
+				}
+			},
+		},
+		{
+			name: "records no second WouldDelete for the same expiry later on",
+			at:   t0.Add(time.Hour),
+		},
+		{
+			name: "waits for a new expiry set after the first one passed",
+			at:   t0.Add(time.Hour),
+			change: func(h *harness, cm *corev1.ConfigMap) {
+				h.annotate(cm, expiry.AnnotationExpiresAt, t0.Add(2*time.Hour).Format(time.RFC3339))
+			},
+			wantResult: ctrl.Result{RequeueAfter: time.Hour},
+		},
+		{
+			name:       "records a new WouldDelete when the new expiry passes",
+			at:         t0.Add(2 * time.Hour),
+			wantEvents: []string{"Normal WouldDelete"},
+		},
+	})
+	if n := len(h.deleteCalls()); n != 0 {
+		t.Errorf("%d delete calls under a dry-run policy", n)
+	}
+}
+
+func TestObjectReconcilerInvalidAnnotation(t *testing.T) {
+	cm := newConfigMap("scratch", ttl("3 days"))
+	h := newHarness(t, t0, newPolicy("configmaps", defaultTTL("1h")), cm)
+	runSteps(t, h, cm, []step{
+		{
+			name:       "warns InvalidTimeout once, naming the annotation, the value and what is expected",
+			at:         t0.Add(time.Minute),
+			wantResult: ctrl.Result{RequeueAfter: 59 * time.Minute},
+			wantEvents: []string{"Warning InvalidTimeout"},
+			check: func(t *testing.T, evs []string) {
+				for _, want := range []string{expiry.AnnotationTTL, `"3 days"`, "expected", "2026-03-01T10:00:00Z"} {
+					if !strings.Contains(evs[0], want) {
+						t.Errorf("message %q does not contain %q", evs[0], want)
+					}
+				}
+			},
+		},
+		{
+			name:       "does not warn again while the value stays the same",
+			at:         t0.Add(2 * time.Minute),
+			wantResult: ctrl.Result{RequeueAfter: 58 * time.Minute},
+		},
+		{
+			name: "warns again when the value changes to another invalid one",
+			at:   t0.Add(3 * time.Minute),
+			change: func(h *harness, cm *corev1.ConfigMap) {
+				h.annotate(cm, expiry.AnnotationTTL, "a fortnight")
+			},
+			wantResult: ctrl.Result{RequeueAfter: 57 * time.Minute},
+			wantEvents: []string{"Warning InvalidTimeout"},
+			check: func(t *testing.T, evs []string) {
+				if !strings.Contains(evs[0], `"a fortnight"`) {
+					t.Errorf("message %q does not name the new value", evs[0])
+				}
+			},
+		},
+		{
+			name:       "does not delete before creation plus the default TTL",
+			at:         t0.Add(time.Hour - time.Second),
+			wantResult: ctrl.Result{RequeueAfter: time.Second},
+		},
+		{
+			name:        "deletes at creation plus the default TTL",
+			at:          t0.Add(time.Hour),
+			wantDeleted: true,
+			wantEvents:  []string{"Normal Expired", "Normal Deleted"},
+		},
+	})
+}
+
+func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy *v1alpha1.TimeoutPolicy
+		object *corev1.ConfigMap
+		// first is when the object is first reconciled, to be remembered.
+		first time.Time
+		// then changes or deletes the object and reconciles it again.
+		then func(h *harness, cm *corev1.ConfigMap)
+	}{
+		{
+			name:   "forgets an invalid value once the controller deletes the object",
+			policy: newPolicy("configmaps"),
+			object: newConfigMap("scratch", ttl("3 days")),
+			first:  t0.Add(time.Minute),
+			then: func(h *harness, cm *corev1.ConfigMap) {
+				h.clock.SetTime(t0.Add(2 * time.Hour))
+				if _, err := h.reconcile(cm); err != nil {
+					h.t.Fatal(err)
+				}
+				if h.stored(cm) != nil {
+					h.t.Fatal("not deleted")
+				}
+			},
+		},
+		{
+			name:   "forgets a dry-run report once someone else deletes the object",
+			policy: newPolicy("careful", dryRun),
+			object: newConfigMap("scratch", ttl("10m")),
+			first:  t0.Add(time.Hour),
+			then: func(h *harness, cm *corev1.ConfigMap) {
+				if err := h.client.Delete(context.Background(), cm); err != nil {
+					h.t.Fatal(err)
+				}
+				if _, err := h.reconcile(cm); err != nil {
+					h.t.Fatal(err)
+				}
+			},
+		},
+		{
+			name:   "forgets an invalid value once it is fixed",
+			policy: newPolicy("configmaps"),
+			object: newConfigMap("scratch", ttl("3 days")),
+			first:  t0.Add(time.Minute),
+			then: func(h *harness, cm *corev1.ConfigMap) {
+				h.annotate(cm, expiry.AnnotationTTL, "3d")
+				if _, err := h.reconcile(cm); err != nil {
+					h.t.Fatal(err)
+				}
+			},
+		},
+		{
+			name:   "forgets an object once it is being deleted",
+			policy: newPolicy("configmaps"),
+			object: newConfigMap("scratch", ttl("3 days"), func(cm *corev1.ConfigMap) { cm.Finalizers = []string{"example.com/hold"} }),
+			first:  t0.Add(time.Minute),
+			then: func(h *harness, cm *corev1.ConfigMap) {
+				// With a finalizer the fake client only sets the deletion
+				// timestamp, as the API server does.
+				if err := h.client.Delete(context.Background(), cm); err != nil {
+					h.t.Fatal(err)
+				}
+				if _, err := h.reconcile(cm); err != nil {
+					h.t.Fatal(err)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.first, tt.policy, tt.object)
+			if _, err := h.reconcile(tt.object); err != nil {
+				t.Fatal(err)
+			}
+			if n := h.seenLen(); n != 1 {
+				t.Fatalf("seen has %d entries after the first report, want 1", n)
+			}
+			tt.then(h, tt.object)
+			if n := h.seenLen(); n != 0 {
+				t.Fatalf("seen has %d entries, want none: %+v", n, h.r.seen)
+			}
+		})
+	}
+
+	t.Run("remembers nothing about an object with nothing to report", func(t *testing.T) {
+		cm := newConfigMap("scratch", ttl("10m"))
+		h := newHarness(t, t0.Add(time.Minute), newPolicy("configmaps"), cm)
+		for _, at := range []time.Time{t0.Add(time.Minute), t0.Add(10 * time.Minute)} {
+			h.clock.SetTime(at)
+			if _, err := h.reconcile(cm); err != nil {
+				t.Fatal(err)
+			}
+			if n := h.seenLen(); n != 0 {
+				t.Fatalf("seen has %d entries at %s, want none", n, at)
+			}
+		}
+	})
+}
+
+func TestObjectReconcilerRecreatedObject(t *testing.T) {
+	// The watch may fold a delete and a create under the same name into
+	// one reconcile: the new object is a new object, warned about afresh.
+	cm := newConfigMap("scratch", ttl("3 days"))
+	h := newHarness(t, t0.Add(time.Minute), newPolicy("configmaps"), cm)
+	if _, err := h.reconcile(cm); err != nil {
+		t.Fatal(err)
+	}
+	if evs := kinds(drain(h.rec)); !slices.Equal(evs, []string{"Warning InvalidTimeout"}) {
+		t.Fatalf("first Events = %q", evs)
+	}
+	if err := h.client.Delete(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	again := newConfigMap("scratch", ttl("3 days"), func(cm *corev1.ConfigMap) { cm.UID = "uid-scratch-2" })
+	if err := h.client.Create(context.Background(), again); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.reconcile(again); err != nil {
+		t.Fatal(err)
+	}
+	if evs := kinds(drain(h.rec)); !slices.Equal(evs, []string{"Warning InvalidTimeout"}) {
+		t.Fatalf("Events about the recreated object = %q, want one InvalidTimeout", evs)
+	}
+}
+
+func TestObjectReconcilerClusterScoped(t *testing.T) {
+	// Namespaces stand in for a cluster-scoped kind such as Playbook.
+	ns := newNamespace("sandbox", map[string]string{"env": "prod"})
+	ns.UID = "uid-sandbox"
+	ns.CreationTimestamp = metav1.NewTime(t0)
+	p := newPolicy("sandboxes", target("v1", "Namespace"), defaultTTL("1h"), inNamespaces(map[string]string{"env": "dev"}))
+	h := newHarness(t, t0.Add(time.Hour), p, ns)
+	key := Key{GVK: namespaceGVK, NamespacedName: types.NamespacedName{Name: "sandbox"}}
+
+	got, err := h.r.Reconcile(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if got != (ctrl.Result{}) {
+		t.Errorf("Result = %+v, want none", got)
+	}
+	if err := h.client.Get(context.Background(), key.NamespacedName, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+		t.Errorf("namespace still there (get: %v); the namespace selector must not apply to a cluster-scoped kind", err)
+	}
+	if evs := kinds(drain(h.rec)); !slices.Equal(evs, []string{"Normal Expired", "Normal Deleted"}) {
+		t.Errorf("Events = %q", evs)
+	}
+}
+
+// fakeChannelDomain, among a policy's allowed e-mail domains, gives the
+// policy the fake channel below; no real channel reads that field alone.
+const fakeChannelDomain = "fake-channel.test"
+
+// fakeChannel accepts every message and keeps it.
+type fakeChannel struct {
+	mu   sync.Mutex
+	sent []v1alpha1.EventType
+}
+
+func (c *fakeChannel) Name() string                    { return "fake" }
+func (c *fakeChannel) Accepts(v1alpha1.EventType) bool { return true }
+func (c *fakeChannel) Send(_ context.Context, m notify.Message, _ notify.Content) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sent = append(c.sent, m.Type)
+	return nil
+}
+
+func (c *fakeChannel) messages() []v1alpha1.EventType {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sent)
+}
+
+var theFakeChannel = &fakeChannel{}
+
+func init() {
+	notify.Register("zz-unit-test", func(_ context.Context, spec v1alpha1.Notifications, _ notify.Secrets) ([]notify.Notifier, error) {
+		if slices.Contains(spec.AllowedEmailDomains, fakeChannelDomain) {
+			return []notify.Notifier{theFakeChannel}, nil
+		}
+		return nil, nil
+	})
+}
+
+func TestObjectReconcilerForgetsWhatOneOffMessagesReported(t *testing.T) {
+	// The Expired and Deleted messages go out after the delete, in the
+	// background; what they find wrong with the object must not be
+	// remembered about an object that is gone.
+	withFakeChannel := func(p *v1alpha1.TimeoutPolicy) {
+		p.Spec.Notifications.AllowedEmailDomains = []string{fakeChannelDomain}
+	}
+	cm := newConfigMap("scratch", ttl("10m"), annotated(notify.AnnotationNotify, "not-an-address"))
+	h := newHarness(t, t0.Add(time.Hour), newPolicy("told", withFakeChannel), cm)
+	before := len(theFakeChannel.messages())
+
+	if _, err := h.reconcile(cm); err != nil {
+		t.Fatal(err)
+	}
+	h.r.announcing.Wait()
+
+	if h.stored(cm) != nil {
+		t.Fatal("not deleted")
+	}
+	if got := theFakeChannel.messages()[before:]; !slices.Contains(got, v1alpha1.EventDeleted) {
+		t.Fatalf("fake channel got %v, want the deleted message: the one-off path did not run", got)
+	}
+	if n := h.seenLen(); n != 0 {
+		t.Errorf("seen has %d entries after the object was deleted, want none: %+v", n, h.r.seen)
+	}
+}

@@ -1,0 +1,545 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+)
+
+// fakeController records the sources it is asked to watch. Building a
+// source.Kind touches neither the cache nor the API server; only starting
+// it would, and a fake controller never starts.
+type fakeController struct {
+	controller.TypedController[Key]
+
+	mu      sync.Mutex
+	sources []source.TypedSource[Key]
+	err     error
+}
+
+func (c *fakeController) Watch(src source.TypedSource[Key]) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	c.sources = append(c.sources, src)
+	return nil
+}
+
+func (c *fakeController) watched() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.sources)
+}
+
+func testRESTMapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{corev1.SchemeGroupVersion})
+	m.Add(configMapGVK, meta.RESTScopeNamespace)
+	m.Add(namespaceGVK, meta.RESTScopeRoot)
+	return m
+}
+
+type policyHarness struct {
+	client client.WithWatch
+	rec    *events.FakeRecorder
+	ctrl   *fakeController
+	r      *PolicyReconciler
+}
+
+func newPolicyHarness(t *testing.T, now time.Time, objs ...client.Object) *policyHarness {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
+		WithStatusSubresource(&v1alpha1.TimeoutPolicy{}).
+		WithObjects(objs...).Build()
+	fc := &fakeController{}
+	rec := events.NewFakeRecorder(100)
+	return &policyHarness{
+		client: c,
+		rec:    rec,
+		ctrl:   fc,
+		r: &PolicyReconciler{
+			Client:         c,
+			RESTMapper:     testRESTMapper(),
+			Recorder:       rec,
+			Clock:          clocktesting.NewFakePassiveClock(now),
+			StatusInterval: 30 * time.Second,
+			Channels:       &Channels{Clock: clocktesting.NewFakePassiveClock(now)},
+			watches:        &watches{reader: c, controller: fc},
+		},
+	}
+}
+
+func (h *policyHarness) reconcile(t *testing.T, name string) (ctrl.Result, *v1alpha1.TimeoutPolicy) {
+	t.Helper()
+	got, err := h.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: name}})
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	p := &v1alpha1.TimeoutPolicy{}
+	if err := h.client.Get(context.Background(), types.NamespacedName{Name: name}, p); err != nil {
+		t.Fatalf("get policy %s: %v", name, err)
+	}
+	return got, p
+}
+
+func TestPolicyReconcilerReconcile(t *testing.T) {
+	tests := []struct {
+		name            string
+		objects         []client.Object
+		policy          *v1alpha1.TimeoutPolicy
+		wantResult      ctrl.Result
+		wantReady       metav1.ConditionStatus
+		wantReason      string
+		wantMessage     []string
+		wantEvents      []string
+		wantWatched     int
+		wantOverlapping metav1.ConditionStatus
+	}{
+		{
+			name:        "marks a policy with an invalid default TTL not ready, naming the field, and warns once",
+			policy:      newPolicy("broken", defaultTTL("0s")),
+			wantReady:   metav1.ConditionFalse,
+			wantReason:  v1alpha1.ReasonInvalidSpec,
+			wantMessage: []string{"spec.defaultTTL"},
+			wantEvents:  []string{"Warning InvalidPolicy"},
+		},
+		{
+			name:        "marks a policy whose target kind is not served not ready and looks again later",
+			policy:      newPolicy("widgets", target("example.com/v1", "Widget")),
+			wantResult:  ctrl.Result{RequeueAfter: targetRetry},
+			wantReady:   metav1.ConditionFalse,
+			wantReason:  v1alpha1.ReasonTargetNotFound,
+			wantMessage: []string{"example.com/v1", "Widget"},
+			wantEvents:  []string{"Warning TargetNotFound"},
+		},
+		{
+			name: "watches the target kind and its namespaces, and reports what it governs",
+			objects: []client.Object{
+				newConfigMap("a", ttl("10m")),
+				newConfigMap("b", annotated(expiry.AnnotationKeep, "true")),
+			},
+			policy:          newPolicy("configmaps"),
+			wantResult:      ctrl.Result{RequeueAfter: 30 * time.Second},
+			wantReady:       metav1.ConditionTrue,
+			wantReason:      v1alpha1.ReasonActive,
+			wantMessage:     []string{"Governing 2 configmaps"},
+			wantWatched:     2,
+			wantOverlapping: metav1.ConditionFalse,
+		},
+		{
+			name:            "says the namespace selector is ignored for a cluster-scoped kind, and does not watch namespaces for it",
+			objects:         []client.Object{newNamespace("team-a", nil)},
+			policy:          newPolicy("namespaces", target("v1", "Namespace"), inNamespaces(map[string]string{"env": "dev"})),
+			wantResult:      ctrl.Result{RequeueAfter: 30 * time.Second},
+			wantReady:       metav1.ConditionTrue,
+			wantReason:      v1alpha1.ReasonActive,
+			wantMessage:     []string{"Governing 1 namespaces", "namespaceSelector is ignored because namespaces are cluster-scoped"},
+			wantWatched:     1,
+			wantOverlapping: metav1.ConditionFalse,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newPolicyHarness(t, t0.Add(time.Minute), append(tt.objects, tt.policy)...)
+
+			got, p := h.reconcile(t, tt.policy.Name)
+			if got != tt.wantResult {
+				t.Errorf("Result = %+v, want %+v", got, tt.wantResult)
+			}
+			ready := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+			if ready == nil {
+				t.Fatalf("no Ready condition in %+v", p.Status)
+			}
+			if ready.Status != tt.wantReady || ready.Reason != tt.wantReason {
+				t.Errorf("Ready = %s/%s, want %s/%s", ready.Status, ready.Reason, tt.wantReady, tt.wantReason)
+			}
+			for _, m := range tt.wantMessage {
+				if !strings.Contains(ready.Message, m) {
+					t.Errorf("Ready message %q does not contain %q", ready.Message, m)
+				}
+			}
+			if ready.ObservedGeneration != p.Generation || p.Status.ObservedGeneration != p.Generation {
+				t.Errorf("observed generation %d/%d, want %d", ready.ObservedGeneration, p.Status.ObservedGeneration, p.Generation)
+			}
+			overlapping := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionOverlapping)
+			switch {
+			case tt.wantOverlapping == "" && overlapping != nil:
+				t.Errorf("Overlapping = %+v, want none", overlapping)
+			case tt.wantOverlapping != "" && (overlapping == nil || overlapping.Status != tt.wantOverlapping):
+				t.Errorf("Overlapping = %+v, want %s", overlapping, tt.wantOverlapping)
+			}
+			if n := h.ctrl.watched(); n != tt.wantWatched {
+				t.Errorf("%d watches started, want %d", n, tt.wantWatched)
+			}
+			if evs := kinds(drain(h.rec)); !slices.Equal(evs, tt.wantEvents) {
+				t.Errorf("Events = %q, want %q", evs, tt.wantEvents)
+			}
+
+			// Nothing changed: the second pass writes nothing, warns about
+			// nothing and starts no second watch.
+			before := p.ResourceVersion
+			if again, p := h.reconcile(t, tt.policy.Name); again != tt.wantResult || p.ResourceVersion != before {
+				t.Errorf("second pass: Result = %+v, resourceVersion %s -> %s", again, before, p.ResourceVersion)
+			}
+			if n := h.ctrl.watched(); n != tt.wantWatched {
+				t.Errorf("%d watches after a second pass, want %d", n, tt.wantWatched)
+			}
+			if evs := drain(h.rec); len(evs) != 0 {
+				t.Errorf("second pass Events = %q, want none", evs)
+			}
+		})
+	}
+
+	t.Run("returns the error when the watch cannot be started", func(t *testing.T) {
+		h := newPolicyHarness(t, t0, newPolicy("configmaps"))
+		boom := errors.New("no informer for you")
+		h.ctrl.err = boom
+		_, err := h.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "configmaps"}})
+		if !errors.Is(err, boom) {
+			t.Fatalf("err = %v, want %v", err, boom)
+		}
+	})
+
+	t.Run("does nothing for a policy that is gone", func(t *testing.T) {
+		h := newPolicyHarness(t, t0)
+		got, err := h.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "gone"}})
+		if err != nil || got != (ctrl.Result{}) {
+			t.Fatalf("Reconcile = %+v, %v; want nothing", got, err)
+		}
+	})
+
+	t.Run("does not warn again when an edit leaves the same error", func(t *testing.T) {
+		h := newPolicyHarness(t, t0, newPolicy("broken", defaultTTL("0s")))
+		h.reconcile(t, "broken")
+		drain(h.rec)
+		_, p := h.reconcile(t, "broken")
+		p.Spec.Priority = 7
+		p.Generation++
+		if err := h.client.Update(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+		_, p = h.reconcile(t, "broken")
+		if p.Status.ObservedGeneration != p.Generation || p.Generation < 2 {
+			t.Fatalf("observed generation %d of %d; the edit was not seen", p.Status.ObservedGeneration, p.Generation)
+		}
+		if evs := drain(h.rec); len(evs) != 0 {
+			t.Fatalf("Events = %q, want none", evs)
+		}
+	})
+
+	t.Run("warns again when the policy turns invalid in another way", func(t *testing.T) {
+		h := newPolicyHarness(t, t0, newPolicy("broken", defaultTTL("0s")))
+		h.reconcile(t, "broken")
+		drain(h.rec)
+		_, p := h.reconcile(t, "broken")
+		p.Spec.DefaultTTL = "1h"
+		p.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Bogus"}}}
+		if err := h.client.Update(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+		_, p = h.reconcile(t, "broken")
+		evs := drain(h.rec)
+		if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning InvalidPolicy") || !strings.Contains(evs[0], "spec.selector") {
+			t.Fatalf("Events = %q, want one InvalidPolicy naming spec.selector", evs)
+		}
+		if ready := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); ready == nil || strings.Contains(ready.Message, "spec.defaultTTL") {
+			t.Fatalf("Ready = %+v, want the new error only", ready)
+		}
+	})
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*v1alpha1.TimeoutPolicy)
+		// want are the fields the error names; none for a valid spec.
+		want []string
+	}{
+		{name: "passes a valid spec", mod: func(*v1alpha1.TimeoutPolicy) {}},
+		{name: "passes a spec that leaves every default to the server", mod: func(p *v1alpha1.TimeoutPolicy) { p.Spec.DefaultTTL = "" }},
+		{name: "names spec.defaultTTL when it is zero", mod: defaultTTL("0s"), want: []string{"spec.defaultTTL"}},
+		{name: "names spec.defaultTTL when it does not parse", mod: defaultTTL("3 days"), want: []string{"spec.defaultTTL"}},
+		{name: "names the reminder that does not parse", mod: reminders("3d", "soon"), want: []string{"spec.reminders[1]"}},
+		{name: "names a zero reminder", mod: reminders("0"), want: []string{"spec.reminders[0]"}},
+		{name: "names spec.minimumNotice when it does not parse", mod: func(p *v1alpha1.TimeoutPolicy) { p.Spec.MinimumNotice = "a day" }, want: []string{"spec.minimumNotice"}},
+		{name: "names spec.selector when it does not parse", mod: bogusSelector, want: []string{"spec.selector"}},
+		{name: "names spec.namespaceSelector when it does not parse", mod: bogusNamespaceSelector, want: []string{"spec.namespaceSelector"}},
+		{name: "names spec.target.apiVersion when it has no version", mod: target("", "ConfigMap"), want: []string{"spec.target.apiVersion"}},
+		{name: "names spec.target.apiVersion when it does not parse", mod: target("a/b/c", "ConfigMap"), want: []string{"spec.target.apiVersion"}},
+		{
+			name: "names every field that is wrong",
+			mod: func(p *v1alpha1.TimeoutPolicy) {
+				defaultTTL("0s")(p)
+				bogusSelector(p)
+				target("", "ConfigMap")(p)
+			},
+			want: []string{"spec.defaultTTL", "spec.selector", "spec.target.apiVersion"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPolicy("p", tt.mod)
+			err := validate(p)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("validate passed, want an error naming %v", tt.want)
+			}
+			for _, f := range tt.want {
+				if !strings.Contains(err.Error(), f) {
+					t.Errorf("error %q does not name %s", err, f)
+				}
+			}
+		})
+	}
+}
+
+func TestPolicyReconcilerCount(t *testing.T) {
+	now := t0.Add(time.Hour)
+	urgent := map[string]string{"tier": "urgent"}
+	deleting := func(cm *corev1.ConfigMap) {
+		ts := metav1.NewTime(t0)
+		cm.DeletionTimestamp = &ts
+		cm.Finalizers = []string{"example.com/hold"}
+	}
+
+	tests := []struct {
+		name    string
+		objects []client.Object
+		// policy is the one counted; it is among objects.
+		policy           string
+		wantTracked      int32
+		wantKept         int32
+		wantSoon         int32
+		wantNext         time.Time
+		wantOverlapping  metav1.ConditionStatus
+		wantOverlapWords []string
+	}{
+		{
+			name: "counts tracked, kept and expiring-soon objects and the next expiry",
+			objects: []client.Object{
+				newPolicy("configmaps", reminders("1d", "3d")),
+				newConfigMap("in-two-days", expiresAt(now.Add(2*expiry.Day))),
+				newConfigMap("in-three-days", expiresAt(now.Add(3*expiry.Day))),
+				newConfigMap("in-five-days", expiresAt(now.Add(5*expiry.Day))),
+				newConfigMap("kept", annotated(expiry.AnnotationKeep, "true")),
+				newConfigMap("going", deleting),
+			},
+			policy:          "configmaps",
+			wantTracked:     3,
+			wantKept:        1,
+			wantSoon:        2,
+			wantNext:        now.Add(2 * expiry.Day),
+			wantOverlapping: metav1.ConditionFalse,
+		},
+		{
+			name: "takes the next expiry from the default TTL when there is no annotation",
+			objects: []client.Object{
+				newPolicy("configmaps", defaultTTL("2h")),
+				newConfigMap("default", inNamespace("team-b")),
+				newConfigMap("later", ttl("1d")),
+			},
+			policy:          "configmaps",
+			wantTracked:     2,
+			wantNext:        t0.Add(2 * time.Hour),
+			wantOverlapping: metav1.ConditionFalse,
+		},
+		{
+			name: "reports no next expiry when every object is kept",
+			objects: []client.Object{
+				newPolicy("configmaps"),
+				newConfigMap("kept", annotated(expiry.AnnotationKeep, "true")),
+			},
+			policy:          "configmaps",
+			wantKept:        1,
+			wantOverlapping: metav1.ConditionFalse,
+		},
+		{
+			name: "counts only the objects the policy's namespace selector selects",
+			objects: []client.Object{
+				newPolicy("dev", inNamespaces(map[string]string{"env": "dev"})),
+				newNamespace("team-a", map[string]string{"env": "dev"}),
+				newNamespace("team-b", map[string]string{"env": "prod"}),
+				newConfigMap("a1", ttl("1d")),
+				newConfigMap("a2", ttl("2d")),
+				newConfigMap("b1", ttl("1h"), inNamespace("team-b")),
+			},
+			policy:          "dev",
+			wantTracked:     2,
+			wantNext:        t0.Add(expiry.Day),
+			wantOverlapping: metav1.ConditionFalse,
+		},
+		{
+			name: "reports Overlapping, naming the winner, when a higher-priority policy governs some of its objects",
+			objects: []client.Object{
+				newPolicy("configmaps"),
+				newPolicy("urgent", priority(10), selecting(urgent), defaultTTL("10m")),
+				newConfigMap("plain", ttl("1d")),
+				newConfigMap("urgent-1", labelled(urgent)),
+				newConfigMap("urgent-2", labelled(urgent)),
+			},
+			policy:           "configmaps",
+			wantTracked:      1,
+			wantNext:         t0.Add(expiry.Day),
+			wantOverlapping:  metav1.ConditionTrue,
+			wantOverlapWords: []string{"2 by urgent"},
+		},
+		{
+			name: "reports Overlapping when a policy of the same priority with a name that sorts first governs its objects",
+			objects: []client.Object{
+				newPolicy("beta"),
+				newPolicy("alpha"),
+				newConfigMap("shared", ttl("1d")),
+			},
+			policy:           "beta",
+			wantOverlapping:  metav1.ConditionTrue,
+			wantOverlapWords: []string{"1 by alpha"},
+		},
+		{
+			name: "does not report Overlapping for the policy that wins",
+			objects: []client.Object{
+				newPolicy("configmaps"),
+				newPolicy("urgent", priority(10), selecting(urgent), defaultTTL("2h")),
+				newConfigMap("plain", ttl("1d")),
+				newConfigMap("urgent-1", labelled(urgent)),
+			},
+			policy:          "urgent",
+			wantTracked:     1,
+			wantNext:        t0.Add(2 * time.Hour),
+			wantOverlapping: metav1.ConditionFalse,
+		},
+		{
+			name: "does not report Overlapping for objects another policy selects that this one does not",
+			objects: []client.Object{
+				newPolicy("plain", selecting(map[string]string{"tier": "plain"})),
+				newPolicy("urgent", priority(10), selecting(urgent)),
+				newConfigMap("urgent-1", labelled(urgent)),
+			},
+			policy:          "plain",
+			wantOverlapping: metav1.ConditionFalse,
+		},
+		{
+			// ExpiringSoon "is 0 when the policy has no reminders"
+			// (api/v1alpha1, TimeoutPolicyStatus.ExpiringSoon).
+			name: "counts nothing as expiring soon when the policy has no reminders, even an object past its expiry",
+			objects: []client.Object{
+				newPolicy("careful", dryRun),
+				newConfigMap("expired", ttl("10m")),
+				newConfigMap("later", ttl("1d")),
+			},
+			policy:          "careful",
+			wantTracked:     2,
+			wantSoon:        0,
+			wantNext:        t0.Add(10 * time.Minute),
+			wantOverlapping: metav1.ConditionFalse,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newPolicyHarness(t, now, tt.objects...)
+			p := &v1alpha1.TimeoutPolicy{}
+			if err := h.client.Get(context.Background(), types.NamespacedName{Name: tt.policy}, p); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.r.count(context.Background(), p, configMapGVK, true); err != nil {
+				t.Fatalf("count: %v", err)
+			}
+			s := p.Status
+			if s.Tracked != tt.wantTracked || s.Kept != tt.wantKept || s.ExpiringSoon != tt.wantSoon {
+				t.Errorf("tracked/kept/soon = %d/%d/%d, want %d/%d/%d",
+					s.Tracked, s.Kept, s.ExpiringSoon, tt.wantTracked, tt.wantKept, tt.wantSoon)
+			}
+			switch {
+			case tt.wantNext.IsZero() && s.NextExpiry != nil:
+				t.Errorf("NextExpiry = %s, want none", s.NextExpiry)
+			case !tt.wantNext.IsZero() && (s.NextExpiry == nil || !s.NextExpiry.Time.Equal(tt.wantNext)):
+				t.Errorf("NextExpiry = %v, want %s", s.NextExpiry, tt.wantNext)
+			}
+			c := meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionOverlapping)
+			if c == nil {
+				t.Fatalf("no Overlapping condition in %+v", s.Conditions)
+			}
+			wantReason := v1alpha1.ReasonNoOverlap
+			if tt.wantOverlapping == metav1.ConditionTrue {
+				wantReason = v1alpha1.ReasonOutranked
+			}
+			if c.Status != tt.wantOverlapping || c.Reason != wantReason {
+				t.Errorf("Overlapping = %s/%s, want %s/%s", c.Status, c.Reason, tt.wantOverlapping, wantReason)
+			}
+			for _, w := range tt.wantOverlapWords {
+				if !strings.Contains(c.Message, w) {
+					t.Errorf("Overlapping message %q does not contain %q", c.Message, w)
+				}
+			}
+		})
+	}
+
+	t.Run("clears a next expiry that no longer applies", func(t *testing.T) {
+		h := newPolicyHarness(t, now, newPolicy("configmaps"))
+		p := newPolicy("configmaps")
+		p.Status.NextExpiry = &metav1.Time{Time: t0}
+		p.Status.Tracked = 4
+		if err := h.r.count(context.Background(), p, configMapGVK, true); err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.NextExpiry != nil || p.Status.Tracked != 0 {
+			t.Fatalf("status = %+v, want it cleared", p.Status)
+		}
+	})
+
+	t.Run("reads each namespace's labels once", func(t *testing.T) {
+		var gets int
+		c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(
+			newPolicy("dev", inNamespaces(map[string]string{"env": "dev"})),
+			newNamespace("team-a", map[string]string{"env": "dev"}),
+			newConfigMap("a1"), newConfigMap("a2"), newConfigMap("a3"),
+		).Build()
+		counting := countingGets{WithWatch: c, gets: &gets}
+		r := &PolicyReconciler{Client: counting, Clock: clocktesting.NewFakePassiveClock(now)}
+		p := newPolicy("dev", inNamespaces(map[string]string{"env": "dev"}))
+		if err := r.count(context.Background(), p, configMapGVK, true); err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.Tracked != 3 || gets != 1 {
+			t.Fatalf("tracked %d with %d namespace reads, want 3 with 1", p.Status.Tracked, gets)
+		}
+	})
+}
+
+type countingGets struct {
+	client.WithWatch
+	gets *int
+}
+
+func (c countingGets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	*c.gets++
+	return c.WithWatch.Get(ctx, key, obj, opts...)
+}

@@ -1,0 +1,337 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package webhook delivers events as signed CloudEvents to HTTP receivers.
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"k8s.io/utils/clock"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+)
+
+// DefaultTimeout bounds one delivery, from dialling to the end of the
+// response, so that a receiver that hangs cannot stall the queue.
+const DefaultTimeout = 10 * time.Second
+
+// KeyPrefix marks a signing key in Standard Webhooks form: base64 after it.
+const KeyPrefix = "whsec_"
+
+// ContentType is the media type of a structured-mode CloudEvent in JSON.
+const ContentType = "application/cloudevents+json"
+
+// maxErrorBody is how much of a failed response's body an error quotes.
+const maxErrorBody = 200
+
+func init() { notify.Register("webhook", factory) }
+
+// factory builds one notifier per entry of spec.Webhooks. It reports every
+// webhook whose key cannot be read, not only the first, so that one look
+// at the policy's status is enough to fix them all.
+func factory(ctx context.Context, spec v1alpha1.Notifications, secrets notify.Secrets) ([]notify.Notifier, error) {
+	var (
+		out  []notify.Notifier
+		errs []error
+	)
+	for _, w := range spec.Webhooks {
+		ref := w.SecretRef
+		where := fmt.Sprintf("Secret %s/%s key %q", ref.Namespace, ref.Name, ref.Key)
+		value, err := secrets.Get(ctx, ref.Namespace, ref.Name, ref.Key)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("webhook %s: signing key from %s: %w", w.Name, where, err))
+			continue
+		}
+		key, err := ParseKey(value)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("webhook %s: signing key in %s: %w", w.Name, where, err))
+			continue
+		}
+		if _, err := parseURL(w.URL); err != nil {
+			errs = append(errs, fmt.Errorf("webhook %s: %w", w.Name, err))
+			continue
+		}
+		out = append(out, New(w.Name, w.URL, key, w.Events))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ParseKey returns the HMAC key a Secret value holds: the base64 after
+// "whsec_" in Standard Webhooks form, otherwise the value's bytes as they
+// are. Its errors never contain the value.
+func ParseKey(value []byte) ([]byte, error) {
+	s := string(value)
+	if rest, ok := strings.CutPrefix(s, KeyPrefix); ok {
+		// A Secret made with --from-file often ends in a newline, which
+		// base64 cannot contain anyway.
+		key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest))
+		if err != nil {
+			// CorruptInputError holds only an offset, never input.
+			return nil, fmt.Errorf("value starts with %q but the rest is not standard base64: %w", KeyPrefix, err)
+		}
+		value = key
+	}
+	if len(value) == 0 {
+		return nil, errors.New("key is empty")
+	}
+	return value, nil
+}
+
+// Option changes how a notifier built by New delivers.
+type Option func(*notifier)
+
+// WithTimeout bounds each delivery to d instead of DefaultTimeout.
+func WithTimeout(d time.Duration) Option {
+	return func(n *notifier) { n.client.Timeout = d }
+}
+
+// WithClock sets the clock that stamps the webhook-timestamp header.
+func WithClock(c clock.PassiveClock) Option {
+	return func(n *notifier) { n.clock = c }
+}
+
+type notifier struct {
+	name   string
+	url    *url.URL
+	urlErr error
+	// safeURL is what errors show of url: scheme, host and path, because
+	// userinfo and query often carry a token.
+	safeURL string
+	// secrets are the parts of url that a receiver's error body might echo
+	// back and that errors must not repeat.
+	secrets []string
+	key     []byte
+	events  []v1alpha1.EventType
+	client  *http.Client
+	clock   clock.PassiveClock
+}
+
+// New returns a notifier that POSTs events to rawURL as CloudEvents signed
+// with key, for the event types in events (all of them when empty). An
+// unusable rawURL makes every Send fail; the factory refuses it earlier.
+func New(name, rawURL string, key []byte, events []v1alpha1.EventType, opts ...Option) notify.Notifier {
+	n := &notifier{
+		name:   name,
+		key:    slices.Clone(key),
+		events: slices.Clone(events),
+		client: &http.Client{
+			Timeout: DefaultTimeout,
+			// A redirect is a failure: following it would send a signed
+			// event to a receiver nobody configured, and a 301 or 302
+			// would turn the POST into a GET without a body.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		clock: clock.RealClock{},
+	}
+	n.url, n.urlErr = parseURL(rawURL)
+	if n.url != nil {
+		n.safeURL = (&url.URL{Scheme: n.url.Scheme, Host: n.url.Host, Path: n.url.Path, RawPath: n.url.RawPath}).String()
+		n.secrets = urlSecrets(n.url)
+	}
+	for _, o := range opts {
+		o(n)
+	}
+	return n
+}
+
+// parseURL checks that raw is an absolute http or https URL. Its errors do
+// not quote raw, nor url.Parse's message, which can quote part of it.
+func parseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errors.New("url does not parse (not shown: it may hold credentials)")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, errors.New("url scheme is not http or https")
+	}
+	if u.Host == "" {
+		return nil, errors.New("url has no host")
+	}
+	return u, nil
+}
+
+// urlSecrets lists the userinfo and query of u, raw and decoded, longest
+// first so that a secret is not half-replaced by a shorter one inside it.
+func urlSecrets(u *url.URL) []string {
+	var s []string
+	add := func(v string) {
+		if v != "" {
+			s = append(s, v, url.QueryEscape(v), url.PathEscape(v))
+		}
+	}
+	if u.User != nil {
+		p, _ := u.User.Password()
+		add(u.User.Username())
+		add(p)
+		// net/http sends userinfo as basic authentication, which a
+		// receiver may echo.
+		add(base64.StdEncoding.EncodeToString([]byte(u.User.Username() + ":" + p)))
+	}
+	add(u.RawQuery)
+	for _, vs := range u.Query() {
+		for _, v := range vs {
+			add(v)
+		}
+	}
+	slices.SortFunc(s, func(a, b string) int { return len(b) - len(a) })
+	return slices.Compact(s)
+}
+
+// Name implements notify.Notifier.
+func (n *notifier) Name() string { return "webhook/" + n.name }
+
+// Accepts implements notify.Notifier.
+func (n *notifier) Accepts(t v1alpha1.EventType) bool { return notify.Subscribed(n.events, t) }
+
+// Send POSTs m as a signed CloudEvent. Any response other than 2xx is an
+// error, so the caller retries; c is not used, receivers get the data.
+func (n *notifier) Send(ctx context.Context, m notify.Message, _ notify.Content) error {
+	if n.urlErr != nil {
+		return fmt.Errorf("%s: %w", n.Name(), n.urlErr)
+	}
+	if len(n.key) == 0 {
+		return fmt.Errorf("%s: no signing key", n.Name())
+	}
+	id, body, err := Envelope(m)
+	if err != nil {
+		return fmt.Errorf("%s: %w", n.Name(), err)
+	}
+	timestamp := strconv.FormatInt(n.clock.Now().Unix(), 10)
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url.String(), bytes.NewReader(body))
+	if err != nil {
+		// Only a nil ctx gets here: the URL parsed in New.
+		return fmt.Errorf("%s: build request to %s: %w", n.Name(), n.safeURL, err)
+	}
+	req.Header.Set("Content-Type", ContentType)
+	req.Header.Set("webhook-id", id)
+	req.Header.Set("webhook-timestamp", timestamp)
+	req.Header.Set("webhook-signature", "v1,"+Sign(n.key, id, timestamp, body))
+
+	resp, err := n.client.Do(req)
+	if err != nil {
+		// *url.Error quotes the whole URL, query and username included;
+		// keep only what it wraps.
+		if uerr, ok := errors.AsType[*url.Error](err); ok {
+			err = uerr.Err
+		}
+		return fmt.Errorf("%s: POST %s: %w", n.Name(), n.safeURL, err)
+	}
+	defer resp.Body.Close()
+	// Read a bounded amount, to quote it and so that the connection can
+	// be reused, but never let a receiver make us read without end.
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("%s: POST %s: HTTP %d: %q", n.Name(), n.safeURL, resp.StatusCode, n.quote(head))
+	}
+	return nil
+}
+
+// quote returns the start of a response body for an error message, with
+// the URL's secrets taken out: a receiver that echoes the request URI back
+// would otherwise put the token in our logs.
+func (n *notifier) quote(body []byte) string {
+	s := strings.ToValidUTF8(string(body), "\uFFFD")
+	for _, secret := range n.secrets {
+		s = strings.ReplaceAll(s, secret, "[redacted]")
+	}
+	if len(s) > maxErrorBody {
+		s = strings.ToValidUTF8(s[:maxErrorBody], "")
+	}
+	return s
+}
+
+// Data is the "data" of every event: the object, its expiry and why.
+type Data struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	Namespace  string `json:"namespace"`
+	UID        string `json:"uid"`
+	Title      string `json:"title,omitempty"`
+	// ExpiresAt is RFC 3339 in UTC, with fractions of a second only when
+	// the expiry has them.
+	ExpiresAt string `json:"expiresAt"`
+	Stage     string `json:"stage,omitempty"`
+	Policy    string `json:"policy"`
+	Detail    string `json:"detail,omitempty"`
+}
+
+// Source is the CloudEvents source of events about objects of policy.
+func Source(policy string) string {
+	return "/timeout-controller/policies/" + url.PathEscape(policy)
+}
+
+// Envelope returns the id and the structured-mode JSON of the CloudEvent
+// for m. Recipients are left out: receivers get the object, and people's
+// addresses do not leave the cluster through a webhook.
+func Envelope(m notify.Message) (id string, body []byte, err error) {
+	id = m.ID
+	if id == "" {
+		id = notify.NewID(m.Object.UID, m.ExpiresAt, m.Type, m.Stage)
+	}
+	e := event.New(event.CloudEventsVersionV1)
+	e.SetID(id)
+	e.SetSource(Source(m.Policy))
+	e.SetType(notify.CloudEventType(m.Type))
+	e.SetSubject(m.Object.Name)
+	e.SetTime(m.Time)
+	data := Data{
+		APIVersion: m.Object.APIVersion,
+		Kind:       m.Object.Kind,
+		Name:       m.Object.Name,
+		Namespace:  m.Object.Namespace,
+		UID:        string(m.Object.UID),
+		Title:      m.Object.Title,
+		ExpiresAt:  m.ExpiresAt.UTC().Format(time.RFC3339Nano),
+		Stage:      m.Stage,
+		Policy:     m.Policy,
+		Detail:     m.Detail,
+	}
+	if err := e.SetData(event.ApplicationJSON, data); err != nil {
+		return "", nil, fmt.Errorf("event %s data: %w", id, err)
+	}
+	// The setters record their errors on the event instead of returning
+	// them; Validate reports those with what the spec requires.
+	if err := e.Validate(); err != nil {
+		return "", nil, fmt.Errorf("event %s: %w", id, err)
+	}
+	body, err = json.Marshal(e)
+	if err != nil {
+		return "", nil, fmt.Errorf("event %s: %w", id, err)
+	}
+	return id, body, nil
+}
+
+// Sign returns the Standard Webhooks signature of body, without its "v1,"
+// prefix: base64 of HMAC-SHA256 with key over "<id>.<timestamp>.<body>".
+func Sign(key []byte, id, timestamp string, body []byte) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id))
+	mac.Write([]byte{'.'})
+	mac.Write([]byte(timestamp))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
+	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}

@@ -1,0 +1,207 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package integration
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/mail"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// mailbox is a real SMTP server on loopback that keeps what it receives.
+type mailbox struct {
+	addr string
+	mu   sync.Mutex
+	msgs []received
+	// refuse, while set, answers DATA with a temporary failure.
+	refuse bool
+}
+
+type received struct {
+	rcpts  []string
+	header mail.Header
+	body   string
+}
+
+func startMailbox(t *testing.T) *mailbox {
+	t.Helper()
+	mb := &mailbox{}
+	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &mailSession{box: mb}, nil }))
+	srv.Domain = "localhost"
+	srv.AllowInsecureAuth = true
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb.addr = l.Addr().String()
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return mb
+}
+
+func (mb *mailbox) hostPort(t *testing.T) (string, int32) {
+	host, port, err := net.SplitHostPort(mb.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	return host, int32(p)
+}
+
+// withHeader returns the messages whose header key contains value.
+func (mb *mailbox) withHeader(key, value string) []received {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	var out []received
+	for _, m := range mb.msgs {
+		if strings.Contains(m.header.Get(key), value) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (mb *mailbox) setRefuse(v bool) {
+	mb.mu.Lock()
+	mb.refuse = v
+	mb.mu.Unlock()
+}
+
+type mailSession struct {
+	box   *mailbox
+	rcpts []string
+}
+
+func (s *mailSession) Reset()        { s.rcpts = nil }
+func (s *mailSession) Logout() error { return nil }
+func (s *mailSession) Mail(string, *smtp.MailOptions) error {
+	return nil
+}
+func (s *mailSession) Rcpt(to string, _ *smtp.RcptOptions) error {
+	s.rcpts = append(s.rcpts, to)
+	return nil
+}
+func (s *mailSession) Data(r io.Reader) error {
+	s.box.mu.Lock()
+	refuse := s.box.refuse
+	s.box.mu.Unlock()
+	if refuse {
+		_, _ = io.Copy(io.Discard, r)
+		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later"}
+	}
+	m, err := mail.ReadMessage(r)
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(m.Body)
+	s.box.mu.Lock()
+	s.box.msgs = append(s.box.msgs, received{rcpts: s.rcpts, header: m.Header, body: string(body)})
+	s.box.mu.Unlock()
+	return nil
+}
+
+// receiver is a webhook endpoint that checks each delivery's Standard
+// Webhooks signature with its own implementation and keeps the CloudEvents
+// it accepts.
+type receiver struct {
+	url string
+	key []byte
+	mu  sync.Mutex
+	got []cloudEvent
+	// failures, while positive, are answered with 500 and counted down.
+	failures int
+	bad      []string
+}
+
+type cloudEvent struct {
+	SpecVersion string         `json:"specversion"`
+	ID          string         `json:"id"`
+	Type        string         `json:"type"`
+	Source      string         `json:"source"`
+	Subject     string         `json:"subject"`
+	Data        map[string]any `json:"data"`
+	// arrived is when the receiver accepted it.
+	arrived time.Time
+}
+
+func startReceiver(t *testing.T, key []byte) *receiver {
+	t.Helper()
+	rc := &receiver{key: key}
+	srv := httptest.NewServer(http.HandlerFunc(rc.serve))
+	t.Cleanup(srv.Close)
+	rc.url = srv.URL + "/hooks/timeout"
+	return rc
+}
+
+func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.failures > 0 {
+		rc.failures--
+		http.Error(w, "down for maintenance", http.StatusInternalServerError)
+		return
+	}
+	id, ts := r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp")
+	mac := hmac.New(sha256.New, rc.key)
+	fmt.Fprintf(mac, "%s.%s.%s", id, ts, body)
+	want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	sent, _ := strconv.ParseInt(ts, 10, 64)
+	var ev cloudEvent
+	switch {
+	case !hmac.Equal([]byte(r.Header.Get("webhook-signature")), []byte(want)):
+		rc.bad = append(rc.bad, "bad signature")
+	case time.Since(time.Unix(sent, 0)).Abs() > 5*time.Minute:
+		rc.bad = append(rc.bad, "stale timestamp")
+	case r.Header.Get("Content-Type") != "application/cloudevents+json":
+		rc.bad = append(rc.bad, "content type "+r.Header.Get("Content-Type"))
+	case json.Unmarshal(body, &ev) != nil || ev.SpecVersion != "1.0" || ev.ID != id:
+		rc.bad = append(rc.bad, "bad envelope: "+string(body))
+	default:
+		ev.arrived = time.Now()
+		rc.got = append(rc.got, ev)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	http.Error(w, "rejected", http.StatusBadRequest)
+}
+
+// events returns the accepted events about subject of the given type.
+func (rc *receiver) events(subject, typ string) []cloudEvent {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var out []cloudEvent
+	for _, e := range rc.got {
+		if e.Subject == subject && e.Type == "app.amphitheatre.timeout."+typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (rc *receiver) failNext(n int) {
+	rc.mu.Lock()
+	rc.failures = n
+	rc.mu.Unlock()
+}
+
+func (rc *receiver) rejected() []string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]string(nil), rc.bad...)
+}

@@ -1,0 +1,283 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+)
+
+const secretNamespace = "timeout-secrets"
+
+// webhookSecret stores a signing key in a Secret and returns its reference.
+func webhookSecret(t *testing.T, name string, key []byte) v1alpha1.SecretKeySelector {
+	t.Helper()
+	ctx := context.Background()
+	_ = k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secretNamespace}})
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: secretNamespace, Name: name}, Data: map[string][]byte{"key": key}}
+	if err := k8s.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	secrets = append(secrets, string(key))
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), s) })
+	return v1alpha1.SecretKeySelector{Namespace: secretNamespace, Name: name, Key: "key"}
+}
+
+// reminderPolicy governs the Playbooks labelled for test, reminding with
+// leads in seconds through a mailbox and a webhook receiver.
+func reminderPolicy(t *testing.T, test string, reminders []v1alpha1.Duration, notice v1alpha1.Duration, mb *mailbox, rc *receiver) v1alpha1.TimeoutPolicySpec {
+	t.Helper()
+	spec := playbookPolicy(test, "1h")
+	spec.Reminders = reminders
+	spec.MinimumNotice = notice
+	if mb != nil {
+		host, port := mb.hostPort(t)
+		spec.Notifications.Email = &v1alpha1.EmailNotifications{
+			Host: host, Port: port, Security: "None", From: "timeout@example.com", To: []string{"ops@example.com"},
+		}
+	}
+	if rc != nil {
+		spec.Notifications.Webhooks = []v1alpha1.WebhookNotifications{{
+			Name: "receiver", URL: rc.url, SecretRef: webhookSecret(t, test+"-webhook", rc.key),
+		}}
+	}
+	return spec
+}
+
+// expectEvents waits until the receiver holds n events of type typ about
+// subject, then checks that no more arrive for a moment.
+func (rc *receiver) expectEvents(t *testing.T, subject, typ string, n int, within time.Duration) []cloudEvent {
+	t.Helper()
+	eventually(t, within, fmt.Sprintf("%d %s events for %s", n, typ, subject), func() (bool, error) {
+		return len(rc.events(subject, typ)) >= n, nil
+	})
+	time.Sleep(300 * time.Millisecond)
+	got := rc.events(subject, typ)
+	if len(got) != n {
+		t.Fatalf("%d %s events for %s, want exactly %d: %+v", len(got), typ, subject, n, got)
+	}
+	if bad := rc.rejected(); len(bad) > 0 {
+		t.Fatalf("the receiver rejected deliveries: %v", bad)
+	}
+	return got
+}
+
+// TestRemindersGoOutOnceAcrossARestart is not parallel: it restarts the
+// controller, which the parallel tests must not see.
+func TestRemindersGoOutOnceAcrossARestart(t *testing.T) {
+	mb := startMailbox(t)
+	rc := startReceiver(t, []byte("whsec-not-a-real-key-5b0c1e"))
+	createPolicy(t, "reminders", reminderPolicy(t, "reminders", []v1alpha1.Duration{"6s", "3s"}, "2s", mb, rc))
+
+	pb := create(t, playbooks, newPlaybook("reminders", "hello-go", map[string]string{
+		expiry.AnnotationTTL:    "10s",
+		notify.AnnotationNotify: "alice@example.com, #team-amp",
+	}))
+	short := create(t, playbooks, newPlaybook("reminders", "brief", map[string]string{expiry.AnnotationTTL: "2s"}))
+	expiresAt := pb.after(10 * time.Second)
+
+	first := rc.expectEvents(t, pb.GetName(), "reminder", 1, 9*time.Second)[0]
+	checkReminder(t, first, pb, "6s", expiresAt.Add(-6*time.Second))
+
+	// The record is on the object before the next stage is due.
+	got, err := dyn.Resource(playbooks).Get(context.Background(), pb.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := expiry.ParseRecord(got.GetAnnotations()[expiry.AnnotationReminders])
+	if err != nil || rec == nil || len(rec.Sent["6s"].Channels) != 2 || rec.Title != "hello-go" {
+		t.Fatalf("record after the first stage = %+v (%v)", rec, err)
+	}
+
+	if err := stopController(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := startController(restConfig, testScheme); err != nil {
+		t.Fatal(err)
+	}
+
+	reminders := rc.expectEvents(t, pb.GetName(), "reminder", 2, 6*time.Second)
+	checkReminder(t, reminders[1], pb, "3s", expiresAt.Add(-3*time.Second))
+	if reminders[0].ID == reminders[1].ID {
+		t.Errorf("both stages carry id %s", reminders[0].ID)
+	}
+	pb.expectDeletedOnTime(t, expiresAt)
+	rc.expectEvents(t, pb.GetName(), "deleted", 1, 5*time.Second)
+
+	mails := mb.withHeader("X-Timeout-Object", pb.GetName())
+	var reminderMails int
+	for _, m := range mails {
+		if m.header.Get("X-Timeout-Event") == "reminder" {
+			reminderMails++
+			for _, want := range []string{"alice@example.com", "ops@example.com"} {
+				if !slices.Contains(m.rcpts, want) {
+					t.Errorf("reminder mail went to %v, not to %s", m.rcpts, want)
+				}
+			}
+			mustContain(t, m.header.Get("Subject"), "hello-go")
+		}
+	}
+	if reminderMails != 2 {
+		t.Errorf("%d reminder mails, want one per stage: 2", reminderMails)
+	}
+	findEvent(t, eventNamespace, pb.GetName(), "ReminderSent")
+
+	// Shorter-lived than every lead: no reminder, deleted on time, and
+	// told about afterwards.
+	short.expectDeletedOnTime(t, short.after(2*time.Second))
+	if n := len(rc.events(short.GetName(), "reminder")); n != 0 {
+		t.Errorf("%d reminders for an object that lives less than the shortest lead", n)
+	}
+	rc.expectEvents(t, short.GetName(), "deleted", 1, 5*time.Second)
+}
+
+func checkReminder(t *testing.T, ev cloudEvent, pb *tracked, stage string, due time.Time) {
+	t.Helper()
+	lag := ev.arrived.Sub(due)
+	t.Logf("%s reminder arrived %s after it was due", stage, lag)
+	if lag < 0 || lag > time.Second {
+		t.Errorf("%s reminder arrived %s after it was due; want within 1s and never before", stage, lag)
+	}
+	d := ev.Data
+	if d["stage"] != stage || d["name"] != pb.GetName() || d["uid"] != string(pb.GetUID()) || d["title"] != "hello-go" ||
+		d["kind"] != "Playbook" || d["apiVersion"] != "amphitheatre.app/v1" || d["policy"] != "reminders" {
+		t.Errorf("reminder data = %v", d)
+	}
+	if at, err := time.Parse(time.RFC3339, fmt.Sprint(d["expiresAt"])); err != nil || !at.Equal(pb.after(10*time.Second)) {
+		t.Errorf("expiresAt = %v, want %s", d["expiresAt"], pb.after(10*time.Second))
+	}
+}
+
+func TestAnObjectFirstSeenLateGetsOneReminderAndItsNotice(t *testing.T) {
+	t.Parallel()
+	rc := startReceiver(t, []byte("catch-up-signing-key-91d2"))
+	createPolicy(t, "catch-up", reminderPolicy(t, "catch-up", []v1alpha1.Duration{"4s", "2s"}, "3s", nil, rc))
+
+	// Not governed until it is labelled, well inside both reminder windows.
+	pb := create(t, playbooks, newPlaybook("not-yet", "late", map[string]string{expiry.AnnotationTTL: "8s"}))
+	expiresAt := pb.after(8 * time.Second)
+	time.Sleep(time.Until(expiresAt.Add(-1500 * time.Millisecond)))
+	mergePatch(t, playbooks, "", pb.GetName(), fmt.Sprintf(`{"metadata":{"labels":{%q:"catch-up"}}}`, testLabel))
+
+	reminders := rc.expectEvents(t, pb.GetName(), "reminder", 1, 3*time.Second)
+	if reminders[0].Data["stage"] != "2s" {
+		t.Errorf("caught up with stage %v, want only the most urgent, 2s", reminders[0].Data["stage"])
+	}
+	postponed := rc.expectEvents(t, pb.GetName(), "postponed", 1, 5*time.Second)[0]
+	deleteAt, err := time.Parse(time.RFC3339, fmt.Sprint(postponed.Data["expiresAt"]))
+	if err != nil || !deleteAt.After(expiresAt) {
+		t.Fatalf("postponed to %v (%v), want after the expiry %s", postponed.Data["expiresAt"], err, expiresAt)
+	}
+	findEvent(t, eventNamespace, pb.GetName(), "DeletionPostponed")
+	// RFC 3339 in the message drops the sub-second part of the new time.
+	pb.expectDeletedOnTime(t, reminders[0].arrived.Add(3*time.Second))
+	if len(rc.events(pb.GetName(), "reminder")) != 1 {
+		t.Errorf("reminders: %+v", rc.events(pb.GetName(), "reminder"))
+	}
+}
+
+func TestAFailingChannelIsRetriedWithoutHoldingUpTheOthers(t *testing.T) {
+	t.Parallel()
+	mb := startMailbox(t)
+	rc := startReceiver(t, []byte("retry-signing-key-3e8a"))
+	createPolicy(t, "retry", reminderPolicy(t, "retry", []v1alpha1.Duration{"10s"}, "0s", mb, rc))
+
+	mb.setRefuse(true)
+	rc.failNext(2)
+	pb := create(t, playbooks, newPlaybook("retry", "flaky", map[string]string{expiry.AnnotationTTL: "13s"}))
+
+	// The receiver answers 500 twice, then takes it: delivered once.
+	rc.expectEvents(t, pb.GetName(), "reminder", 1, 8*time.Second)
+	failed := findEvent(t, eventNamespace, pb.GetName(), "ReminderFailed")
+	mustContain(t, failed.Note, "10s reminder")
+	for _, s := range secrets {
+		if strings.Contains(failed.Note, s) {
+			t.Errorf("Event %q carries a secret", failed.Note)
+		}
+	}
+	// The mail server comes back: e-mail gets its copy, once.
+	mb.setRefuse(false)
+	eventually(t, 8*time.Second, "the reminder by e-mail", func() (bool, error) {
+		for _, m := range mb.withHeader("X-Timeout-Object", pb.GetName()) {
+			if m.header.Get("X-Timeout-Event") == "reminder" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	pb.expectDeletedOnTime(t, pb.after(13*time.Second))
+	var reminders int
+	for _, m := range mb.withHeader("X-Timeout-Object", pb.GetName()) {
+		if m.header.Get("X-Timeout-Event") == "reminder" {
+			reminders++
+		}
+	}
+	if reminders != 1 {
+		t.Errorf("%d reminder mails, want 1", reminders)
+	}
+	if n := len(rc.events(pb.GetName(), "reminder")); n != 1 {
+		t.Errorf("%d webhook reminders, want 1", n)
+	}
+}
+
+func TestAnExtensionResendsTheRemindersForTheNewDate(t *testing.T) {
+	t.Parallel()
+	rc := startReceiver(t, []byte("extend-signing-key-77c1"))
+	createPolicy(t, "extension", reminderPolicy(t, "extension", []v1alpha1.Duration{"4s"}, "0s", nil, rc))
+
+	pb := create(t, playbooks, newPlaybook("extension", "growing", map[string]string{expiry.AnnotationTTL: "6s"}))
+	rc.expectEvents(t, pb.GetName(), "reminder", 1, 6*time.Second)
+	mergePatch(t, playbooks, "", pb.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"14s"}}}`, expiry.AnnotationTTL))
+
+	extended := rc.expectEvents(t, pb.GetName(), "extended", 1, 3*time.Second)[0]
+	if at, _ := time.Parse(time.RFC3339, fmt.Sprint(extended.Data["expiresAt"])); !at.Equal(pb.after(14 * time.Second)) {
+		t.Errorf("extended to %v, want %s", extended.Data["expiresAt"], pb.after(14*time.Second))
+	}
+	reminders := rc.expectEvents(t, pb.GetName(), "reminder", 2, 10*time.Second)
+	checkLag(t, reminders[1], pb.after(10*time.Second))
+	pb.expectDeletedOnTime(t, pb.after(14*time.Second))
+}
+
+func TestARecipientThatIsNotAnAddressIsRefusedAndTheOthersAreTold(t *testing.T) {
+	t.Parallel()
+	mb := startMailbox(t)
+	createPolicy(t, "recipients", reminderPolicy(t, "recipients", []v1alpha1.Duration{"2s"}, "0s", mb, nil))
+
+	pb := create(t, playbooks, newPlaybook("recipients", "mixed", map[string]string{
+		expiry.AnnotationTTL:    "3s",
+		notify.AnnotationNotify: "bob@example.com, https://attacker.example/collect, carol@",
+	}))
+	findEvent(t, eventNamespace, pb.GetName(), "InvalidRecipient")
+	eventually(t, 5*time.Second, "a warning for each refused recipient", func() (bool, error) {
+		notes := eventNotes(t, eventNamespace, pb.GetName(), "InvalidRecipient")
+		return len(notes) == 2 && strings.Contains(strings.Join(notes, "\n"), "https://attacker.example/collect"), fmt.Errorf("%q", notes)
+	})
+	eventually(t, 5*time.Second, "the reminder to bob", func() (bool, error) {
+		for _, m := range mb.withHeader("X-Timeout-Object", pb.GetName()) {
+			if slices.Contains(m.rcpts, "bob@example.com") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+func checkLag(t *testing.T, ev cloudEvent, due time.Time) {
+	t.Helper()
+	lag := ev.arrived.Sub(due)
+	if lag < 0 || lag > time.Second {
+		t.Errorf("%s arrived %s after it was due; want within 1s and never before", ev.Type, lag)
+	}
+}
