@@ -154,7 +154,15 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	if len(due) == 0 {
 		return ctrl.Result{RequeueAfter: r.retryDelay(key, plan, ev.now)}, nil
 	}
-	accepted, failed := r.deliver(ctx, key, obj, ev, due, msg)
+	// A send still under way when the next thing falls due is abandoned:
+	// a slow receiver must not make the deletion late.
+	sendCtx := ctx
+	if plan.Deadline.After(ev.now) {
+		var cancel context.CancelFunc
+		sendCtx, cancel = context.WithDeadline(ctx, plan.Deadline)
+		defer cancel()
+	}
+	accepted, failed := r.deliver(sendCtx, key, obj, ev, due, msg)
 	if len(accepted) > 0 {
 		// The notice starts when the message was accepted, not when it was
 		// planned: a slow channel must not shorten the minimum notice.
@@ -178,9 +186,11 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
 	}
 
+	// Backoff counts from now, after the sends: they may have taken long.
+	now := r.Clock.Now()
 	firstFailure := false
 	for _, name := range failed.names() {
-		attempt := r.retries.failed(key, plan.Key, name, ev.now)
+		attempt := r.retries.failed(key, plan.Key, name, now)
 		if attempt == 1 {
 			firstFailure = true
 			r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonReminderFailed, actionNotify,
@@ -196,7 +206,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	if len(accepted) > 0 {
 		return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
 	}
-	return ctrl.Result{RequeueAfter: r.retryDelay(key, plan, ev.now)}, nil
+	return ctrl.Result{RequeueAfter: r.retryDelay(key, plan, now)}, nil
 }
 
 // retryDelay is how long until the first of plan's channels may be tried

@@ -114,27 +114,9 @@ func Next(in Input) Plan {
 		}
 	}
 
-	// The next stage to send: the most urgent of those due, or else the
-	// time the next one falls due. Stages are sorted longest first.
-	var upcoming time.Time
-	for i := len(stages) - 1; i >= 0; i-- {
-		lead := stages[i]
-		if sent && lead >= shortestSent {
-			continue
-		}
-		due := expiresAt.Add(-lead)
-		if !due.After(now) {
-			return Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: StageKey(lead), At: expiresAt,
-				Channels: in.Channels, Deadline: expiresAt}
-		}
-		if upcoming.IsZero() || due.Before(upcoming) {
-			upcoming = due
-		}
-	}
-
 	// When the object may be deleted. Without a delivered reminder, a
 	// notice that is owed cannot have been given: no deletion time yet,
-	// and a stage is then always due by the expiry, so the branch above
+	// and a stage is then always due by the expiry, so the branch below
 	// keeps trying to deliver it.
 	deleteAt := expiresAt
 	// Notice is owed when a stage applies, and once a reminder has gone
@@ -146,8 +128,33 @@ func Next(in Input) Plan {
 		}
 	}
 	blocked := owed && rec.NoticeAt.IsZero()
+	// A deletion that is due comes first: a reminder it would overtake
+	// has nothing left to announce, unless it is the notice still owed.
 	if !blocked && !now.Before(deleteAt) {
 		return Plan{Action: Delete, At: expiresAt}
+	}
+
+	// The next stage to send: the most urgent of those due, or else the
+	// time the next one falls due. Stages are sorted longest first.
+	var upcoming time.Time
+	for i := len(stages) - 1; i >= 0; i-- {
+		lead := stages[i]
+		if sent && lead >= shortestSent {
+			continue
+		}
+		due := expiresAt.Add(-lead)
+		if !due.After(now) {
+			// Shorter stages were looked at first: upcoming is the next one.
+			deadline := expiresAt
+			if !upcoming.IsZero() && upcoming.Before(deadline) {
+				deadline = upcoming
+			}
+			return Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: StageKey(lead), At: expiresAt,
+				Channels: in.Channels, Deadline: deadline}
+		}
+		if upcoming.IsZero() || due.Before(upcoming) {
+			upcoming = due
+		}
 	}
 
 	deadline := expiresAt

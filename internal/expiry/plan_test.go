@@ -46,9 +46,9 @@ func TestNext(t *testing.T) {
 			want: Plan{Action: Wait, At: expires.Add(-3 * Day)},
 		},
 		{
-			name: "sends the 3d reminder when it falls due",
+			name: "sends the 3d reminder when it falls due, retrying no later than the 2d one",
 			life: Lifetime{ExpiresAt: expires}, schedule: standard, record: fresh(), now: expires.Add(-3 * Day),
-			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "3d", At: expires, Channels: people, Deadline: expires},
+			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "3d", At: expires, Channels: people, Deadline: expires.Add(-2 * Day)},
 		},
 		{
 			name: "waits for the 2d reminder once the 3d one was delivered",
@@ -96,6 +96,11 @@ func TestNext(t *testing.T) {
 			name: "keeps trying the reminder past expiry while no channel has accepted one",
 			life: Lifetime{ExpiresAt: expires}, schedule: standard, record: fresh(), now: expires.Add(time.Hour),
 			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "2d", At: expires, Channels: people, Deadline: expires},
+		},
+		{
+			name: "deletes at expiry rather than send a reminder too late to matter when no notice is owed",
+			life: Lifetime{ExpiresAt: expires}, schedule: Schedule{Reminders: standard.Reminders}, record: fresh(), now: expires,
+			want: Plan{Action: Delete, At: expires},
 		},
 		{
 			name: "postpones the deletion to a minimum notice after a late first reminder",
@@ -160,7 +165,7 @@ func TestNext(t *testing.T) {
 			record: sent(sent(fresh(), "3d", expires.Add(-3*Day), people...).For(expires.Add(Week), created, expires.Add(-Day)),
 				KeyExtended, expires.Add(-Day), people...),
 			now:  expires.Add(Week - 3*Day),
-			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "3d", At: expires.Add(Week), Channels: people, Deadline: expires.Add(Week)},
+			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "3d", At: expires.Add(Week), Channels: people, Deadline: expires.Add(Week - 2*Day)},
 		},
 		{
 			name: "does not catch up on stages of the new date that fell due before the extension",

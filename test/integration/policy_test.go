@@ -102,6 +102,36 @@ func TestAPolicyTheControllerCannotUseIsNotReady(t *testing.T) {
 			spec:    playbookPolicy("zero-ttl", "0s"),
 		},
 		{
+			name: "a template that does not parse", policy: "bad-template", reason: v1alpha1.ReasonChannelsNotReady,
+			message: "spec.notifications.templates[0].subject",
+			spec: func() v1alpha1.TimeoutPolicySpec {
+				s := playbookPolicy("bad-template", "1h")
+				s.Notifications.Templates = []v1alpha1.MessageTemplate{{Event: v1alpha1.EventReminder, Subject: "{{.Object.Name"}}
+				return s
+			}(),
+		},
+		{
+			name: "a template that names a field that does not exist", policy: "bad-field", reason: v1alpha1.ReasonChannelsNotReady,
+			message: "can't evaluate field Owner",
+			spec: func() v1alpha1.TimeoutPolicySpec {
+				s := playbookPolicy("bad-field", "1h")
+				s.Notifications.Templates = []v1alpha1.MessageTemplate{{Event: v1alpha1.EventDeleted, Text: "Bye {{.Owner}}"}}
+				return s
+			}(),
+		},
+		{
+			name: "a webhook whose signing key Secret is missing", policy: "no-secret", reason: v1alpha1.ReasonChannelsNotReady,
+			message: "timeout-secrets/nowhere",
+			spec: func() v1alpha1.TimeoutPolicySpec {
+				s := playbookPolicy("no-secret", "1h")
+				s.Notifications.Webhooks = []v1alpha1.WebhookNotifications{{
+					Name: "hook", URL: "http://127.0.0.1:9/hook",
+					SecretRef: v1alpha1.SecretKeySelector{Namespace: "timeout-secrets", Name: "nowhere", Key: "key"},
+				}}
+				return s
+			}(),
+		},
+		{
 			name: "a kind the API server does not serve", policy: "no-such-kind", reason: v1alpha1.ReasonTargetNotFound,
 			message: "does not serve example.com/v1 Widget",
 			spec:    v1alpha1.TimeoutPolicySpec{Target: v1alpha1.Target{APIVersion: "example.com/v1", Kind: "Widget"}},
@@ -122,6 +152,7 @@ func TestAPolicyTheControllerCannotUseIsNotReady(t *testing.T) {
 			mustContain(t, meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady).Message, tc.message)
 			warning := findEvent(t, eventNamespace, tc.policy, map[string]string{
 				v1alpha1.ReasonInvalidSpec: "InvalidPolicy", v1alpha1.ReasonTargetNotFound: "TargetNotFound",
+				v1alpha1.ReasonChannelsNotReady: "InvalidPolicy",
 			}[tc.reason])
 			mustContain(t, warning.Note, tc.message)
 		})

@@ -125,7 +125,9 @@ type receiver struct {
 	got []cloudEvent
 	// failures, while positive, are answered with 500 and counted down.
 	failures int
-	bad      []string
+	// slow delays the answer to deliveries about these subjects.
+	slow map[string]time.Duration
+	bad  []string
 }
 
 type cloudEvent struct {
@@ -150,6 +152,13 @@ func startReceiver(t *testing.T, key []byte) *receiver {
 
 func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	var peek cloudEvent
+	_ = json.Unmarshal(body, &peek)
+	rc.mu.Lock()
+	delay := rc.slow[peek.Subject]
+	rc.mu.Unlock()
+	time.Sleep(delay)
+
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if rc.failures > 0 {
@@ -192,6 +201,15 @@ func (rc *receiver) events(subject, typ string) []cloudEvent {
 		}
 	}
 	return out
+}
+
+func (rc *receiver) slowFor(subject string, d time.Duration) {
+	rc.mu.Lock()
+	if rc.slow == nil {
+		rc.slow = map[string]time.Duration{}
+	}
+	rc.slow[subject] = d
+	rc.mu.Unlock()
 }
 
 func (rc *receiver) failNext(n int) {
