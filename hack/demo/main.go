@@ -1,7 +1,7 @@
 // Copyright 2026 The Amphitheatre Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command demo starts a local control plane and the timeout controller, and narrates Playbooks expiring on time.
+// Command demo starts a local control plane, the timeout controller, a mail inbox and a webhook receiver, and narrates the reminders people get and the Playbooks expiring on time.
 package main
 
 import (
@@ -128,6 +128,18 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 	n.more("  export KUBECONFIG=%s", kubeconfig)
 	n.more("  kubectl get playbooks -w")
 
+	// Started before the controller, so that they stop after it: nothing
+	// it sends while it shuts down meets a closed port.
+	rc, err := startReceivers()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		rc.stop()
+		n.say("stopped the mail inbox and the webhook receiver")
+	}()
+	n.say("mail inbox (SMTP, no TLS, no auth) at %s; webhook receiver at %s", rc.mailAddr(), rc.webhookURL)
+
 	logPath := filepath.Join(tmp, "controller.log")
 	c, err := startController(bin, kubeconfig, logPath)
 	if err != nil {
@@ -148,7 +160,7 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 	}()
 	n.say("controller running (pid %d), logging to %s", c.cmd.Process.Pid, logPath)
 
-	return s.play(ctx, cfg, c)
+	return s.play(ctx, cfg, c, rc)
 }
 
 // proc is the timeout-controller process.

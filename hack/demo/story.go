@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -28,6 +29,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
 // eventNamespace receives the Events of cluster-scoped objects such as
@@ -36,14 +38,30 @@ const eventNamespace = metav1.NamespaceDefault
 
 const (
 	policyName = "demo"
-	// extendAfter leaves the 10s Playbook half its life before the
-	// extension, so the patch always lands before the controller acts.
-	extendAfter = 5 * time.Second
-	// lateAfter is how far past its expiry a deletion still counts as on
-	// time; the controller normally deletes within milliseconds.
+	// minimumNotice is longer than the shortest reminder lead (6s), so
+	// that a Playbook whose only reminder is the 6s one is kept a little
+	// past its expiry. Every other Playbook has its 12s reminder and is
+	// deleted on time.
+	minimumNotice = "8s"
+	// The webhook receiver and the Secret with its signing key.
+	webhookName     = "demo-receiver"
+	secretNamespace = "timeout-system"
+	secretName      = "demo-webhook"
+	secretKey       = "key"
+	// The policy's recipients, and those of the notify annotation.
+	mailFrom   = "timeout-controller@demo.local"
+	mailTo     = "platform@demo.local"
+	notifyWhom = "alice@demo.local, #team-amp"
+	// extendAfter comes 2s after the 10s Playbook's 6s reminder and 4s
+	// before its expiry, so the controller reminds it of the old date and
+	// the patch always lands before it would delete it.
+	extendAfter = 6 * time.Second
+	// lateAfter is how far past its expiry (or postponed deletion time) a
+	// deletion still counts as on time; the controller normally deletes
+	// within milliseconds.
 	lateAfter = 5 * time.Second
-	// eventGrace bounds the wait for the last Deleted Events, which are
-	// sent just after the deletions they report.
+	// eventGrace bounds the wait for the last Deleted Events and messages,
+	// which are sent just after the deletions they report.
 	eventGrace = 5 * time.Second
 )
 
@@ -51,24 +69,60 @@ var playbookGVK = schema.GroupVersionKind{Group: "amphitheatre.app", Version: "v
 
 // role is one Playbook of the story.
 type role struct {
-	title       string
+	title string
+	// annotations set the lifetime: one at most.
 	annotations map[string]string
-	obj         *unstructured.Unstructured
-	life        expiry.Lifetime
+	// notify is the notify annotation's value, when it has one.
+	notify string
+	obj    *unstructured.Unstructured
+	life   expiry.Lifetime
+	// stages are the reminder leads that apply to the current expiry;
+	// due counts the reminders owed on each channel over every expiry
+	// the Playbook has had.
+	stages []time.Duration
+	due    int
+
 	deleted     bool
+	deletedAt   time.Time
 	deletedNote bool
+	// noticeAt is when its first reminder reached the demo; postponedTo
+	// is the deletion time a postponed message announced.
+	noticeAt    time.Time
+	postponedTo time.Time
+	// got are the messages about it, duplicates left out.
+	got []message
+}
+
+// count returns how many messages about r came via a channel about an
+// event type, only those before t when t is set.
+func (r *role) count(via string, event v1alpha1.EventType, before time.Time) int {
+	n := 0
+	for _, m := range r.got {
+		if m.via == via && m.event == event && (before.IsZero() || m.arrived.Before(before)) {
+			n++
+		}
+	}
+	return n
 }
 
 // story is the demo's cast and what became of it.
 type story struct {
-	n          *narrator
-	cast       []*role
-	defaultTTL time.Duration
+	n        *narrator
+	cast     []*role
+	schedule expiry.Schedule
 
 	onTime, late, early, lost int
+
+	// seen holds the channel and id of every message, to tell duplicates.
+	seen       map[string]bool
+	reminders  map[string]int
+	duplicates int
+	refused    int
+	// problems are what went wrong with the reminders, found at the end.
+	problems []string
 }
 
-func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc) error {
+func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receivers) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
@@ -89,24 +143,40 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc) error {
 	}
 	defer events.Stop()
 
+	if err := createSecret(ctx, cl, rc.secret); err != nil {
+		return err
+	}
+	s.n.say("created Secret %s/%s with the key the controller signs webhooks with; the receiver knows it too", secretNamespace, secretName)
+
 	policy := &v1alpha1.TimeoutPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: policyName},
 		Spec: v1alpha1.TimeoutPolicySpec{
 			Target:        v1alpha1.Target{APIVersion: playbookGVK.GroupVersion().String(), Kind: playbookGVK.Kind},
 			DefaultTTL:    "40s",
-			Reminders:     []v1alpha1.Duration{},
-			MinimumNotice: "0s",
+			Reminders:     []v1alpha1.Duration{"12s", "6s"},
+			MinimumNotice: minimumNotice,
+			Notifications: v1alpha1.Notifications{
+				Email: &v1alpha1.EmailNotifications{
+					Host: rc.mailHost, Port: rc.mailPort, Security: "None",
+					From: mailFrom, To: []string{mailTo},
+				},
+				Webhooks: []v1alpha1.WebhookNotifications{{
+					Name: webhookName, URL: rc.webhookURL,
+					SecretRef: v1alpha1.SecretKeySelector{Namespace: secretNamespace, Name: secretName, Key: secretKey},
+				}},
+			},
 		},
 	}
 	if err := cl.Create(ctx, policy); err != nil {
 		return fmt.Errorf("create TimeoutPolicy %s: %w", policyName, err)
 	}
-	sched, err := expiry.NewSchedule(policy.Spec)
-	if err != nil {
+	if s.schedule, err = expiry.NewSchedule(policy.Spec); err != nil {
 		return err
 	}
-	s.defaultTTL = sched.DefaultTTL
 	s.n.say("created TimeoutPolicy %s: Playbooks live %s unless their annotations say otherwise", policyName, policy.Spec.DefaultTTL)
+	s.n.more("reminders %s before expiry, by mail to %s (SMTP %s) and as signed CloudEvents to webhook %s",
+		joinDurations(s.schedule.Reminders, " and "), mailTo, rc.mailAddr(), webhookName)
+	s.n.more("minimumNotice %s: nothing is deleted sooner than %s after its first reminder reached someone", minimumNotice, minimumNotice)
 	if err := waitReady(ctx, cl, c); err != nil {
 		return err
 	}
@@ -114,22 +184,26 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc) error {
 
 	s.cast = []*role{
 		{title: "default-ttl"},
-		{title: "ttl-15s", annotations: map[string]string{expiry.AnnotationTTL: "15s"}},
+		{title: "ttl-15s", annotations: map[string]string{expiry.AnnotationTTL: "15s"}, notify: notifyWhom},
 		{title: "expires-at", annotations: map[string]string{expiry.AnnotationExpiresAt: time.Now().Add(25 * time.Second).UTC().Format(time.RFC3339)}},
 		{title: "legacy-ttl-20", annotations: map[string]string{expiry.AnnotationLegacyTTL: "20"}},
 		{title: "keep-me", annotations: map[string]string{expiry.AnnotationKeep: "true"}},
 		{title: "invalid-ttl", annotations: map[string]string{expiry.AnnotationTTL: "two weeks"}},
+		{title: "short-notice", annotations: map[string]string{expiry.AnnotationTTL: "8s"}},
+		{title: "too-short", annotations: map[string]string{expiry.AnnotationTTL: "4s"}},
 		// Last, so that the extension comes extendAfter after its creation
 		// however slowly the API server takes the others.
-		{title: "extend-me", annotations: map[string]string{expiry.AnnotationTTL: "10s"}},
+		{title: "extend-me", annotations: map[string]string{expiry.AnnotationTTL: "10s"}, notify: notifyWhom},
 	}
 	extended := s.cast[len(s.cast)-1]
 	for _, r := range s.cast {
-		r.obj = newPlaybook(r.title, r.annotations)
+		r.obj = newPlaybook(r.title, r.annotations, r.notify)
 		if err := cl.Create(ctx, r.obj); err != nil {
 			return fmt.Errorf("create Playbook %s: %w", r.title, err)
 		}
 		r.life = s.lifetime(r.obj)
+		r.stages = s.stagesOf(r.life, r.obj.GetCreationTimestamp().Time)
+		r.due = len(r.stages)
 	}
 	extendAt := time.Now().Add(extendAfter)
 	s.table(extended, extendAt)
@@ -137,7 +211,7 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc) error {
 	extend := time.After(time.Until(extendAt))
 	var grace <-chan time.Time
 	graceOver := false
-	for len(s.pending()) > 0 || (!s.allNoted() && !graceOver) {
+	for len(s.pending()) > 0 || (!s.settled() && !graceOver) {
 		if len(s.pending()) == 0 && grace == nil {
 			grace = time.After(eventGrace)
 		}
@@ -152,6 +226,8 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc) error {
 			if err := s.extend(ctx, cl, extended); err != nil {
 				return err
 			}
+		case m := <-rc.messages:
+			s.onMessage(m)
 		case ev, ok := <-playbooks.ResultChan():
 			if err := s.onPlaybook(ctx, ev, ok); err != nil {
 				return err
@@ -165,32 +241,106 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc) error {
 	return s.finale(ctx, cl)
 }
 
+// createSecret puts the webhook signing key where the policy says it is.
+func createSecret(ctx context.Context, cl client.Client, value string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secretNamespace}}
+	if err := cl.Create(ctx, ns); err != nil {
+		return fmt.Errorf("create namespace %s: %w", secretNamespace, err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: secretNamespace, Name: secretName},
+		Data:       map[string][]byte{secretKey: []byte(value)},
+	}
+	if err := cl.Create(ctx, secret); err != nil {
+		return fmt.Errorf("create Secret %s/%s: %w", secretNamespace, secretName, err)
+	}
+	return nil
+}
+
 func (s *story) lifetime(u *unstructured.Unstructured) expiry.Lifetime {
-	return expiry.Compute(u.GetCreationTimestamp().Time, u.GetAnnotations(), s.defaultTTL)
+	return expiry.Compute(u.GetCreationTimestamp().Time, u.GetAnnotations(), s.schedule.DefaultTTL)
+}
+
+// stagesOf returns the reminder leads that apply to a lifetime that took
+// effect at since (the creation, or an extension): those that fall due at
+// or after it. A Playbook that lives less than a lead gets no reminder for
+// it.
+func (s *story) stagesOf(l expiry.Lifetime, since time.Time) []time.Duration {
+	if l.Keep {
+		return nil
+	}
+	var out []time.Duration
+	for _, lead := range s.schedule.Reminders {
+		if !l.ExpiresAt.Add(-lead).Before(since) {
+			out = append(out, lead)
+		}
+	}
+	return out
 }
 
 func (s *story) table(extended *role, extendAt time.Time) {
-	s.n.say("created %d Playbooks; the controller should delete them as follows:", len(s.cast))
-	rows := []string{"TITLE\tANNOTATION\tEXPIRES\tWHY"}
+	s.n.say("created %d Playbooks; the controller should remind people and delete them as follows:", len(s.cast))
+	rows := []string{"TITLE\tANNOTATION\tEXPIRES\tREMINDERS\tWHY"}
 	for _, r := range s.cast {
 		ann := "-"
 		for k, v := range r.annotations { // one at most
 			ann = k + ": " + v
 		}
-		when, why := "never", "kept"
+		when, reminders, why := "never", "-", "kept"
 		if !r.life.Keep {
 			when = s.n.at(r.life.ExpiresAt)
+			reminders = s.dueTimes(r)
 			why = fmt.Sprintf("%s after creation, set by %s", r.life.ExpiresAt.Sub(r.obj.GetCreationTimestamp().Time), source(r.life))
 		}
 		switch {
+		case r.life.Keep:
 		case len(r.life.Invalid) > 0:
 			why += ", as the annotation is invalid: expect a Warning"
 		case r == extended:
 			why += fmt.Sprintf(", until it is extended to 30s at %s", s.n.at(extendAt))
+		case len(r.stages) == 0:
+			why += fmt.Sprintf("; shorter than the shortest lead (%s): no reminder applies, so no notice is owed", expiry.FormatDuration(s.shortestLead()))
+		case r.stages[0] < s.schedule.MinimumNotice:
+			why += fmt.Sprintf("; its first reminder leaves less than %s of notice: expect a postponement to about %s",
+				minimumNotice, s.n.at(r.life.ExpiresAt.Add(-r.stages[0]).Add(s.schedule.MinimumNotice)))
 		}
-		rows = append(rows, r.title+"\t"+ann+"\t"+when+"\t"+why)
+		rows = append(rows, r.title+"\t"+ann+"\t"+when+"\t"+reminders+"\t"+why)
 	}
 	s.n.table(rows)
+
+	var told []string
+	for _, r := range s.cast {
+		if r.notify != "" {
+			told = append(told, r.title)
+		}
+	}
+	s.n.say("%s also carry %s: %q", strings.Join(told, " and "), notify.AnnotationNotify, notifyWhom)
+	s.n.more("their mail goes to %s as well, as a blind copy; #team-amp names a Slack channel, and the", "alice@demo.local")
+	s.n.more("policy configures no Slack, so nothing is posted; webhooks never carry these addresses")
+}
+
+// dueTimes lists when r's reminders fall due: "12s at +9.6s, 6s at +15.6s".
+func (s *story) dueTimes(r *role) string {
+	if len(r.stages) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, lead := range r.stages {
+		parts = append(parts, expiry.FormatDuration(lead)+" at "+s.n.at(r.life.ExpiresAt.Add(-lead)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (s *story) shortestLead() time.Duration {
+	return s.schedule.Reminders[len(s.schedule.Reminders)-1]
+}
+
+func joinDurations(ds []time.Duration, sep string) string {
+	var parts []string
+	for _, d := range ds {
+		parts = append(parts, expiry.FormatDuration(d))
+	}
+	return strings.Join(parts, sep)
 }
 
 func source(l expiry.Lifetime) string {
@@ -212,9 +362,24 @@ func (s *story) extend(ctx context.Context, cl client.Client, r *role) error {
 	if err := cl.Patch(ctx, r.obj, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("extend Playbook %s: %w", r.title, err)
 	}
+	now := time.Now()
+	// The old date's stages that fell due before now were owed; the others
+	// never will be. The new date's stages count from now.
+	sent := 0
+	for _, lead := range r.stages {
+		if was.Add(-lead).Before(now) {
+			sent++
+		}
+	}
 	r.life = s.lifetime(r.obj)
+	r.stages = s.stagesOf(r.life, now)
+	r.due = sent + len(r.stages)
 	s.n.say("extending %s: a merge patch sets %s from 10s to 30s; it now expires at %s instead of %s",
 		r.title, expiry.AnnotationTTL, s.n.at(r.life.ExpiresAt), s.n.at(was))
+	if sent > 0 {
+		s.n.more("it was reminded of the old date, so an extended message follows;")
+	}
+	s.n.more("reminders for the new date: %s", s.dueTimes(r))
 	return nil
 }
 
@@ -231,23 +396,37 @@ func (s *story) onPlaybook(ctx context.Context, ev watch.Event, ok bool) error {
 	if r == nil {
 		return nil
 	}
-	r.deleted = true
+	r.deleted, r.deletedAt = true, now
 	// The object as deleted, so the verdict counts any late edit to it.
 	life := s.lifetime(u)
-	lag := now.Sub(life.ExpiresAt)
+	// When a postponement was announced, deletion is due then.
+	due := life.ExpiresAt
+	if r.postponedTo.After(due) {
+		due = r.postponedTo
+	}
+	lag := now.Sub(due)
 	switch {
 	case life.Keep:
 		s.lost++
 		s.n.say("deleted %s although it is kept: that is a bug", r.title)
-	case lag < 0:
+	case now.Before(life.ExpiresAt):
 		s.early++
-		s.n.say("deleted %s EARLY (expires at %s, deleted %d ms before)", r.title, s.n.at(life.ExpiresAt), -lag.Milliseconds())
+		s.n.say("deleted %s EARLY (expires at %s, deleted %d ms before)", r.title, s.n.at(life.ExpiresAt), life.ExpiresAt.Sub(now).Milliseconds())
+	case !r.noticeAt.IsZero() && now.Before(r.noticeAt.Add(s.schedule.MinimumNotice)):
+		s.early++
+		s.n.say("deleted %s EARLY: %d ms after its first reminder, short of the %s of notice", r.title, now.Sub(r.noticeAt).Milliseconds(), minimumNotice)
 	case lag > lateAfter:
 		s.late++
-		s.n.say("deleted %s LATE (expired at %s, deleted %d ms after)", r.title, s.n.at(life.ExpiresAt), lag.Milliseconds())
+		s.n.say("deleted %s LATE (due at %s, deleted %d ms after)", r.title, s.n.at(due), lag.Milliseconds())
+	case due.After(life.ExpiresAt):
+		s.onTime++
+		s.n.say("deleted %s (expired at %s, postponed to %s, deleted %d ms after that)", r.title, s.n.at(life.ExpiresAt), s.n.at(due), lag.Milliseconds())
 	default:
 		s.onTime++
 		s.n.say("deleted %s (expired at %s, deleted %d ms after)", r.title, s.n.at(life.ExpiresAt), lag.Milliseconds())
+		if r.due == 0 {
+			s.n.more("no reminder before it, as none applied: it lived less than the shortest lead")
+		}
 	}
 	return nil
 }
@@ -267,8 +446,80 @@ func (s *story) onEvent(ctx context.Context, ev watch.Event, ok bool) error {
 			r.deletedNote = true
 		}
 	}
-	s.n.say("event %-7s %-14s %s: %s", e.Type, e.Reason, who, e.Note)
+	s.n.say("event %-7s %-17s %s: %s", e.Type, e.Reason, who, e.Note)
 	return nil
+}
+
+// onMessage tells of a message that reached the demo, and keeps it for
+// the audit at the end.
+func (s *story) onMessage(m message) {
+	if m.refused != "" {
+		s.refused++
+		s.n.say("webhook %s REFUSED a request (webhook-id %s): %s", webhookName, m.id, m.refused)
+		return
+	}
+	r := s.role(m.name)
+	what := m.subject
+	if m.via == viaWebhook {
+		what = s.describeEvent(m, r)
+	}
+	if s.seen == nil {
+		s.seen, s.reminders = map[string]bool{}, map[string]int{}
+	}
+	key := m.via + " " + m.id
+	if s.seen[key] {
+		s.duplicates++
+		s.n.say("%s DUPLICATE (id %s) of: %s", m.via, m.id, what)
+		return
+	}
+	s.seen[key] = true
+	if m.event == v1alpha1.EventReminder {
+		s.reminders[m.via]++
+	}
+	// Every deletion brings an expired and a deleted message; the
+	// deleted one is enough to tell.
+	if m.event != v1alpha1.EventExpired {
+		if m.via == viaMail {
+			s.n.say("mail to %s: %s", strings.Join(m.to, ", "), what)
+		} else {
+			s.n.say("webhook %s: %s (signature ok)", webhookName, what)
+		}
+	}
+	if r == nil {
+		return
+	}
+	r.got = append(r.got, m)
+	if m.event == v1alpha1.EventReminder && r.noticeAt.IsZero() {
+		r.noticeAt = m.arrived
+	}
+	if m.event == v1alpha1.EventPostponed && m.via == viaWebhook {
+		r.postponedTo = m.expiresAt
+	}
+}
+
+// describeEvent is the narration of a CloudEvent: its type, the
+// Playbook's title, and what its data adds.
+func (s *story) describeEvent(m message, r *role) string {
+	title := m.title
+	if title == "" {
+		// Said so rather than filled in: the controller reads the title
+		// with the first reminder, so a Playbook that had none may come
+		// without it.
+		title = m.name + " (no data.title)"
+		if r != nil {
+			title = r.title + " (no data.title)"
+		}
+	}
+	line := notify.CloudEventType(m.event) + " " + title
+	switch m.event {
+	case v1alpha1.EventReminder:
+		line += " stage " + m.stage
+	case v1alpha1.EventExtended:
+		line += ", now expires at " + s.n.at(m.expiresAt)
+	case v1alpha1.EventPostponed:
+		line += ", deletion at " + s.n.at(m.expiresAt)
+	}
+	return line
 }
 
 // watchEnded turns the end of a watch into an error: the demo's watches
@@ -310,7 +561,59 @@ func (s *story) finale(ctx context.Context, cl client.Client) error {
 			s.n.say("%s is still there, as %s asks", r.title, expiry.AnnotationKeep)
 		}
 	}
+	s.audit()
 	return nil
+}
+
+// audit tells what reached people about each Playbook, and finds the
+// reminders that went wrong: missing before a deletion, more than were
+// due, or arriving after the deletion.
+func (s *story) audit() {
+	s.n.say("what reached people, duplicates left out:")
+	rows := []string{"TITLE\tREMINDERS DUE\tBY MAIL\tBY WEBHOOK\tOTHER MESSAGES (BOTH WAYS)"}
+	for _, r := range s.cast {
+		var others []string
+		for _, t := range v1alpha1.EventTypes {
+			if t != v1alpha1.EventReminder && r.count(viaMail, t, time.Time{})+r.count(viaWebhook, t, time.Time{}) > 0 {
+				others = append(others, string(t))
+			}
+		}
+		rows = append(rows, fmt.Sprintf("%s\t%d\t%d\t%d\t%s", r.title, r.due,
+			r.count(viaMail, v1alpha1.EventReminder, time.Time{}), r.count(viaWebhook, v1alpha1.EventReminder, time.Time{}),
+			strings.Join(others, ", ")))
+
+		for _, via := range []string{viaMail, viaWebhook} {
+			all := r.count(via, v1alpha1.EventReminder, time.Time{})
+			if all > r.due {
+				s.problem("%s got %d reminders by %s where %d were due", r.title, all, via, r.due)
+			}
+			if !r.deleted {
+				continue
+			}
+			if before := r.count(via, v1alpha1.EventReminder, r.deletedAt); before < r.due {
+				s.problem("%s was deleted after %d of its %d reminders by %s", r.title, before, r.due, via)
+			}
+		}
+		for _, m := range r.got {
+			if r.deleted && m.arrived.After(r.deletedAt) && !announcedAfter(m.event) {
+				s.problem("%s: the %s message by %s arrived %d ms after the deletion", r.title, m.event, m.via, m.arrived.Sub(r.deletedAt).Milliseconds())
+			}
+		}
+	}
+	s.n.table(rows)
+	for _, p := range s.problems {
+		s.n.say("PROBLEM: %s", p)
+	}
+}
+
+// announcedAfter reports whether messages of type t tell of a deletion
+// and so come after it.
+func announcedAfter(t v1alpha1.EventType) bool {
+	return t == v1alpha1.EventExpired || t == v1alpha1.EventDeleted
+}
+
+func (s *story) problem(format string, args ...any) {
+	s.problems = append(s.problems, fmt.Sprintf(format, args...))
 }
 
 func (s *story) role(name string) *role {
@@ -322,11 +625,20 @@ func (s *story) role(name string) *role {
 	return nil
 }
 
-// allNoted reports whether every deletion has been followed by its Event.
-func (s *story) allNoted() bool {
+// settled reports whether every deletion has been followed by its Event
+// and by its expired and deleted messages on both channels.
+func (s *story) settled() bool {
 	for _, r := range s.cast {
-		if r.deleted && !r.deletedNote {
+		if !r.deleted {
+			continue
+		}
+		if !r.deletedNote {
 			return false
+		}
+		for _, via := range []string{viaMail, viaWebhook} {
+			if r.count(via, v1alpha1.EventExpired, time.Time{}) == 0 || r.count(via, v1alpha1.EventDeleted, time.Time{}) == 0 {
+				return false
+			}
 		}
 	}
 	return true
@@ -347,7 +659,7 @@ func (s *story) waiting() string {
 	if p := s.pending(); len(p) > 0 {
 		return strings.Join(p, ", ")
 	}
-	return "the last Deleted Events"
+	return "the last Deleted Events and messages"
 }
 
 func (s *story) summary() string {
@@ -367,16 +679,34 @@ func (s *story) summary() string {
 	if pending > 0 {
 		line += fmt.Sprintf(", %d not deleted yet", pending)
 	}
+	line += fmt.Sprintf("; %d reminders by mail and %d by webhook, %d duplicates", s.reminders[viaMail], s.reminders[viaWebhook], s.duplicates)
+	if s.refused > 0 {
+		line += fmt.Sprintf(", %d webhook requests refused", s.refused)
+	}
+	if len(s.problems) > 0 {
+		line += fmt.Sprintf(", %d reminder problems", len(s.problems))
+	}
 	return line
 }
 
 // verdict fails the demo on what must never happen: a deletion before
-// expiry, or a kept Playbook deleted.
+// expiry or before the minimum notice, a kept Playbook deleted, a message
+// sent twice or badly signed, a reminder missing or after the deletion.
 func (s *story) verdict() error {
+	var errs []error
 	if s.early > 0 || s.lost > 0 {
-		return errors.New("the controller deleted Playbooks it should not have: see above")
+		errs = append(errs, errors.New("the controller deleted Playbooks it should not have: see above"))
 	}
-	return nil
+	if s.duplicates > 0 {
+		errs = append(errs, fmt.Errorf("the controller sent %d messages twice", s.duplicates))
+	}
+	if s.refused > 0 {
+		errs = append(errs, fmt.Errorf("the webhook receiver refused %d requests", s.refused))
+	}
+	if len(s.problems) > 0 {
+		errs = append(errs, fmt.Errorf("%d reminder problems: see above", len(s.problems)))
+	}
+	return errors.Join(errs...)
 }
 
 func waitReady(ctx context.Context, cl client.Client, c *proc) error {
@@ -406,7 +736,7 @@ func waitReady(ctx context.Context, cl client.Client, c *proc) error {
 
 // newPlaybook is a minimal valid Playbook, named the way Amphitheatre
 // names them: metadata.name = spec.id = a UUID.
-func newPlaybook(title string, annotations map[string]string) *unstructured.Unstructured {
+func newPlaybook(title string, annotations map[string]string, notifyWhom string) *unstructured.Unstructured {
 	id := string(uuid.NewUUID())
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"spec": map[string]any{
@@ -419,7 +749,14 @@ func newPlaybook(title string, annotations map[string]string) *unstructured.Unst
 	}}
 	u.SetGroupVersionKind(playbookGVK)
 	u.SetName(id)
-	u.SetAnnotations(annotations)
+	all := map[string]string{}
+	for k, v := range annotations {
+		all[k] = v
+	}
+	if notifyWhom != "" {
+		all[notify.AnnotationNotify] = notifyWhom
+	}
+	u.SetAnnotations(all)
 	return u
 }
 

@@ -188,15 +188,18 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 
 	// Backoff counts from now, after the sends: they may have taken long.
 	now := r.Clock.Now()
-	firstFailure := false
+	var firstFailures []string
 	for _, name := range failed.names() {
 		attempt := r.retries.failed(key, plan.Key, name, now)
 		if attempt == 1 {
-			firstFailure = true
-			r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonReminderFailed, actionNotify,
-				"Sending %s via %s failed: %s; retrying with backoff", describeMessage(plan), name, failed[name])
+			firstFailures = append(firstFailures, fmt.Sprintf("via %s: %s", name, failed[name]))
 		}
 		log.Info("notification failed", "event", plan.Event, "key", plan.Key, "channel", name, "attempt", attempt, "error", failed[name])
+	}
+	firstFailure := len(firstFailures) > 0
+	if firstFailure {
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonReminderFailed, actionNotify,
+			"Sending %s failed %s; retrying with backoff", describeMessage(plan), strings.Join(firstFailures, "; "))
 	}
 	if plan.Event == v1alpha1.EventReminder && len(accepted) == 0 && !ev.now.Before(ev.life.ExpiresAt) && firstFailure {
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
@@ -289,10 +292,14 @@ func (r *ObjectReconciler) announce(ctx context.Context, key Key, obj *metav1.Pa
 	// its reconciles warned already.
 	accepted, failed := r.deliver(ctx, key, obj, ev, names, msg)
 	log := logf.FromContext(ctx)
+	var problems []string
 	for _, name := range failed.names() {
 		log.Info("notification failed", "event", t, "channel", name, "error", failed[name])
+		problems = append(problems, fmt.Sprintf("via %s: %s", name, failed[name]))
+	}
+	if len(problems) > 0 {
 		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonReminderFailed, actionNotify,
-			"Sending the %s message via %s failed: %s", t, name, failed[name])
+			"Sending the %s message failed %s", t, strings.Join(problems, "; "))
 	}
 	if len(accepted) > 0 {
 		log.Info("notified", "event", t, "channels", accepted)

@@ -5,6 +5,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -275,10 +276,14 @@ func (r *ObjectReconciler) warnInvalid(key Key, obj *metav1.PartialObjectMetadat
 	if !life.Keep {
 		outcome = "it now expires at " + life.ExpiresAt.UTC().Format(time.RFC3339)
 	}
-	ref := reference(key.GVK, obj)
+	// One Event for all of them: the Events API folds Events with the same
+	// object, reason and action into one series, whatever their notes.
+	problems := make([]string, 0, len(life.Invalid))
 	for _, inv := range life.Invalid {
-		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonInvalidTimeout, actionEvaluate, "%s; %s", inv.Error(), outcome)
+		problems = append(problems, inv.Error())
 	}
+	r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonInvalidTimeout, actionEvaluate,
+		"%s; %s", strings.Join(problems, "; "), outcome)
 }
 
 func (r *ObjectReconciler) firstWouldDelete(key Key, uid types.UID, at time.Time) bool {
@@ -325,10 +330,8 @@ func (r *ObjectReconciler) warnRecipients(key Key, obj *metav1.PartialObjectMeta
 	}) || sig.Len() == 0 {
 		return
 	}
-	for _, p := range problems {
-		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonInvalidRecipient, actionNotify,
-			"annotation %s: %s; the other recipients are still told", notify.AnnotationNotify, p.Error())
-	}
+	r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonInvalidRecipient, actionNotify,
+		"annotation %s: %s; the other recipients are still told", notify.AnnotationNotify, errors.Join(problems...).Error())
 }
 
 func (r *ObjectReconciler) firstDeletionFailure(key Key, uid types.UID, at time.Time) bool {
