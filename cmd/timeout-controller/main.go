@@ -47,6 +47,8 @@ func run() error {
 	flag.IntVar(&burst, "kube-api-burst", 200, "Requests the controller may send to the API server in a burst above --kube-api-qps.")
 	flag.IntVar(&opts.Workers, "workers", 8, "Objects reconciled at once.")
 	flag.StringVar(&opts.ClusterEventNamespace, "cluster-event-namespace", "default", `Namespace that receives the Events about cluster-scoped objects such as Playbooks: "default" or "kube-system".`)
+	flag.StringVar(&opts.SecretNamespace, "secret-namespace", os.Getenv("POD_NAMESPACE"),
+		"The only namespace the Secrets named in TimeoutPolicies may be in (the pod's own, from POD_NAMESPACE, by default); empty allows any.")
 	flag.DurationVar(&opts.StatusInterval, "policy-status-interval", 30*time.Second, "How often TimeoutPolicy status counts are refreshed from the cache.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

@@ -315,8 +315,8 @@ func (s *story) table(extended *role, extendAt time.Time) {
 		}
 	}
 	s.n.say("%s also carry %s: %q", strings.Join(told, " and "), notify.AnnotationNotify, notifyWhom)
-	s.n.more("their mail goes to %s as well, as a blind copy; #team-amp names a Slack channel, and the", "alice@demo.local")
-	s.n.more("policy configures no Slack, so nothing is posted; webhooks never carry these addresses")
+	s.n.more("alice@demo.local gets their mail too, as a blind copy; webhooks never carry addresses;")
+	s.n.more("#team-amp names a Slack channel, and the policy configures no Slack: nothing is posted")
 }
 
 // dueTimes lists when r's reminders fall due: "12s at +9.6s, 6s at +15.6s".
@@ -570,17 +570,17 @@ func (s *story) finale(ctx context.Context, cl client.Client) error {
 // due, or arriving after the deletion.
 func (s *story) audit() {
 	s.n.say("what reached people, duplicates left out:")
-	rows := []string{"TITLE\tREMINDERS DUE\tBY MAIL\tBY WEBHOOK\tOTHER MESSAGES (BOTH WAYS)"}
+	rows := []string{"TITLE\tREMINDERS DUE\tBY MAIL\tBY WEBHOOK\tSLOWEST REMINDER\tOTHER MESSAGES (BOTH WAYS)"}
 	for _, r := range s.cast {
-		var others []string
+		others := "-"
 		for _, t := range v1alpha1.EventTypes {
 			if t != v1alpha1.EventReminder && r.count(viaMail, t, time.Time{})+r.count(viaWebhook, t, time.Time{}) > 0 {
-				others = append(others, string(t))
+				others = strings.TrimPrefix(others+", "+string(t), "-, ")
 			}
 		}
-		rows = append(rows, fmt.Sprintf("%s\t%d\t%d\t%d\t%s", r.title, r.due,
+		rows = append(rows, fmt.Sprintf("%s\t%d\t%d\t%d\t%s\t%s", r.title, r.due,
 			r.count(viaMail, v1alpha1.EventReminder, time.Time{}), r.count(viaWebhook, v1alpha1.EventReminder, time.Time{}),
-			strings.Join(others, ", ")))
+			s.slowest(r), others))
 
 		for _, via := range []string{viaMail, viaWebhook} {
 			all := r.count(via, v1alpha1.EventReminder, time.Time{})
@@ -604,6 +604,32 @@ func (s *story) audit() {
 	for _, p := range s.problems {
 		s.n.say("PROBLEM: %s", p)
 	}
+}
+
+// slowest is the longest a reminder of r took, by webhook, from the time
+// its stage fell due to its arrival; a reminder that came before that time
+// or over lateAfter after it is a problem.
+func (s *story) slowest(r *role) string {
+	worst, found := time.Duration(0), false
+	for _, m := range r.got {
+		if m.via != viaWebhook || m.event != v1alpha1.EventReminder {
+			continue
+		}
+		lead, err := expiry.ParseDuration(m.stage)
+		if err != nil {
+			s.problem("%s: a reminder came with stage %q", r.title, m.stage)
+			continue
+		}
+		d := m.arrived.Sub(m.expiresAt.Add(-lead))
+		if d < 0 || d > lateAfter {
+			s.problem("%s: the %s reminder arrived %d ms after it fell due", r.title, m.stage, d.Milliseconds())
+		}
+		worst, found = max(worst, d), true
+	}
+	if !found {
+		return "-"
+	}
+	return fmt.Sprintf("%d ms", worst.Milliseconds())
 }
 
 // announcedAfter reports whether messages of type t tell of a deletion

@@ -25,6 +25,9 @@ const (
 	// ReasonDeletionPostponed: the object expired but is kept until people
 	// have had the policy's minimum notice.
 	ReasonDeletionPostponed = "DeletionPostponed"
+	// ReasonNoticeNotGiven: the object expired but no reminder has reached
+	// anyone yet, so it is not deleted.
+	ReasonNoticeNotGiven = "NoticeNotGiven"
 	// ReasonInvalidRecipient: the notify annotation names something that
 	// is not an allowed e-mail address or Slack channel.
 	ReasonInvalidRecipient = "InvalidRecipient"

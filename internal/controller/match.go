@@ -29,7 +29,7 @@ type candidate struct {
 	scheduleErr error
 }
 
-// candidates returns the policies whose target is gvk, ranked so that each
+// candidates returns the policies whose target is gvk's kind, ranked so that each
 // takes precedence over those after it: the higher priority first, then
 // the name that sorts first. A policy whose selectors do not parse matches
 // nothing and is left out; its own status says why.
@@ -37,7 +37,9 @@ func candidates(all []v1alpha1.TimeoutPolicy, gvk schema.GroupVersionKind) []can
 	var cs []candidate
 	for i := range all {
 		p := &all[i]
-		if p.DeletionTimestamp != nil || targetGVK(p) != gvk {
+		// By group and kind: policies naming two versions of one kind
+		// govern the same objects, and must be ranked against each other.
+		if p.DeletionTimestamp != nil || targetGVK(p).GroupKind() != gvk.GroupKind() {
 			continue
 		}
 		c := candidate{TimeoutPolicy: p}

@@ -60,14 +60,21 @@ func TestCandidates(t *testing.T) {
 			want: []string{"kilo", "zulu", "mike", "alpha", "bravo"},
 		},
 		{
-			name: "ignores policies for another kind or another version of the kind",
+			name: "ignores policies for another kind or group",
 			policies: []*v1alpha1.TimeoutPolicy{
 				newPolicy("secrets", target("v1", "Secret")),
 				newPolicy("other-group", target("example.com/v1", "ConfigMap")),
-				newPolicy("other-version", target("v2", "ConfigMap")),
 				newPolicy("configmaps"),
 			},
 			want: []string{"configmaps"},
+		},
+		{
+			name: "ranks a policy for another version of the kind with the others",
+			policies: []*v1alpha1.TimeoutPolicy{
+				newPolicy("v2-configmaps", target("v2", "ConfigMap")),
+				newPolicy("configmaps"),
+			},
+			want: []string{"configmaps", "v2-configmaps"},
 		},
 		{
 			name:     "ignores a policy that is being deleted",

@@ -6,7 +6,9 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +44,7 @@ const maxRetryDelay = 5 * time.Minute
 
 // channelSet is a policy's notifiers, by name, and its templates.
 type channelSet struct {
+	// names are the channels that carry reminders, or eventsChannel.
 	names     []string
 	notifiers map[string]notify.Notifier
 	templates *notify.Templates
@@ -95,8 +98,11 @@ func buildChannels(ctx context.Context, spec v1alpha1.Notifications, secrets not
 	}
 	set := &channelSet{notifiers: map[string]notify.Notifier{}, templates: templates}
 	for _, n := range notifiers {
-		set.names = append(set.names, n.Name())
 		set.notifiers[n.Name()] = n
+		// Only a channel that carries reminders can give notice.
+		if n.Accepts(v1alpha1.EventReminder) {
+			set.names = append(set.names, n.Name())
+		}
 	}
 	if len(set.names) == 0 {
 		set.names = []string{eventsChannel}
@@ -106,10 +112,18 @@ func buildChannels(ctx context.Context, spec v1alpha1.Notifications, secrets not
 
 // secretReader reads Secrets straight from the API server: the controller
 // neither caches nor watches Secrets, so it needs get on the named ones
-// only.
-type secretReader struct{ reader client.Reader }
+// only. With a namespace set, it reads no Secret outside it, so that
+// whoever may write a TimeoutPolicy cannot point the controller at other
+// teams' credentials.
+type secretReader struct {
+	reader    client.Reader
+	namespace string
+}
 
 func (s secretReader) Get(ctx context.Context, namespace, name, key string) ([]byte, error) {
+	if s.namespace != "" && namespace != s.namespace {
+		return nil, fmt.Errorf("secret %s/%s is outside namespace %s, the only one this controller reads Secrets from", namespace, name, s.namespace)
+	}
 	secret := &corev1.Secret{}
 	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, secret); err != nil {
 		return nil, fmt.Errorf("read Secret %s/%s: %w", namespace, name, err)
@@ -125,24 +139,7 @@ func (s secretReader) Get(ctx context.Context, namespace, name, key string) ([]b
 // accepted it yet, and records on the object which ones did.
 func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, plan expiry.Plan) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
-	if ev.record.Title == "" {
-		ev.record.Title = r.title(ctx, key)
-	}
-	msg := r.message(key, obj, ev, plan.Event, plan.At, plan.Key)
-	if plan.Event == v1alpha1.EventReminder {
-		msg.Stage = plan.Key
-	}
-	if plan.Event == v1alpha1.EventPostponed {
-		msg.Detail = fmt.Sprintf("the first reminder reached people at %s and policy %s promises %s of notice before deletion",
-			ev.record.NoticeAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
-	}
 
-	ref := reference(key.GVK, obj)
-	if plan.Event == v1alpha1.EventPostponed && r.firstPostponement(key, obj.UID, plan.At) {
-		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
-			"Expired at %s; deletion postponed to %s because %s", ev.life.ExpiresAt.UTC().Format(time.RFC3339),
-			plan.At.UTC().Format(time.RFC3339), msg.Detail)
-	}
 	// Each channel backs off on its own: one that keeps failing must not
 	// slow down the retries of another.
 	var due []string
@@ -154,6 +151,25 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	if len(due) == 0 {
 		return ctrl.Result{RequeueAfter: r.retryDelay(key, plan, ev.now)}, nil
 	}
+
+	if ev.record.Title == "" && key.GVK.Group == playbookGroup {
+		ev.record.Title = r.title(ctx, key)
+	}
+	msg := r.message(key, obj, ev, plan.Event, plan.At, plan.Key)
+	if plan.Event == v1alpha1.EventReminder {
+		msg.Stage = plan.Key
+	}
+	if plan.Event == v1alpha1.EventPostponed {
+		msg.Detail = fmt.Sprintf("the first reminder reached people at %s and policy %s promises %s of notice before deletion",
+			ev.record.NoticeAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
+	}
+	ref := reference(key.GVK, obj)
+	if plan.Event == v1alpha1.EventPostponed && r.firstPostponement(key, obj.UID, plan.At) {
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
+			"Expired at %s; deletion postponed to %s because %s", ev.life.ExpiresAt.UTC().Format(time.RFC3339),
+			plan.At.UTC().Format(time.RFC3339), msg.Detail)
+	}
+
 	// A send still under way when the next thing falls due is abandoned:
 	// a slow receiver must not make the deletion late.
 	sendCtx := ctx
@@ -162,64 +178,72 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		sendCtx, cancel = context.WithDeadline(ctx, plan.Deadline)
 		defer cancel()
 	}
-	accepted, failed := r.deliver(sendCtx, key, obj, ev, due, msg)
-	if len(accepted) > 0 {
-		// The notice starts when the message was accepted, not when it was
-		// planned: a slow channel must not shorten the minimum notice.
-		deliveredAt := r.Clock.Now()
-		err := r.recordDelivery(ctx, key, ev, func(rec *expiry.Record) {
-			rec.Delivered(plan.Key, plan.Event == v1alpha1.EventReminder, accepted, deliveredAt)
+	sent, skipped, failed := r.deliver(sendCtx, ev, due, msg)
+	// The time is taken after the sends: the notice starts when the message
+	// was accepted, and backoff counts from then.
+	now := r.Clock.Now()
+	reminder := plan.Event == v1alpha1.EventReminder && len(sent) > 0
+	if done := append(slices.Clone(sent), skipped...); len(done) > 0 {
+		// Remembered before the record is written: until the cache shows
+		// the record, or if writing it fails, this process must not send
+		// the same message again.
+		r.pending.add(key, pendingDelivery{expiresAt: ev.record.ExpiresAt, key: plan.Key, reminder: reminder, channels: done, at: now})
+		for _, name := range done {
+			r.retries.reset(key, plan.Key, name)
+		}
+		err := r.recordDelivery(ctx, key, obj, ev, func(rec *expiry.Record) {
+			rec.Delivered(plan.Key, reminder, done, now)
 		})
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		for _, name := range accepted {
-			r.retries.reset(key, plan.Key, name)
-		}
-		log.Info("notified", "event", plan.Event, "key", plan.Key, "channels", accepted, "expiresAt", ev.life.ExpiresAt)
+	}
+	if len(sent) > 0 {
+		log.Info("notified", "event", plan.Event, "key", plan.Key, "channels", sent, "expiresAt", ev.life.ExpiresAt)
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonReminderSent, actionNotify,
-			"Sent %s via %s (%s)", describeMessage(plan), strings.Join(accepted, ", "), whenText(plan.At))
+			"Sent %s via %s (%s)", describeMessage(plan), strings.Join(sent, ", "), whenText(plan.At))
 	}
 	if len(failed) == 0 {
-		// The record patch triggers a watch event too; this makes sure the
-		// next step is planned even if that event is coalesced away.
-		return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
+		// The record patch brings the next reconcile through the watch.
+		return ctrl.Result{}, nil
 	}
 
-	// Backoff counts from now, after the sends: they may have taken long.
-	now := r.Clock.Now()
 	var firstFailures []string
 	for _, name := range failed.names() {
 		attempt := r.retries.failed(key, plan.Key, name, now)
 		if attempt == 1 {
 			firstFailures = append(firstFailures, fmt.Sprintf("via %s: %s", name, failed[name]))
 		}
-		log.Info("notification failed", "event", plan.Event, "key", plan.Key, "channel", name, "attempt", attempt, "error", failed[name])
+		log.Error(errors.New(failed[name]), "notification failed", "event", plan.Event, "key", plan.Key, "channel", name, "attempt", attempt)
 	}
-	firstFailure := len(firstFailures) > 0
-	if firstFailure {
+	if len(firstFailures) > 0 {
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonReminderFailed, actionNotify,
 			"Sending %s failed %s; retrying with backoff", describeMessage(plan), strings.Join(firstFailures, "; "))
-	}
-	if plan.Event == v1alpha1.EventReminder && len(accepted) == 0 && !ev.now.Before(ev.life.ExpiresAt) && firstFailure {
-		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
-			"Expired at %s but no reminder has reached anyone yet: deletion waits until one has and policy %s's minimum notice of %s has passed",
-			ev.life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
-	}
-	if len(accepted) > 0 {
-		return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
+		if plan.Event == v1alpha1.EventReminder && len(sent) == 0 && !ev.now.Before(ev.life.ExpiresAt) {
+			r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonNoticeNotGiven, actionDelete,
+				"Expired at %s but no reminder has reached anyone yet: deletion waits until one has and policy %s's minimum notice of %s has passed",
+				ev.life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
+		}
 	}
 	return ctrl.Result{RequeueAfter: r.retryDelay(key, plan, now)}, nil
 }
 
 // retryDelay is how long until the first of plan's channels may be tried
-// again, and never past the plan's deadline.
+// again, and never past the plan's deadline while that is ahead: a
+// deadline already behind (a notice still owed after expiry) must not
+// turn the backoff into a tight loop.
 func (r *ObjectReconciler) retryDelay(key Key, plan expiry.Plan, now time.Time) time.Duration {
-	next := plan.Deadline
+	var next time.Time
 	for _, name := range plan.Channels {
-		if at := r.retries.nextAttempt(key, plan.Key, name); !at.IsZero() && at.Before(next) {
+		if at := r.retries.nextAttempt(key, plan.Key, name); !at.IsZero() && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
+	}
+	if next.IsZero() {
+		next = now.Add(maxRetryDelay)
+	}
+	if plan.Deadline.After(now) && plan.Deadline.Before(next) {
+		next = plan.Deadline
 	}
 	return expiry.After(next, now)
 }
@@ -237,77 +261,86 @@ func (f failures) names() []string {
 }
 
 // deliver sends msg over the named channels at once, so that a slow
-// channel does not hold up the others, and returns those that accepted it.
-func (r *ObjectReconciler) deliver(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, names []string, msg notify.Message) ([]string, failures) {
+// channel does not hold up the others. It returns the channels that took
+// it, those that do not carry this type of message (nothing to send), and
+// what went wrong with the others.
+func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []string, msg notify.Message) (sent, skipped []string, failed failures) {
+	failed = failures{}
 	content, err := ev.channels.templates.Render(msg)
 	if err != nil {
-		f := failures{}
 		for _, n := range names {
-			f[n] = err.Error()
+			failed[n] = err.Error()
 		}
-		return nil, f
+		return nil, nil, failed
 	}
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
-		n, ok := ev.channels.notifiers[name]
-		if !ok {
-			// The Kubernetes Event is the reminder: ReminderSent below.
-			continue
+		if n, ok := ev.channels.notifiers[name]; ok && n.Accepts(msg.Type) {
+			wg.Go(func() { errs[i] = n.Send(ctx, msg, content) })
 		}
-		if !n.Accepts(msg.Type) {
-			continue
-		}
-		wg.Go(func() { errs[i] = n.Send(ctx, msg, content) })
 	}
 	wg.Wait()
-	var accepted []string
-	failed := failures{}
 	for i, name := range names {
-		if errs[i] != nil {
+		n, ok := ev.channels.notifiers[name]
+		switch {
+		case !ok:
+			// The Kubernetes Event is the reminder: ReminderSent.
+			sent = append(sent, name)
+		case !n.Accepts(msg.Type):
+			skipped = append(skipped, name)
+		case errs[i] != nil:
 			failed[name] = errs[i].Error()
-		} else {
-			accepted = append(accepted, name)
+		default:
+			sent = append(sent, name)
 		}
 	}
-	return accepted, failed
+	return sent, skipped, failed
 }
 
 // announce tells people something that happens once, at the time it
 // happens (expired, deleted, deletion failed, would delete): there is no
 // record to keep and no retry, since the object may be gone.
 func (r *ObjectReconciler) announce(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, t v1alpha1.EventType, detail string) {
-	var names []string
-	for _, n := range ev.channels.names {
-		if n != eventsChannel {
-			names = append(names, n)
-		}
-	}
+	names := slices.Sorted(maps.Keys(ev.channels.notifiers))
 	if len(names) == 0 {
 		return
 	}
-	msg := r.message(key, obj, ev, t, ev.life.ExpiresAt, "")
-	msg.Detail = detail
 	// No InvalidRecipient warnings from here: the object may be gone, and
 	// its reconciles warned already.
-	accepted, failed := r.deliver(ctx, key, obj, ev, names, msg)
+	msg := r.message(key, obj, ev, t, ev.life.ExpiresAt, "")
+	msg.Detail = detail
+	sent, _, failed := r.deliver(ctx, ev, names, msg)
 	log := logf.FromContext(ctx)
 	var problems []string
 	for _, name := range failed.names() {
-		log.Info("notification failed", "event", t, "channel", name, "error", failed[name])
+		log.Error(errors.New(failed[name]), "notification failed", "event", t, "channel", name)
 		problems = append(problems, fmt.Sprintf("via %s: %s", name, failed[name]))
 	}
 	if len(problems) > 0 {
 		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonReminderFailed, actionNotify,
 			"Sending the %s message failed %s", t, strings.Join(problems, "; "))
 	}
-	if len(accepted) > 0 {
-		log.Info("notified", "event", t, "channels", accepted)
+	if len(sent) > 0 {
+		log.Info("notified", "event", t, "channels", sent)
 	}
 }
 
-// announceTimeout bounds the sending of a one-off message.
+// announceTimeout bounds the sending of a one-off message, waiting for a
+// free slot included.
 const announceTimeout = 30 * time.Second
+
+// maxAnnouncing is how many one-off messages are sent at once.
+const maxAnnouncing = 16
+
+func (r *ObjectReconciler) slots() chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.announceSlots == nil {
+		r.announceSlots = make(chan struct{}, maxAnnouncing)
+	}
+	return r.announceSlots
+}
 
 // announceLater sends a one-off message without holding up the worker: a
 // slow receiver must not delay the next deletion.
@@ -315,6 +348,14 @@ func (r *ObjectReconciler) announceLater(ctx context.Context, key Key, obj *meta
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), announceTimeout)
 	r.announcing.Go(func() {
 		defer cancel()
+		// A burst of deletions must not open a connection per message.
+		slots := r.slots()
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		case <-ctx.Done():
+			return
+		}
 		r.announce(ctx, key, obj, ev, t, detail)
 	})
 }
@@ -381,19 +422,28 @@ func (r *ObjectReconciler) title(ctx context.Context, key Key) string {
 		return ""
 	}
 	t, _, _ := unstructured.NestedString(u.Object, "spec", "title")
+	// The title goes into the record annotation: keep it small.
+	if len(t) > maxTitle {
+		t = t[:maxTitle]
+	}
 	return t
 }
+
+// playbookGroup is the API group of Playbooks, whose spec.title names them.
+const playbookGroup = "amphitheatre.app"
+
+// maxTitle caps the bytes of a title kept in the record.
+const maxTitle = 200
 
 // recordDelivery applies update to the object's record and writes it with
 // a merge patch locked on the resourceVersion. On a conflict it reads the
 // object again and applies the update to the fresh record, as long as that
 // record is about the same expiry: a delivery is never lost to a race.
-func (r *ObjectReconciler) recordDelivery(ctx context.Context, key Key, ev *evaluation, update func(*expiry.Record)) error {
+func (r *ObjectReconciler) recordDelivery(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, update func(*expiry.Record)) error {
 	rec := ev.record
-	obj := newMetadata(key.GVK)
-	if err := r.Client.Get(ctx, key.NamespacedName, obj); err != nil {
-		return fmt.Errorf("get %s: %w", key, err)
-	}
+	// Locked on the version the record was read from; patched through a
+	// copy so that the caller's object keeps it.
+	obj = obj.DeepCopy()
 	for attempt := 0; ; attempt++ {
 		update(rec)
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
@@ -401,7 +451,7 @@ func (r *ObjectReconciler) recordDelivery(ctx context.Context, key Key, ev *eval
 			"annotations":     map[string]string{expiry.AnnotationReminders: rec.String()},
 		}})
 		if err != nil {
-			return err
+			return fmt.Errorf("encode the record of %s: %w", key, err)
 		}
 		err = r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 		if err == nil || !apierrors.IsConflict(err) || attempt == 4 {
@@ -499,4 +549,65 @@ func (r *retries) reset(k Key, message, channel string) {
 	r.mu.Lock()
 	delete(r.n, retryKey{k, message, channel})
 	r.mu.Unlock()
+}
+
+// pendingDelivery is a delivery this process made that the cache may not
+// show yet.
+type pendingDelivery struct {
+	expiresAt time.Time
+	key       string
+	reminder  bool
+	channels  []string
+	at        time.Time
+}
+
+// pendingDeliveries keeps each object's recent deliveries until its record,
+// as the cache shows it, holds them.
+type pendingDeliveries struct {
+	mu sync.Mutex
+	m  map[Key][]pendingDelivery
+}
+
+func (p *pendingDeliveries) add(k Key, d pendingDelivery) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[Key][]pendingDelivery{}
+	}
+	p.m[k] = append(p.m[k], d)
+}
+
+// apply adds to rec the deliveries it does not show yet, and forgets those
+// it shows or that concern another expiry.
+func (p *pendingDeliveries) apply(k Key, rec *expiry.Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var keep []pendingDelivery
+	for _, d := range p.m[k] {
+		if !d.expiresAt.Equal(rec.ExpiresAt) {
+			continue
+		}
+		shown := true
+		for _, c := range d.channels {
+			if !slices.Contains(rec.Sent[d.key].Channels, c) {
+				shown = false
+			}
+		}
+		if shown {
+			continue
+		}
+		rec.Delivered(d.key, d.reminder, d.channels, d.at)
+		keep = append(keep, d)
+	}
+	if len(keep) == 0 {
+		delete(p.m, k)
+	} else {
+		p.m[k] = keep
+	}
+}
+
+func (p *pendingDeliveries) forget(k Key) {
+	p.mu.Lock()
+	delete(p.m, k)
+	p.mu.Unlock()
 }

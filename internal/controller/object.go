@@ -53,10 +53,12 @@ type ObjectReconciler struct {
 	// Channels builds each policy's notification channels.
 	Channels *Channels
 
-	mu         sync.Mutex
-	seen       map[Key]reported
-	retries    retries
-	announcing sync.WaitGroup
+	mu            sync.Mutex
+	seen          map[Key]reported
+	retries       retries
+	pending       pendingDeliveries
+	announcing    sync.WaitGroup
+	announceSlots chan struct{}
 }
 
 // reported remembers what was said about an object, so that a value that
@@ -89,11 +91,22 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		return ctrl.Result{}, nil
 	}
 
-	ev, err := r.evaluate(ctx, key.GVK, obj)
+	ev, err := r.evaluate(ctx, key, obj)
+	if errors.Is(err, errChannelsNotReady) {
+		// The policy's status says why; look again when the channels may
+		// have been fixed (a Secret created), which no watch reports.
+		return ctrl.Result{RequeueAfter: channelsTTL}, nil
+	}
 	if err != nil || ev == nil {
 		return ctrl.Result{}, err
 	}
 	r.warnInvalid(key, obj, ev.life)
+	if ev.recordReset {
+		// An extension (or a shortening) starts a new record: write it now,
+		// so that the moment it took effect stays put. The patch brings the
+		// next reconcile.
+		return ctrl.Result{}, r.recordDelivery(ctx, key, obj, ev, func(*expiry.Record) {})
+	}
 
 	plan := ev.plan()
 	switch plan.Action {
@@ -115,9 +128,15 @@ type evaluation struct {
 	schedule expiry.Schedule
 	life     expiry.Lifetime
 	record   *expiry.Record
-	channels *channelSet
-	now      time.Time
+	// recordReset is set when the object's record is about another expiry
+	// and record is the new one, not yet written.
+	recordReset bool
+	channels    *channelSet
+	now         time.Time
 }
+
+// errChannelsNotReady: the governing policy's channels cannot be built.
+var errChannelsNotReady = errors.New("notification channels not ready")
 
 func (ev *evaluation) plan() expiry.Plan {
 	return expiry.Next(expiry.Input{
@@ -127,7 +146,8 @@ func (ev *evaluation) plan() expiry.Plan {
 
 // evaluate finds the policy that governs obj and what it makes of obj. It
 // returns nil when no valid policy governs obj, which is then left alone.
-func (r *ObjectReconciler) evaluate(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) (*evaluation, error) {
+func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) (*evaluation, error) {
+	gvk := key.GVK
 	var policies v1alpha1.TimeoutPolicyList
 	if err := r.Client.List(ctx, &policies); err != nil {
 		return nil, fmt.Errorf("list policies: %w", err)
@@ -142,8 +162,9 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, gvk schema.GroupVersion
 	}
 	channels, err := r.Channels.get(ctx, c.TimeoutPolicy)
 	if err != nil {
-		// The policy's status reports it; the object waits for a fix.
-		return nil, nil
+		// Without its channels the policy cannot give the notice it
+		// promises: the object waits for a fix.
+		return nil, errChannelsNotReady
 	}
 	ev := &evaluation{
 		policy:   c.TimeoutPolicy,
@@ -161,6 +182,8 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, gvk schema.GroupVersion
 	}
 	if !ev.life.Keep {
 		ev.record = record.For(ev.life.ExpiresAt, obj.CreationTimestamp.Time, ev.now)
+		ev.recordReset = record != nil && ev.record != record
+		r.pending.apply(key, ev.record)
 	}
 	return ev, nil
 }
@@ -193,7 +216,10 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key) (ctrl.Result, er
 	if obj.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
-	ev, err := r.evaluate(ctx, key.GVK, obj)
+	ev, err := r.evaluate(ctx, key, obj)
+	if errors.Is(err, errChannelsNotReady) {
+		return ctrl.Result{RequeueAfter: channelsTTL}, nil
+	}
 	if err != nil || ev == nil {
 		return ctrl.Result{}, err
 	}
@@ -355,6 +381,7 @@ func (r *ObjectReconciler) forget(key Key) {
 	delete(r.seen, key)
 	r.mu.Unlock()
 	r.retries.forget(key)
+	r.pending.forget(key)
 }
 
 func newMetadata(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {

@@ -82,11 +82,14 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{RequeueAfter: channelsTTL}, r.patchStatus(ctx, orig, policy, ReasonInvalidPolicy)
 	}
 	namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace
-	if err := r.watches.ensure(gvk, namespaced); err != nil {
+	// Objects are watched, and counted, at the version the kind was first
+	// watched at: one informer per kind.
+	watchedGVK, err := r.watches.ensure(gvk, namespaced)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 
-	if err := r.count(ctx, policy, gvk, namespaced); err != nil {
+	if err := r.count(ctx, policy, watchedGVK, namespaced); err != nil {
 		return ctrl.Result{}, err
 	}
 	msg := fmt.Sprintf("Governing %d %s", policy.Status.Tracked+policy.Status.Kept, mapping.Resource.Resource)
@@ -116,6 +119,8 @@ func validate(p *v1alpha1.TimeoutPolicy) error {
 
 // count fills in the status counts from the cache: no API call.
 func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPolicy, gvk schema.GroupVersionKind, namespaced bool) error {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
 	var policies v1alpha1.TimeoutPolicyList
 	if err := r.Client.List(ctx, &policies); err != nil {
 		return fmt.Errorf("list policies: %w", err)

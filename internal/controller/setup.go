@@ -56,6 +56,9 @@ type Options struct {
 	ClusterEventNamespace string
 	// StatusInterval is how often policy status counts are refreshed.
 	StatusInterval time.Duration
+	// SecretNamespace, when set, is the only namespace the Secrets that
+	// policies name may be in.
+	SecretNamespace string
 	// Clock is the time source; the real clock when nil.
 	Clock clock.PassiveClock
 }
@@ -86,7 +89,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		return err
 	}
 
-	channels := &Channels{Secrets: secretReader{reader: mgr.GetAPIReader()}, Clock: opts.Clock}
+	channels := &Channels{Secrets: secretReader{reader: mgr.GetAPIReader(), namespace: opts.SecretNamespace}, Clock: opts.Clock}
 	objects := &ObjectReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),

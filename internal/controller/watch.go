@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -37,17 +38,28 @@ type watches struct {
 	reader     client.Reader
 	controller controller.TypedController[Key]
 
-	mu         sync.Mutex
-	kinds      map[schema.GroupVersionKind]bool // value: namespaced
+	mu sync.Mutex
+	// kinds maps each watched kind to the version it is watched at.
+	kinds      map[schema.GroupKind]watched
 	namespaces bool
 }
 
-// ensure starts watching gvk unless it is watched already.
-func (w *watches) ensure(gvk schema.GroupVersionKind, namespaced bool) error {
+type watched struct {
+	gvk        schema.GroupVersionKind
+	namespaced bool
+}
+
+// listTimeout bounds a read from the cache: an informer that cannot sync
+// (no list permission on a kind) must not hang a handler or a reconcile.
+const listTimeout = 30 * time.Second
+
+// ensure starts watching gvk's kind unless it is watched already, and
+// returns the version it is watched at: the first one a policy named.
+func (w *watches) ensure(gvk schema.GroupVersionKind, namespaced bool) (schema.GroupVersionKind, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.kinds[gvk]; ok {
-		return nil
+	if k, ok := w.kinds[gvk.GroupKind()]; ok {
+		return k.gvk, nil
 	}
 	src := source.TypedKind(w.cache, newMetadata(gvk),
 		handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []Key {
@@ -55,7 +67,7 @@ func (w *watches) ensure(gvk schema.GroupVersionKind, namespaced bool) error {
 		}),
 		metadataChanged{})
 	if err := w.controller.Watch(src); err != nil {
-		return fmt.Errorf("watch %s: %w", gvk, err)
+		return gvk, fmt.Errorf("watch %s: %w", gvk, err)
 	}
 	if namespaced && !w.namespaces {
 		// Namespace selectors read namespace labels: when they change, the
@@ -69,33 +81,33 @@ func (w *watches) ensure(gvk schema.GroupVersionKind, namespaced bool) error {
 				},
 			})
 		if err := w.controller.Watch(ns); err != nil {
-			return fmt.Errorf("watch namespaces: %w", err)
+			return gvk, fmt.Errorf("watch namespaces: %w", err)
 		}
 		w.namespaces = true
 	}
 	if w.kinds == nil {
-		w.kinds = map[schema.GroupVersionKind]bool{}
+		w.kinds = map[schema.GroupKind]watched{}
 	}
-	w.kinds[gvk] = namespaced
-	return nil
+	w.kinds[gvk.GroupKind()] = watched{gvk: gvk, namespaced: namespaced}
+	return gvk, nil
 }
 
-// enqueueKind queues every object of gvk, when it is watched.
+// enqueueKind queues every object of gvk's kind, when it is watched.
 func (w *watches) enqueueKind(ctx context.Context, gvk schema.GroupVersionKind, q queue) {
 	w.mu.Lock()
-	_, ok := w.kinds[gvk]
+	k, ok := w.kinds[gvk.GroupKind()]
 	w.mu.Unlock()
 	if ok {
-		w.enqueueList(ctx, gvk, q)
+		w.enqueueList(ctx, k.gvk, q)
 	}
 }
 
 func (w *watches) enqueueNamespace(ctx context.Context, namespace string, q queue) {
 	w.mu.Lock()
 	var kinds []schema.GroupVersionKind
-	for gvk, namespaced := range w.kinds {
-		if namespaced {
-			kinds = append(kinds, gvk)
+	for _, k := range w.kinds {
+		if k.namespaced {
+			kinds = append(kinds, k.gvk)
 		}
 	}
 	w.mu.Unlock()
@@ -105,6 +117,8 @@ func (w *watches) enqueueNamespace(ctx context.Context, namespace string, q queu
 }
 
 func (w *watches) enqueueList(ctx context.Context, gvk schema.GroupVersionKind, q queue, opts ...client.ListOption) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
 	list := newMetadataList(gvk)
 	if err := w.reader.List(ctx, list, opts...); err != nil {
 		logf.FromContext(ctx).Error(err, "list from cache to re-plan", "kind", gvk.String())
@@ -128,7 +142,7 @@ func (w *watches) policyChanges() handler.TypedEventHandler[*v1alpha1.TimeoutPol
 			}
 			old, cur := targetGVK(e.ObjectOld), targetGVK(e.ObjectNew)
 			w.enqueueKind(ctx, cur, q)
-			if old != cur {
+			if old.GroupKind() != cur.GroupKind() {
 				w.enqueueKind(ctx, old, q)
 			}
 		},

@@ -76,8 +76,10 @@ func (r *Record) String() string {
 // For returns the record for the expiry at, given the object's creation
 // time and now. The same expiry keeps the record. A later one starts a new
 // record that keeps the notice already given and, when people had been
-// told of the old date, owes them an extended message. An earlier one
-// starts afresh: notice of a later date is no notice of an earlier one.
+// told of the old date, owes them an extended message; stages that fell
+// due before the extension are not caught up. An earlier one starts afresh
+// from the object's creation: notice of a later date is no notice of an
+// earlier one.
 func (r *Record) For(at, created, now time.Time) *Record {
 	switch {
 	case r == nil:
@@ -91,7 +93,9 @@ func (r *Record) For(at, created, now time.Time) *Record {
 		}
 		return next
 	default:
-		return &Record{ExpiresAt: at, Since: now, Title: r.Title}
+		// Counted from creation, as for an object first seen: stages
+		// already due are caught up and the notice is owed again.
+		return &Record{ExpiresAt: at, Since: created, Title: r.Title}
 	}
 }
 

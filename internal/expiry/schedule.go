@@ -56,7 +56,11 @@ func NewSchedule(spec v1alpha1.TimeoutPolicySpec) (Schedule, error) {
 			errs = append(errs, fmt.Errorf("spec.reminders[%d]: %w", i, err))
 		case d <= 0:
 			errs = append(errs, fmt.Errorf("spec.reminders[%d]: %q must be greater than zero", i, r))
-		case !slices.Contains(s.Reminders, d):
+		case slices.Contains(s.Reminders, d):
+		case slices.ContainsFunc(s.Reminders, func(o time.Duration) bool { return StageKey(o) == StageKey(d) }):
+			// Records know stages by their lead to the second.
+			errs = append(errs, fmt.Errorf("spec.reminders[%d]: %q is within a second of another reminder", i, r))
+		default:
 			s.Reminders = append(s.Reminders, d)
 		}
 	}

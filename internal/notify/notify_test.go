@@ -35,6 +35,10 @@ func TestParseRecipients(t *testing.T) {
 		{name: "refuses a channel with capitals or spaces", value: "#Team, # x", refused: []string{"#Team", "# x"}},
 		{name: "keeps addresses in an allowed domain or its subdomains", value: "a@example.com, b@eu.example.com, c@evil.com",
 			allowed: []string{"example.com"}, emails: []string{"a@example.com", "b@eu.example.com"}, refused: []string{"c@evil.com"}},
+		{name: "refuses a domain literal and an IP address", value: "a@[10.0.0.1], b@10.0.0.1", refused: []string{"a@[10.0.0.1]", "b@10.0.0.1"}},
+		{name: "refuses entries past the tenth", value: "a@x.io,b@x.io,c@x.io,d@x.io,e@x.io,f@x.io,g@x.io,h@x.io,i@x.io,#j,k@x.io",
+			emails: []string{"a@x.io", "b@x.io", "c@x.io", "d@x.io", "e@x.io", "f@x.io", "g@x.io", "h@x.io", "i@x.io"}, slack: []string{"#j"},
+			refused: []string{"k@x.io"}},
 		{name: "does not take a domain that merely ends the same", value: "d@notexample.com",
 			allowed: []string{"example.com"}, refused: []string{"d@notexample.com"}},
 	}

@@ -5,6 +5,7 @@ package notify
 
 import (
 	"fmt"
+	"net"
 	"net/mail"
 	"regexp"
 	"slices"
@@ -15,7 +16,15 @@ import (
 // addresses and Slack channels, comma-separated.
 const AnnotationNotify = "timeout.amphitheatre.app/notify"
 
-var slackChannel = regexp.MustCompile(`^#[a-z0-9][a-z0-9._-]{0,79}$`)
+// MaxRecipients is the most entries one notify annotation may name: one
+// object's writer must not turn the controller into a mass mailer.
+const MaxRecipients = 10
+
+var (
+	slackChannel = regexp.MustCompile(`^#[a-z0-9][a-z0-9._-]{0,79}$`)
+	// hostname refuses domain literals ([10.0.0.1]) and names without a dot.
+	hostname = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$`)
+)
 
 // ParseRecipients reads the notify annotation. Entries are e-mail
 // addresses (bare, user@domain) or Slack channels (#name); nothing else is
@@ -26,10 +35,16 @@ var slackChannel = regexp.MustCompile(`^#[a-z0-9][a-z0-9._-]{0,79}$`)
 func ParseRecipients(value string, allowedDomains []string) (Recipients, []error) {
 	var r Recipients
 	var errs []error
+	taken := 0
 	for _, entry := range strings.Split(value, ",") {
 		entry = strings.TrimSpace(entry)
+		if entry != "" {
+			taken++
+		}
 		switch {
 		case entry == "":
+		case taken > MaxRecipients:
+			errs = append(errs, fmt.Errorf("%q is past the first %d entries, the most one object may name", entry, MaxRecipients))
 		case strings.HasPrefix(entry, "#"):
 			if !slackChannel.MatchString(entry) {
 				errs = append(errs, fmt.Errorf("%q is not a Slack channel: expected # and up to 80 lowercase letters, digits, '.', '_' or '-'", entry))
@@ -43,6 +58,10 @@ func ParseRecipients(value string, allowedDomains []string) (Recipients, []error
 				continue
 			}
 			domain := strings.ToLower(entry[strings.LastIndexByte(entry, '@')+1:])
+			if !hostname.MatchString(domain) || net.ParseIP(domain) != nil {
+				errs = append(errs, fmt.Errorf("%q is not an e-mail address: expected user@domain with a domain name", entry))
+				continue
+			}
 			if !domainAllowed(domain, allowedDomains) {
 				errs = append(errs, fmt.Errorf("%q is not in an allowed e-mail domain (%s)", entry, strings.Join(allowedDomains, ", ")))
 				continue

@@ -132,6 +132,18 @@ func TestAPolicyTheControllerCannotUseIsNotReady(t *testing.T) {
 			}(),
 		},
 		{
+			name: "a Secret outside the controller's Secret namespace", policy: "foreign-secret", reason: v1alpha1.ReasonChannelsNotReady,
+			message: "secret default/team-b-smtp is outside namespace timeout-secrets",
+			spec: func() v1alpha1.TimeoutPolicySpec {
+				s := playbookPolicy("foreign-secret", "1h")
+				s.Notifications.Email = &v1alpha1.EmailNotifications{
+					Host: "smtp.example.com", From: "timeout@example.com",
+					CredentialsSecretRef: &v1alpha1.SecretReference{Namespace: "default", Name: "team-b-smtp"},
+				}
+				return s
+			}(),
+		},
+		{
 			name: "a kind the API server does not serve", policy: "no-such-kind", reason: v1alpha1.ReasonTargetNotFound,
 			message: "does not serve example.com/v1 Widget",
 			spec:    v1alpha1.TimeoutPolicySpec{Target: v1alpha1.Target{APIVersion: "example.com/v1", Kind: "Widget"}},

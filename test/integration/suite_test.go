@@ -125,6 +125,7 @@ func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, er
 		Workers:               4,
 		ClusterEventNamespace: eventNamespace,
 		StatusInterval:        time.Second,
+		SecretNamespace:       secretNamespace,
 	})
 	if err != nil {
 		cancel()
