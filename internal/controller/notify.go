@@ -578,8 +578,8 @@ func (p *pendingDeliveries) add(k Key, d pendingDelivery) {
 }
 
 // apply adds to rec the deliveries it does not show yet, and forgets those
-// it shows or that concern another expiry.
-func (p *pendingDeliveries) apply(k Key, rec *expiry.Record) {
+// it shows or that concern another expiry. It reports whether it added any.
+func (p *pendingDeliveries) apply(k Key, rec *expiry.Record) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var keep []pendingDelivery
@@ -604,6 +604,7 @@ func (p *pendingDeliveries) apply(k Key, rec *expiry.Record) {
 	} else {
 		p.m[k] = keep
 	}
+	return len(keep) > 0
 }
 
 func (p *pendingDeliveries) forget(k Key) {

@@ -101,10 +101,11 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		return ctrl.Result{}, err
 	}
 	r.warnInvalid(key, obj, ev.life)
-	if ev.recordReset {
+	if ev.recordReset || ev.unwritten {
 		// An extension (or a shortening) starts a new record: write it now,
-		// so that the moment it took effect stays put. The patch brings the
-		// next reconcile.
+		// so that the moment it took effect stays put. Deliveries the object
+		// does not show are written again until they stick. The patch
+		// brings the next reconcile.
 		return ctrl.Result{}, r.recordDelivery(ctx, key, obj, ev, func(*expiry.Record) {})
 	}
 
@@ -131,6 +132,9 @@ type evaluation struct {
 	// recordReset is set when the object's record is about another expiry
 	// and record is the new one, not yet written.
 	recordReset bool
+	// unwritten is set when record holds deliveries the object does not
+	// show: the cache lags, or writing them failed.
+	unwritten bool
 	channels    *channelSet
 	now         time.Time
 }
@@ -183,7 +187,7 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 	if !ev.life.Keep {
 		ev.record = record.For(ev.life.ExpiresAt, obj.CreationTimestamp.Time, ev.now)
 		ev.recordReset = record != nil && ev.record != record
-		r.pending.apply(key, ev.record)
+		ev.unwritten = r.pending.apply(key, ev.record)
 	}
 	return ev, nil
 }

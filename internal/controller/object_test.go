@@ -41,6 +41,11 @@ type harness struct {
 	r      *ObjectReconciler
 
 	mu sync.Mutex
+	// cacheView, when set, changes what the cache returns: a cache that
+	// lags behind the API server.
+	cacheView func(*metav1.PartialObjectMetadata) error
+	// patchErr, when set, is returned by Patch instead of patching.
+	patchErr error
 	// deleteErr, when set, is returned by Delete instead of deleting.
 	deleteErr error
 	deletes   []client.DeleteOptions
@@ -54,6 +59,27 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 	h := &harness{t: t, clock: clocktesting.NewFakeClock(now), rec: events.NewFakeRecorder(100)}
 	h.client = fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).Build()
 	cached := interceptor.NewClient(h.client, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			h.mu.Lock()
+			view := h.cacheView
+			h.mu.Unlock()
+			if pom, ok := obj.(*metav1.PartialObjectMetadata); ok && view != nil {
+				return view(pom)
+			}
+			return nil
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			h.mu.Lock()
+			err := h.patchErr
+			h.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 			var o client.DeleteOptions
 			o.ApplyOptions(opts)

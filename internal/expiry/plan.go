@@ -108,9 +108,15 @@ func Next(in Input) Plan {
 	}
 	var shortestSent time.Duration
 	sent := false
+	noticeAt := rec.NoticeAt
 	for _, lead := range stages {
-		if _, ok := rec.Sent[StageKey(lead)]; ok {
+		if d, ok := rec.Sent[StageKey(lead)]; ok {
 			shortestSent, sent = lead, true
+			// A record edited by hand may have lost its notice time: the
+			// stages it shows sent are notice all the same.
+			if rec.NoticeAt.IsZero() && (noticeAt.IsZero() || d.At.Before(noticeAt)) {
+				noticeAt = d.At
+			}
 		}
 	}
 
@@ -121,13 +127,13 @@ func Next(in Input) Plan {
 	deleteAt := expiresAt
 	// Notice is owed when a stage applies, and once a reminder has gone
 	// out: the promise holds through extensions.
-	owed := in.Schedule.MinimumNotice > 0 && (len(stages) > 0 || !rec.NoticeAt.IsZero())
-	if owed && !rec.NoticeAt.IsZero() {
-		if t := rec.NoticeAt.Add(in.Schedule.MinimumNotice); t.After(deleteAt) {
+	owed := in.Schedule.MinimumNotice > 0 && (len(stages) > 0 || !noticeAt.IsZero())
+	if owed && !noticeAt.IsZero() {
+		if t := noticeAt.Add(in.Schedule.MinimumNotice); t.After(deleteAt) {
 			deleteAt = t
 		}
 	}
-	blocked := owed && rec.NoticeAt.IsZero()
+	blocked := owed && noticeAt.IsZero()
 	// A deletion that is due comes first: a reminder it would overtake
 	// has nothing left to announce, unless it is the notice still owed.
 	if !blocked && !now.Before(deleteAt) {

@@ -184,6 +184,25 @@ func TestNext(t *testing.T) {
 				Channels: people, Deadline: expires.Add(22*time.Hour + 30*time.Minute)},
 		},
 		{
+			name: "catches up and owes notice again after the expiry moved earlier",
+			life: Lifetime{ExpiresAt: expires.Add(-Day)}, schedule: standard,
+			record: sent(fresh(), "3d", expires.Add(-3*Day), people...).For(expires.Add(-Day), created, expires.Add(-2*Day+time.Millisecond)),
+			now:    expires.Add(-2*Day + 5*time.Millisecond),
+			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "2d", At: expires.Add(-Day), Channels: people,
+				Deadline: expires.Add(-Day)},
+		},
+		{
+			name: "takes the notice from the stages sent when an edited record lost it",
+			life: Lifetime{ExpiresAt: expires}, schedule: standard,
+			record: func() *Record {
+				r := sent(fresh(), "2d", expires.Add(-2*Day), people...)
+				r.NoticeAt = time.Time{}
+				return r
+			}(),
+			now:  expires.Add(time.Hour),
+			want: Plan{Action: Delete, At: expires},
+		},
+		{
 			name: "sends no extension message when nobody had been told anything",
 			life: Lifetime{ExpiresAt: expires.Add(Week)}, schedule: standard,
 			record: fresh().For(expires.Add(Week), created, created.Add(Day)), now: created.Add(Day),
@@ -223,10 +242,10 @@ func TestRecordFor(t *testing.T) {
 			t.Errorf("For(later) = %+v", got)
 		}
 	})
-	t.Run("drops the notice when the expiry moves earlier", func(t *testing.T) {
+	t.Run("drops the notice and counts from creation when the expiry moves earlier", func(t *testing.T) {
 		r := sent(fresh(), "3d", expires.Add(-3*Day), people...)
 		got := r.For(expires.Add(-Day), created, expires.Add(-2*Day))
-		if !got.NoticeAt.IsZero() || !got.ExtendedFrom.IsZero() || len(got.Sent) != 0 {
+		if !got.NoticeAt.IsZero() || !got.ExtendedFrom.IsZero() || len(got.Sent) != 0 || !got.Since.Equal(created) {
 			t.Errorf("For(earlier) = %+v", got)
 		}
 	})
@@ -275,4 +294,28 @@ func TestActionString(t *testing.T) {
 			t.Errorf("%d.String() = %q, want %q", int(a), got, want)
 		}
 	}
+}
+
+// FuzzParseRecord: the record annotation can be edited by anyone who can
+// edit the object; whatever it holds, reading it never panics and planning
+// from it never returns a Wait in the past (a tight loop).
+func FuzzParseRecord(f *testing.F) {
+	f.Add(fresh().String())
+	f.Add(sent(fresh(), "3d", expires.Add(-3*Day), people...).String())
+	f.Add(`{"expiresAt":"2026-11-15T09:00:00Z","sent":{"3d":{"at":"0001-01-01T00:00:00Z"}}}`)
+	f.Add(`{"expiresAt":"bad"}`)
+	f.Add(`{"expiresAt":"2026-11-15T09:00:00Z","since":"2026-11-01T09:00:00Z","sent":{"2d":{"at":"2026-11-13T09:00:00Z","channels":["email","slack"]}}}`)
+	f.Fuzz(func(t *testing.T, value string) {
+		rec, err := ParseRecord(value)
+		if err != nil {
+			return
+		}
+		for _, now := range []time.Time{expires.Add(-36 * time.Hour), expires, expires.Add(30 * time.Hour)} {
+			r := rec.For(expires, created, now)
+			p := Next(Input{Life: Lifetime{ExpiresAt: expires}, Schedule: standard, Record: r, Channels: people, Now: now})
+			if p.Action == Wait && !p.At.After(now) {
+				t.Fatalf("Next planned a Wait until %s at %s from record %s", p.At, now, value)
+			}
+		}
+	})
 }

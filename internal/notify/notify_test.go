@@ -241,3 +241,25 @@ func TestSubscribed(t *testing.T) {
 		t.Error("a list subscribes to an event type it does not name")
 	}
 }
+
+func FuzzParseRecipients(f *testing.F) {
+	for _, seed := range []string{"alice@example.com, #team-amp", "https://x.example/y", "a@[10.0.0.1]", ",,,", "#" + strings.Repeat("a", 90), "Bob <b@x.io>"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		r, _ := ParseRecipients(value, []string{"example.com"})
+		if n := len(r.Emails) + len(r.SlackChannels); n > MaxRecipients {
+			t.Fatalf("%d recipients from %q, more than %d", n, value, MaxRecipients)
+		}
+		for _, e := range r.Emails {
+			if strings.ContainsAny(e, " <>/:[]\r\n") || !strings.HasSuffix(strings.ToLower(e), "example.com") {
+				t.Fatalf("accepted %q from %q", e, value)
+			}
+		}
+		for _, c := range r.SlackChannels {
+			if !slackChannel.MatchString(c) {
+				t.Fatalf("accepted channel %q from %q", c, value)
+			}
+		}
+	})
+}

@@ -1,0 +1,201 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+)
+
+// scriptedDomain, in a policy's allowedEmailDomains, turns on the scripted
+// channel for it.
+const scriptedDomain = "scripted.test"
+
+// scripted is a channel whose answers a test sets.
+type scripted struct {
+	mu      sync.Mutex
+	events  []v1alpha1.EventType
+	fail    error
+	sent    []notify.Message
+	sendErr func() error
+}
+
+func (c *scripted) Name() string { return "scripted" }
+func (c *scripted) Accepts(t v1alpha1.EventType) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return notify.Subscribed(c.events, t)
+}
+func (c *scripted) Send(_ context.Context, m notify.Message, _ notify.Content) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail != nil {
+		return c.fail
+	}
+	c.sent = append(c.sent, m)
+	return nil
+}
+
+func (c *scripted) set(events []v1alpha1.EventType, fail error) {
+	c.mu.Lock()
+	c.events, c.fail, c.sent = events, fail, nil
+	c.mu.Unlock()
+}
+
+func (c *scripted) count(t v1alpha1.EventType) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, m := range c.sent {
+		if m.Type == t {
+			n++
+		}
+	}
+	return n
+}
+
+var theScripted = &scripted{}
+
+func init() {
+	notify.Register("zz-scripted", func(_ context.Context, spec v1alpha1.Notifications, _ notify.Secrets) ([]notify.Notifier, error) {
+		if slices.Contains(spec.AllowedEmailDomains, scriptedDomain) {
+			return []notify.Notifier{theScripted}, nil
+		}
+		return nil, nil
+	})
+}
+
+// remindingPolicy reminds 30 minutes before a one-hour default TTL through
+// the scripted channel.
+func remindingPolicy(notice v1alpha1.Duration) *v1alpha1.TimeoutPolicy {
+	return newPolicy("reminding", reminders("30m"), func(p *v1alpha1.TimeoutPolicy) {
+		p.Spec.MinimumNotice = notice
+		p.Spec.Notifications.AllowedEmailDomains = []string{scriptedDomain}
+	})
+}
+
+// The scripted channel is shared: these tests do not run in parallel.
+
+func TestRetriesBackOffWhenTheNoticeIsStillOwedAfterExpiry(t *testing.T) {
+	theScripted.set(nil, errors.New("mail server down"))
+	cm := newConfigMap("late")
+	h := newHarness(t, t0.Add(2*time.Hour), remindingPolicy("1h"), cm)
+
+	res, err := h.reconcile(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter < time.Second {
+		t.Fatalf("RequeueAfter = %v after a failed reminder past expiry; want the backoff, at least 1s", res.RequeueAfter)
+	}
+	// Looked at again before the backoff is over: nothing is sent.
+	theScripted.set(nil, nil)
+	res, err = h.reconcile(cm)
+	if err != nil || res.RequeueAfter < 500*time.Millisecond || theScripted.count(v1alpha1.EventReminder) != 0 {
+		t.Fatalf("second look: %v, %v, %d sends; want a wait and no send", res, err, theScripted.count(v1alpha1.EventReminder))
+	}
+	if h.stored(cm) == nil {
+		t.Fatal("deleted without the notice it was owed")
+	}
+}
+
+func TestAStageIsNotSentAgainWhileTheCacheLags(t *testing.T) {
+	theScripted.set(nil, nil)
+	cm := newConfigMap("lagging")
+	h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("0s"), cm)
+
+	if _, err := h.reconcile(cm); err != nil {
+		t.Fatal(err)
+	}
+	if theScripted.count(v1alpha1.EventReminder) != 1 {
+		t.Fatalf("%d reminders, want 1", theScripted.count(v1alpha1.EventReminder))
+	}
+	// The cache has not seen the record yet.
+	h.mu.Lock()
+	h.cacheView = func(o *metav1.PartialObjectMetadata) error {
+		delete(o.Annotations, expiry.AnnotationReminders)
+		return nil
+	}
+	h.mu.Unlock()
+	if _, err := h.reconcile(cm); err != nil {
+		t.Fatal(err)
+	}
+	if n := theScripted.count(v1alpha1.EventReminder); n != 1 {
+		t.Errorf("%d reminders after a reconcile from a lagging cache, want still 1", n)
+	}
+	h.mu.Lock()
+	h.cacheView = nil
+	h.mu.Unlock()
+	rec, _ := expiry.ParseRecord(h.stored(cm).Annotations[expiry.AnnotationReminders])
+	if rec == nil || len(rec.Sent["30m"].Channels) != 1 {
+		t.Errorf("record = %+v, want the 30m stage", rec)
+	}
+	res, err := h.reconcile(cm)
+	if err != nil || res.RequeueAfter != 29*time.Minute || theScripted.count(v1alpha1.EventReminder) != 1 {
+		t.Errorf("once the cache caught up: %+v, %v; want a wait for the expiry, 29m away, and no send", res, err)
+	}
+}
+
+func TestAFailedRecordWriteDoesNotResend(t *testing.T) {
+	theScripted.set(nil, nil)
+	cm := newConfigMap("unwritable")
+	h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("0s"), cm)
+	h.mu.Lock()
+	h.patchErr = apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, cm.Name, errors.New("no patch"))
+	h.mu.Unlock()
+
+	for range 3 {
+		if _, err := h.reconcile(cm); err == nil {
+			t.Fatal("a failed record write was not reported")
+		}
+	}
+	if n := theScripted.count(v1alpha1.EventReminder); n != 1 {
+		t.Errorf("%d reminders, want 1 however often the record write fails", n)
+	}
+	// Once writing works again, the delivery reaches the object.
+	h.mu.Lock()
+	h.patchErr = nil
+	h.mu.Unlock()
+	if _, err := h.reconcile(cm); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := expiry.ParseRecord(h.stored(cm).Annotations[expiry.AnnotationReminders])
+	if rec == nil || len(rec.Sent["30m"].Channels) != 1 {
+		t.Errorf("record after the write recovered = %+v", rec)
+	}
+}
+
+func TestAChannelThatDoesNotCarryRemindersGivesNoNotice(t *testing.T) {
+	theScripted.set([]v1alpha1.EventType{v1alpha1.EventDeleted}, nil)
+	cm := newConfigMap("unsubscribed")
+	h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("1h"), cm)
+
+	if _, err := h.reconcile(cm); err != nil {
+		t.Fatal(err)
+	}
+	if theScripted.count(v1alpha1.EventReminder) != 0 {
+		t.Fatal("a channel that does not carry reminders was sent one")
+	}
+	stored := h.stored(cm)
+	rec, err := expiry.ParseRecord(stored.Annotations[expiry.AnnotationReminders])
+	if err != nil || rec == nil {
+		t.Fatalf("record = %v, %v", rec, err)
+	}
+	// The Kubernetes Event is the reminder, and says so.
+	if got := rec.Sent["30m"].Channels; !slices.Equal(got, []string{eventsChannel}) {
+		t.Errorf("30m reminder delivered via %v, want only %q", got, eventsChannel)
+	}
+}
