@@ -135,8 +135,8 @@ type evaluation struct {
 	// unwritten is set when record holds deliveries the object does not
 	// show: the cache lags, or writing them failed.
 	unwritten bool
-	channels    *channelSet
-	now         time.Time
+	channels  *channelSet
+	now       time.Time
 }
 
 // errChannelsNotReady: the governing policy's channels cannot be built.
