@@ -6,6 +6,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -311,4 +313,56 @@ func TestASlowReceiverDoesNotDelayOtherObjects(t *testing.T) {
 	// The slow delivery is still under way at expiry: it is abandoned
 	// rather than allowed to make the deletion late.
 	slow.expectDeletedOnTime(t, slow.after(6*time.Second))
+}
+
+func TestSecretsStayOutOfEventsStatusAndLogs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// A Slack stand-in that fails, at a URL that carries a token.
+	slack := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "invalid_token "+r.URL.Path, http.StatusForbidden)
+	}))
+	t.Cleanup(slack.Close)
+	const token, password = "sl4ck-t0ken-9f2e", "smtp-pa55word-c81b"
+	slackURL := slack.URL + "/services/T000/B000/" + token
+	mb := startMailbox(t) // speaks no AUTH: logging in fails
+	_ = k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secretNamespace}})
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: secretNamespace, Name: "leak-slack"}, Data: map[string][]byte{"url": []byte(slackURL)}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: secretNamespace, Name: "leak-smtp"}, Data: map[string][]byte{"username": []byte("timeout"), "password": []byte(password)}},
+	} {
+		if err := k8s.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), s) })
+	}
+	secrets = append(secrets, token, password)
+
+	spec := reminderPolicy(t, "leak", []v1alpha1.Duration{"2s"}, "0s", mb, nil)
+	spec.Notifications.Email.Security = "None"
+	spec.Notifications.Email.CredentialsSecretRef = &v1alpha1.SecretReference{Namespace: secretNamespace, Name: "leak-smtp"}
+	spec.Notifications.Slack = &v1alpha1.SlackNotifications{
+		WebhookURLSecretRef: v1alpha1.SecretKeySelector{Namespace: secretNamespace, Name: "leak-slack", Key: "url"},
+	}
+	createPolicy(t, "leak", spec)
+	pb := create(t, playbooks, newPlaybook("leak", "leaky", map[string]string{expiry.AnnotationTTL: "3s"}))
+
+	failed := findEvent(t, eventNamespace, pb.GetName(), "ReminderFailed")
+	mustContain(t, failed.Note, "via email", "via slack")
+	pb.expectDeletedOnTime(t, pb.after(3*time.Second))
+
+	events, err := clients.EventsV1().Events(eventNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := getPolicy("leak")
+	if err != nil {
+		t.Fatal(err)
+	}
+	everything := fmt.Sprintf("%+v %+v", events.Items, p.Status)
+	for _, s := range []string{token, password} {
+		if strings.Contains(everything, s) {
+			t.Errorf("a secret (%q) appears in an Event or the policy status", s)
+		}
+	}
 }
