@@ -180,6 +180,8 @@ func startController(bin, kubeconfig, logPath string) (*proc, error) {
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
 		"--cluster-event-namespace", eventNamespace,
+		// Where the controller would run; the webhook's Secret is there.
+		"--secret-namespace", secretNamespace,
 	)
 	cmd.Stdout, cmd.Stderr = log, log
 	// Its own process group: Ctrl-C in the terminal reaches only the demo,

@@ -60,8 +60,8 @@ const (
 	// deletion still counts as on time; the controller normally deletes
 	// within milliseconds.
 	lateAfter = 5 * time.Second
-	// eventGrace bounds the wait for the last Deleted Events and messages,
-	// which are sent just after the deletions they report.
+	// eventGrace bounds the wait for the last Expired and Deleted Events and
+	// messages, which are sent just after the deletions they report.
 	eventGrace = 5 * time.Second
 )
 
@@ -82,9 +82,11 @@ type role struct {
 	stages []time.Duration
 	due    int
 
-	deleted     bool
-	deletedAt   time.Time
-	deletedNote bool
+	deleted   bool
+	deletedAt time.Time
+	// The Expired and Deleted Events seen; the recorder sends them
+	// independently, so either may come first.
+	expiredNote, deletedNote bool
 	// noticeAt is when its first reminder reached the demo; postponedTo
 	// is the deletion time a postponed message announced.
 	noticeAt    time.Time
@@ -442,7 +444,10 @@ func (s *story) onEvent(ctx context.Context, ev watch.Event, ok bool) error {
 	who := e.Regarding.Kind + "/" + e.Regarding.Name
 	if r := s.role(e.Regarding.Name); r != nil {
 		who = r.title
-		if e.Reason == controller.ReasonDeleted {
+		switch e.Reason {
+		case controller.ReasonExpired:
+			r.expiredNote = true
+		case controller.ReasonDeleted:
 			r.deletedNote = true
 		}
 	}
@@ -651,14 +656,15 @@ func (s *story) role(name string) *role {
 	return nil
 }
 
-// settled reports whether every deletion has been followed by its Event
-// and by its expired and deleted messages on both channels.
+// settled reports whether every deletion has been followed by its Expired
+// and Deleted Events and by its expired and deleted messages on both
+// channels.
 func (s *story) settled() bool {
 	for _, r := range s.cast {
 		if !r.deleted {
 			continue
 		}
-		if !r.deletedNote {
+		if !r.expiredNote || !r.deletedNote {
 			return false
 		}
 		for _, via := range []string{viaMail, viaWebhook} {
@@ -685,7 +691,7 @@ func (s *story) waiting() string {
 	if p := s.pending(); len(p) > 0 {
 		return strings.Join(p, ", ")
 	}
-	return "the last Deleted Events and messages"
+	return "the last Expired and Deleted Events and messages"
 }
 
 func (s *story) summary() string {

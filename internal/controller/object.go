@@ -253,6 +253,11 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key) (ctrl.Result, er
 		return ctrl.Result{}, nil
 	}
 
+	if ev.record.Title == "" && key.GVK.Group == playbookGroup && len(ev.channels.notifiers) > 0 {
+		// No message has read the title yet, and after the delete there is
+		// nothing left to read it from.
+		ev.record.Title = r.title(ctx, key)
+	}
 	propagation := policy.Spec.Deletion.PropagationPolicy
 	if propagation == "" {
 		propagation = metav1.DeletePropagationBackground
