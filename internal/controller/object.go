@@ -242,6 +242,11 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key) (ctrl.Result, er
 	policy, life := ev.policy, ev.life
 
 	ref := reference(key.GVK, obj)
+	if ev.record.Title == "" && key.GVK.Group == playbookGroup && len(ev.channels.notifiers) > 0 {
+		// No message has read the title yet, and after the delete there is
+		// nothing left to read it from.
+		ev.record.Title = r.title(ctx, key)
+	}
 	if policy.Spec.Deletion.DryRun {
 		if r.firstWouldDelete(key, obj.UID, life.ExpiresAt) {
 			log.Info("would delete", "expiresAt", life.ExpiresAt, "policy", policy.Name)
@@ -253,11 +258,6 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key) (ctrl.Result, er
 		return ctrl.Result{}, nil
 	}
 
-	if ev.record.Title == "" && key.GVK.Group == playbookGroup && len(ev.channels.notifiers) > 0 {
-		// No message has read the title yet, and after the delete there is
-		// nothing left to read it from.
-		ev.record.Title = r.title(ctx, key)
-	}
 	propagation := policy.Spec.Deletion.PropagationPolicy
 	if propagation == "" {
 		propagation = metav1.DeletePropagationBackground
