@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -42,10 +43,14 @@ const channelsTTL = time.Minute
 // channel refused.
 const maxRetryDelay = 5 * time.Minute
 
+// recorded are the message types whose deliveries the record keeps.
+var recorded = []v1alpha1.EventType{v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed}
+
 // channelSet is a policy's notifiers, by name, and its templates.
 type channelSet struct {
-	// names are the channels that carry reminders, or eventsChannel.
-	names     []string
+	// names are, per recorded message type, the channels that carry it, or
+	// eventsChannel when none does.
+	names     map[v1alpha1.EventType][]string
 	notifiers map[string]notify.Notifier
 	templates *notify.Templates
 }
@@ -96,16 +101,21 @@ func buildChannels(ctx context.Context, spec v1alpha1.Notifications, secrets not
 	if err != nil {
 		return nil, err
 	}
-	set := &channelSet{notifiers: map[string]notify.Notifier{}, templates: templates}
+	set := &channelSet{names: map[v1alpha1.EventType][]string{}, notifiers: map[string]notify.Notifier{}, templates: templates}
 	for _, n := range notifiers {
 		set.notifiers[n.Name()] = n
-		// Only a channel that carries reminders can give notice.
-		if n.Accepts(v1alpha1.EventReminder) {
-			set.names = append(set.names, n.Name())
-		}
 	}
-	if len(set.names) == 0 {
-		set.names = []string{eventsChannel}
+	// Only a channel that carries reminders can give notice, and a message
+	// counts as delivered once the channels that carry it took it.
+	for _, t := range recorded {
+		for _, n := range notifiers {
+			if n.Accepts(t) {
+				set.names[t] = append(set.names[t], n.Name())
+			}
+		}
+		if len(set.names[t]) == 0 {
+			set.names[t] = []string{eventsChannel}
+		}
 	}
 	return set, nil
 }
@@ -152,7 +162,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		return ctrl.Result{RequeueAfter: r.retryDelay(key, plan, ev.now)}, nil
 	}
 
-	if ev.record.Title == "" && key.GVK.Group == playbookGroup {
+	if ev.record.Title == "" && key.GVK.GroupKind() == playbooks {
 		ev.record.Title = r.title(ctx, key)
 	}
 	msg := r.message(key, obj, ev, plan.Event, plan.At, plan.Key)
@@ -160,8 +170,9 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		msg.Stage = plan.Key
 	}
 	if plan.Event == v1alpha1.EventPostponed {
+		// The postponement is to the first reminder plus the notice.
 		msg.Detail = fmt.Sprintf("the first reminder reached people at %s and policy %s promises %s of notice before deletion",
-			ev.record.NoticeAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
+			plan.At.Add(-ev.schedule.MinimumNotice).UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
 	}
 	ref := reference(key.GVK, obj)
 	if plan.Event == v1alpha1.EventPostponed && r.firstPostponement(key, obj.UID, plan.At) {
@@ -221,9 +232,15 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 			"Sending %s failed %s; retrying with backoff", describeMessage(plan), strings.Join(firstFailures, "; "))
 		if plan.Event == v1alpha1.EventReminder && len(sent) == 0 && !ev.now.Before(ev.life.ExpiresAt) {
 			r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonNoticeNotGiven, actionDelete,
-				"Expired at %s but no reminder has reached anyone yet: deletion waits until one has and policy %s's minimum notice of %s has passed",
+				"Expired at %s but no reminder has reached anyone yet: deletion waits until one has and the minimum notice of policy %s (%s) has passed",
 				ev.life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
 		}
+	}
+	if plan.Deadline.After(ev.now) && !plan.Deadline.After(now) {
+		// The next thing (a deletion, a later stage) fell due during the
+		// sends: plan again at once. That pass finds these channels backing
+		// off, so it cannot loop.
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.retryDelay(key, plan, now)}, nil
 }
@@ -378,7 +395,7 @@ func (r *ObjectReconciler) message(key Key, obj *metav1.PartialObjectMetadata, e
 		expiresAt = ev.record.ExpiresAt
 	}
 	return notify.Message{
-		ID:         notify.NewID(obj.UID, expiresAt, t, stage+"@"+at.UTC().Format(time.RFC3339Nano)),
+		ID:         notify.NewID(obj.UID, expiresAt, t, idStage(t, stage, at)),
 		Type:       t,
 		Time:       ev.now,
 		Object:     o,
@@ -387,6 +404,16 @@ func (r *ObjectReconciler) message(key Key, obj *metav1.PartialObjectMetadata, e
 		Recipients: recipients,
 		Extend:     extendHint(key, obj, at),
 	}
+}
+
+// idStage tells apart the messages of one type about one expiry: a
+// reminder by its stage, a postponement by its new date. A retry of the
+// same message keeps its ID, whatever else changed.
+func idStage(t v1alpha1.EventType, stage string, at time.Time) string {
+	if t == v1alpha1.EventPostponed {
+		return at.UTC().Format(time.RFC3339)
+	}
+	return stage
 }
 
 // oneOff reports whether messages of type t go out once, when the thing
@@ -429,8 +456,8 @@ func (r *ObjectReconciler) title(ctx context.Context, key Key) string {
 	return t
 }
 
-// playbookGroup is the API group of Playbooks, whose spec.title names them.
-const playbookGroup = "amphitheatre.app"
+// playbooks is the kind whose spec.title names its objects.
+var playbooks = schema.GroupKind{Group: "amphitheatre.app", Kind: "Playbook"}
 
 // maxTitle caps the bytes of a title kept in the record.
 const maxTitle = 200

@@ -242,7 +242,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key) (ctrl.Result, er
 	policy, life := ev.policy, ev.life
 
 	ref := reference(key.GVK, obj)
-	if ev.record.Title == "" && key.GVK.Group == playbookGroup && len(ev.channels.notifiers) > 0 {
+	if ev.record.Title == "" && key.GVK.GroupKind() == playbooks && len(ev.channels.notifiers) > 0 {
 		// No message has read the title yet, and after the delete there is
 		// nothing left to read it from.
 		ev.record.Title = r.title(ctx, key)

@@ -26,11 +26,12 @@ const scriptedDomain = "scripted.test"
 
 // scripted is a channel whose answers a test sets.
 type scripted struct {
-	mu      sync.Mutex
-	events  []v1alpha1.EventType
-	fail    error
-	sent    []notify.Message
-	sendErr func() error
+	mu     sync.Mutex
+	events []v1alpha1.EventType
+	fail   error
+	sent   []notify.Message
+	// during, when set, runs inside Send: a slow channel.
+	during func()
 }
 
 func (c *scripted) Name() string { return "scripted" }
@@ -42,6 +43,9 @@ func (c *scripted) Accepts(t v1alpha1.EventType) bool {
 func (c *scripted) Send(_ context.Context, m notify.Message, _ notify.Content) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.during != nil {
+		c.during()
+	}
 	if c.fail != nil {
 		return c.fail
 	}
@@ -51,7 +55,7 @@ func (c *scripted) Send(_ context.Context, m notify.Message, _ notify.Content) e
 
 func (c *scripted) set(events []v1alpha1.EventType, fail error) {
 	c.mu.Lock()
-	c.events, c.fail, c.sent = events, fail, nil
+	c.events, c.fail, c.sent, c.during = events, fail, nil, nil
 	c.mu.Unlock()
 }
 
@@ -197,5 +201,30 @@ func TestAChannelThatDoesNotCarryRemindersGivesNoNotice(t *testing.T) {
 	// The Kubernetes Event is the reminder, and says so.
 	if got := rec.Sent["30m"].Channels; !slices.Equal(got, []string{eventsChannel}) {
 		t.Errorf("30m reminder delivered via %v, want only %q", got, eventsChannel)
+	}
+}
+
+func TestADeletionThatFallsDueDuringAFailedSendIsNotDelayed(t *testing.T) {
+	theScripted.set(nil, errors.New("timed out"))
+	cm := newConfigMap("slow")
+	h := newHarness(t, t0.Add(59*time.Minute), remindingPolicy("0s"), cm)
+	// The send takes until past the expiry, then fails.
+	theScripted.mu.Lock()
+	theScripted.during = func() { h.clock.SetTime(t0.Add(time.Hour + time.Millisecond)) }
+	theScripted.mu.Unlock()
+
+	res, err := h.reconcile(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter > 10*time.Millisecond {
+		t.Fatalf("RequeueAfter = %v after the expiry passed during the send; want to plan again at once", res.RequeueAfter)
+	}
+	theScripted.set(nil, nil)
+	if _, err := h.reconcile(cm); err != nil {
+		t.Fatal(err)
+	}
+	if h.stored(cm) != nil {
+		t.Error("not deleted on the pass after the expiry")
 	}
 }

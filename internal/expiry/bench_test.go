@@ -51,7 +51,7 @@ func BenchmarkNext(b *testing.B) {
 		Life:     life,
 		Schedule: Schedule{DefaultTTL: 14 * Day, Reminders: []time.Duration{3 * Day, 2 * Day}, MinimumNotice: Day},
 		Record:   (*Record)(nil).For(life.ExpiresAt, created, created),
-		Channels: []string{"email", "slack"},
+		Channels: toAll([]string{"email", "slack"}),
 		Now:      created.Add(Day),
 	}
 	b.ReportAllocs()

@@ -73,10 +73,11 @@ type Input struct {
 	Schedule Schedule
 	// Record is the record for Life.ExpiresAt (see Record.For).
 	Record *Record
-	// Channels name the ways people are told. When a policy configures
-	// no channel, the Kubernetes Event is the reminder and its name is
-	// the only one here.
-	Channels []string
+	// Channels name, per recorded message type (reminder, extended,
+	// postponed), the ways people are told. When no channel of a policy
+	// carries a type, the Kubernetes Event does, and its name is the only
+	// one for that type.
+	Channels map[v1alpha1.EventType][]string
 	Now      time.Time
 }
 
@@ -155,8 +156,14 @@ func Next(in Input) Plan {
 			if !upcoming.IsZero() && upcoming.Before(deadline) {
 				deadline = upcoming
 			}
-			return Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: StageKey(lead), At: expiresAt,
-				Channels: in.Channels, Deadline: deadline}
+			// The reminder announces when the object will really go: a
+			// notice still owed after expiry starts with this reminder.
+			at := deleteAt
+			if blocked {
+				at = later(expiresAt, now.Add(in.Schedule.MinimumNotice))
+			}
+			return Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: StageKey(lead), At: at,
+				Channels: in.Channels[v1alpha1.EventReminder], Deadline: deadline}
 		}
 		if upcoming.IsZero() || due.Before(upcoming) {
 			upcoming = due
@@ -172,23 +179,30 @@ func Next(in Input) Plan {
 	}
 
 	if !now.Before(expiresAt) && deleteAt.After(expiresAt) {
-		if missing := rec.missing(KeyPostponed, in.Channels); len(missing) > 0 {
+		if missing := rec.missing(KeyPostponed, in.Channels[v1alpha1.EventPostponed]); len(missing) > 0 {
 			return Plan{Action: Notify, Event: v1alpha1.EventPostponed, Key: KeyPostponed, At: deleteAt,
 				Channels: missing, Deadline: deadline}
 		}
 	}
 	if sent {
-		if missing := rec.missing(StageKey(shortestSent), in.Channels); len(missing) > 0 {
-			return Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: StageKey(shortestSent), At: expiresAt,
+		if missing := rec.missing(StageKey(shortestSent), in.Channels[v1alpha1.EventReminder]); len(missing) > 0 {
+			return Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: StageKey(shortestSent), At: deleteAt,
 				Channels: missing, Deadline: deadline}
 		}
 	} else if !rec.ExtendedFrom.IsZero() {
 		// A reminder for the new date tells the same news: no extension
 		// message once one has gone out.
-		if missing := rec.missing(KeyExtended, in.Channels); len(missing) > 0 {
+		if missing := rec.missing(KeyExtended, in.Channels[v1alpha1.EventExtended]); len(missing) > 0 {
 			return Plan{Action: Notify, Event: v1alpha1.EventExtended, Key: KeyExtended, At: expiresAt,
 				Channels: missing, Deadline: deadline}
 		}
 	}
 	return Plan{Action: Wait, At: deadline}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -26,6 +26,13 @@ func sent(rec *Record, key string, at time.Time, channels ...string) *Record {
 
 func fresh() *Record { return (*Record)(nil).For(expires, created, created) }
 
+// toAll gives every recorded message type the same channels.
+func toAll(channels []string) map[v1alpha1.EventType][]string {
+	return map[v1alpha1.EventType][]string{
+		v1alpha1.EventReminder: channels, v1alpha1.EventExtended: channels, v1alpha1.EventPostponed: channels,
+	}
+}
+
 func TestNext(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -93,9 +100,9 @@ func TestNext(t *testing.T) {
 			want: Plan{Action: Delete, At: expires},
 		},
 		{
-			name: "keeps trying the reminder past expiry while no channel has accepted one",
+			name: "keeps trying the reminder past expiry while no channel has accepted one, announcing the deletion a notice away",
 			life: Lifetime{ExpiresAt: expires}, schedule: standard, record: fresh(), now: expires.Add(time.Hour),
-			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "2d", At: expires, Channels: people, Deadline: expires},
+			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "2d", At: expires.Add(25 * time.Hour), Channels: people, Deadline: expires},
 		},
 		{
 			name: "deletes at expiry rather than send a reminder too late to matter when no notice is owed",
@@ -188,7 +195,7 @@ func TestNext(t *testing.T) {
 			life: Lifetime{ExpiresAt: expires.Add(-Day)}, schedule: standard,
 			record: sent(fresh(), "3d", expires.Add(-3*Day), people...).For(expires.Add(-Day), created, expires.Add(-2*Day+time.Millisecond)),
 			now:    expires.Add(-2*Day + 5*time.Millisecond),
-			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "2d", At: expires.Add(-Day), Channels: people,
+			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "2d", At: expires.Add(-Day + 5*time.Millisecond), Channels: people,
 				Deadline: expires.Add(-Day)},
 		},
 		{
@@ -211,7 +218,7 @@ func TestNext(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Next(Input{Life: tt.life, Schedule: tt.schedule, Record: tt.record, Channels: people, Now: tt.now})
+			got := Next(Input{Life: tt.life, Schedule: tt.schedule, Record: tt.record, Channels: toAll(people), Now: tt.now})
 			if got.Action != tt.want.Action || !got.At.Equal(tt.want.At) || got.Event != tt.want.Event || got.Key != tt.want.Key ||
 				!slices.Equal(got.Channels, tt.want.Channels) || !got.Deadline.Equal(tt.want.Deadline) {
 				t.Errorf("Next() =\n  %+v\nwant\n  %+v", got, tt.want)
@@ -312,7 +319,7 @@ func FuzzParseRecord(f *testing.F) {
 		}
 		for _, now := range []time.Time{expires.Add(-36 * time.Hour), expires, expires.Add(30 * time.Hour)} {
 			r := rec.For(expires, created, now)
-			p := Next(Input{Life: Lifetime{ExpiresAt: expires}, Schedule: standard, Record: r, Channels: people, Now: now})
+			p := Next(Input{Life: Lifetime{ExpiresAt: expires}, Schedule: standard, Record: r, Channels: toAll(people), Now: now})
 			if p.Action == Wait && !p.At.After(now) {
 				t.Fatalf("Next planned a Wait until %s at %s from record %s", p.At, now, value)
 			}
