@@ -28,6 +28,8 @@ const (
 	// ReasonNoticeNotGiven: the object expired but no reminder has reached
 	// anyone yet, so it is not deleted.
 	ReasonNoticeNotGiven = "NoticeNotGiven"
+	// ReasonRecordFailed: what was sent could not be recorded on the object.
+	ReasonRecordFailed = "RecordFailed"
 	// ReasonInvalidRecipient: the notify annotation names something that
 	// is not an allowed e-mail address or Slack channel.
 	ReasonInvalidRecipient = "InvalidRecipient"

@@ -152,14 +152,17 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 
 	// Each channel backs off on its own: one that keeps failing must not
 	// slow down the retries of another.
+	retryKeyOf := func(channel string) retryKey {
+		return newRetryKey(key, obj.UID, ev.record.ExpiresAt, plan.Key, channel)
+	}
 	var due []string
 	for _, name := range plan.Channels {
-		if r.retries.due(key, plan.Key, name, ev.now) {
+		if r.retries.due(retryKeyOf(name), ev.now) {
 			due = append(due, name)
 		}
 	}
 	if len(due) == 0 {
-		return ctrl.Result{RequeueAfter: r.retryDelay(key, plan, ev.now)}, nil
+		return ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, ev.now)}, nil
 	}
 
 	if ev.record.Title == "" && key.GVK.GroupKind() == playbooks {
@@ -194,25 +197,28 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	// was accepted, and backoff counts from then.
 	now := r.Clock.Now()
 	reminder := plan.Event == v1alpha1.EventReminder && len(sent) > 0
+	if len(sent) > 0 {
+		// Recorded before the write: where no channel carries reminders,
+		// this Event is the reminder itself.
+		log.Info("notified", "event", plan.Event, "key", plan.Key, "channels", sent, "expiresAt", ev.life.ExpiresAt)
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonReminderSent, actionNotify,
+			"Sent %s via %s (%s)", describeMessage(plan), strings.Join(sent, ", "), whenText(plan.At))
+	}
 	if done := append(slices.Clone(sent), skipped...); len(done) > 0 {
 		// Remembered before the record is written: until the cache shows
 		// the record, or if writing it fails, this process must not send
 		// the same message again.
-		r.pending.add(key, pendingDelivery{expiresAt: ev.record.ExpiresAt, key: plan.Key, reminder: reminder, channels: done, at: now})
+		d := pendingDelivery{uid: obj.UID, expiresAt: ev.record.ExpiresAt, key: plan.Key, reminder: reminder, channels: done, at: now}
+		if plan.Event == v1alpha1.EventPostponed {
+			d.postponedTo = plan.At
+		}
+		r.pending.add(key, d)
 		for _, name := range done {
-			r.retries.reset(key, plan.Key, name)
+			r.retries.reset(retryKeyOf(name))
 		}
-		err := r.recordDelivery(ctx, key, obj, ev, func(rec *expiry.Record) {
-			rec.Delivered(plan.Key, reminder, done, now)
-		})
-		if err != nil {
-			return ctrl.Result{}, err
+		if err := r.recordDelivery(ctx, key, obj, ev, d.applyTo); err != nil {
+			return ctrl.Result{}, r.writeFailed(key, obj, err)
 		}
-	}
-	if len(sent) > 0 {
-		log.Info("notified", "event", plan.Event, "key", plan.Key, "channels", sent, "expiresAt", ev.life.ExpiresAt)
-		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonReminderSent, actionNotify,
-			"Sent %s via %s (%s)", describeMessage(plan), strings.Join(sent, ", "), whenText(plan.At))
 	}
 	if len(failed) == 0 {
 		// The record patch brings the next reconcile through the watch.
@@ -221,7 +227,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 
 	var firstFailures []string
 	for _, name := range failed.names() {
-		attempt := r.retries.failed(key, plan.Key, name, now)
+		attempt := r.retries.failed(retryKeyOf(name), now)
 		if attempt == 1 {
 			firstFailures = append(firstFailures, fmt.Sprintf("via %s: %s", name, failed[name]))
 		}
@@ -230,11 +236,12 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	if len(firstFailures) > 0 {
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonReminderFailed, actionNotify,
 			"Sending %s failed %s; retrying with backoff", describeMessage(plan), strings.Join(firstFailures, "; "))
-		if plan.Event == v1alpha1.EventReminder && len(sent) == 0 && !ev.now.Before(ev.life.ExpiresAt) {
-			r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonNoticeNotGiven, actionDelete,
-				"Expired at %s but no reminder has reached anyone yet: deletion waits until one has and the minimum notice of policy %s (%s) has passed",
-				ev.life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
-		}
+	}
+	if plan.Event == v1alpha1.EventReminder && len(sent) == 0 && ev.record.NoticeAt.IsZero() &&
+		!ev.now.Before(ev.life.ExpiresAt) && r.firstNoticeNotGiven(key, obj.UID, ev.life.ExpiresAt) {
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonNoticeNotGiven, actionDelete,
+			"Expired at %s but no reminder has reached anyone yet: deletion waits until one has and the minimum notice of policy %s (%s) has passed",
+			ev.life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
 	}
 	if plan.Deadline.After(ev.now) && !plan.Deadline.After(now) {
 		// The next thing (a deletion, a later stage) fell due during the
@@ -242,17 +249,17 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		// off, so it cannot loop.
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
-	return ctrl.Result{RequeueAfter: r.retryDelay(key, plan, now)}, nil
+	return ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, now)}, nil
 }
 
 // retryDelay is how long until the first of plan's channels may be tried
 // again, and never past the plan's deadline while that is ahead: a
 // deadline already behind (a notice still owed after expiry) must not
 // turn the backoff into a tight loop.
-func (r *ObjectReconciler) retryDelay(key Key, plan expiry.Plan, now time.Time) time.Duration {
+func (r *ObjectReconciler) retryDelay(plan expiry.Plan, retryKeyOf func(string) retryKey, now time.Time) time.Duration {
 	var next time.Time
 	for _, name := range plan.Channels {
-		if at := r.retries.nextAttempt(key, plan.Key, name); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+		if at := r.retries.nextAttempt(retryKeyOf(name)); !at.IsZero() && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
 	}
@@ -487,9 +494,15 @@ func (r *ObjectReconciler) recordDelivery(ctx context.Context, key Key, obj *met
 			}
 			return nil
 		}
+		uid := obj.UID
 		obj = newMetadata(key.GVK)
 		if err := r.APIReader.Get(ctx, key.NamespacedName, obj); err != nil {
 			return fmt.Errorf("get %s: %w", key, err)
+		}
+		if obj.UID != uid {
+			// Another object under the same name: what was sent is not
+			// about it.
+			return nil
 		}
 		fresh, _ := expiry.ParseRecord(obj.Annotations[expiry.AnnotationReminders])
 		life := expiry.Compute(obj.CreationTimestamp.Time, obj.Annotations, ev.schedule.DefaultTTL)
@@ -524,9 +537,17 @@ type retries struct {
 	n  map[retryKey]retryState
 }
 
+// retryKey names one message to one channel; a new object under the same
+// name, or a new expiry, starts afresh.
 type retryKey struct {
 	Key
+	uid              types.UID
+	expiresAt        int64
 	message, channel string
+}
+
+func newRetryKey(k Key, uid types.UID, expiresAt time.Time, message, channel string) retryKey {
+	return retryKey{k, uid, expiresAt.UnixNano(), message, channel}
 }
 
 type retryState struct {
@@ -535,13 +556,12 @@ type retryState struct {
 }
 
 // failed counts a failure at now and returns the number of failures so far.
-func (r *retries) failed(k Key, message, channel string, now time.Time) int {
+func (r *retries) failed(rk retryKey, now time.Time) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.n == nil {
 		r.n = map[retryKey]retryState{}
 	}
-	rk := retryKey{k, message, channel}
 	s := r.n[rk]
 	s.attempts++
 	s.next = now.Add(min(time.Second<<min(s.attempts-1, 16), maxRetryDelay))
@@ -550,15 +570,15 @@ func (r *retries) failed(k Key, message, channel string, now time.Time) int {
 }
 
 // due reports whether the channel may be tried at now.
-func (r *retries) due(k Key, message, channel string, now time.Time) bool {
-	at := r.nextAttempt(k, message, channel)
+func (r *retries) due(rk retryKey, now time.Time) bool {
+	at := r.nextAttempt(rk)
 	return at.IsZero() || !now.Before(at)
 }
 
-func (r *retries) nextAttempt(k Key, message, channel string) time.Time {
+func (r *retries) nextAttempt(rk retryKey) time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.n[retryKey{k, message, channel}].next
+	return r.n[rk].next
 }
 
 // forget drops every count about k.
@@ -572,20 +592,30 @@ func (r *retries) forget(k Key) {
 	r.mu.Unlock()
 }
 
-func (r *retries) reset(k Key, message, channel string) {
+func (r *retries) reset(rk retryKey) {
 	r.mu.Lock()
-	delete(r.n, retryKey{k, message, channel})
+	delete(r.n, rk)
 	r.mu.Unlock()
 }
 
 // pendingDelivery is a delivery this process made that the cache may not
 // show yet.
 type pendingDelivery struct {
-	expiresAt time.Time
-	key       string
-	reminder  bool
-	channels  []string
-	at        time.Time
+	uid         types.UID
+	expiresAt   time.Time
+	key         string
+	reminder    bool
+	channels    []string
+	at          time.Time
+	postponedTo time.Time
+}
+
+// applyTo records the delivery in rec.
+func (d pendingDelivery) applyTo(rec *expiry.Record) {
+	rec.Delivered(d.key, d.reminder, d.channels, d.at)
+	if !d.postponedTo.IsZero() {
+		rec.PostponedTo = d.postponedTo
+	}
 }
 
 // pendingDeliveries keeps each object's recent deliveries until its record,
@@ -604,26 +634,45 @@ func (p *pendingDeliveries) add(k Key, d pendingDelivery) {
 	p.m[k] = append(p.m[k], d)
 }
 
-// apply adds to rec the deliveries it does not show yet, and forgets those
-// it shows or that concern another expiry. It reports whether it added any.
-func (p *pendingDeliveries) apply(k Key, rec *expiry.Record) bool {
+// carry returns rec (the record as the object shows it, nil when it shows
+// none) with the deliveries this process made about an expiry other than
+// expiresAt and has not written yet: when an extension is about to replace
+// the record, they must come along, for the notice and the extension
+// message depend on them. rec itself is not changed.
+func (p *pendingDeliveries) carry(k Key, uid types.UID, rec *expiry.Record, created, expiresAt time.Time) *expiry.Record {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, d := range p.m[k] {
+		if d.uid != uid || d.expiresAt.Equal(expiresAt) {
+			continue
+		}
+		switch {
+		case rec == nil || rec.ExpiresAt.IsZero():
+			rec = &expiry.Record{ExpiresAt: d.expiresAt, Since: created}
+		case !d.expiresAt.Equal(rec.ExpiresAt):
+			continue
+		default:
+			rec = rec.Clone()
+		}
+		d.applyTo(rec)
+	}
+	return rec
+}
+
+// apply adds to rec, the record planning goes on from, this process's
+// deliveries about its expiry that shown (the record as the object shows
+// it) lacks, and reports whether there were any: they still have to be
+// written. It forgets the deliveries shown holds, those about another
+// expiry (carried already) and those about another object under the name.
+func (p *pendingDeliveries) apply(k Key, uid types.UID, shown, rec *expiry.Record) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var keep []pendingDelivery
 	for _, d := range p.m[k] {
-		if !d.expiresAt.Equal(rec.ExpiresAt) {
+		if d.uid != uid || !d.expiresAt.Equal(rec.ExpiresAt) || shows(shown, d) {
 			continue
 		}
-		shown := true
-		for _, c := range d.channels {
-			if !slices.Contains(rec.Sent[d.key].Channels, c) {
-				shown = false
-			}
-		}
-		if shown {
-			continue
-		}
-		rec.Delivered(d.key, d.reminder, d.channels, d.at)
+		d.applyTo(rec)
 		keep = append(keep, d)
 	}
 	if len(keep) == 0 {
@@ -634,8 +683,35 @@ func (p *pendingDeliveries) apply(k Key, rec *expiry.Record) bool {
 	return len(keep) > 0
 }
 
+// shows reports whether rec holds delivery d.
+func shows(rec *expiry.Record, d pendingDelivery) bool {
+	if rec == nil || !rec.ExpiresAt.Equal(d.expiresAt) {
+		return false
+	}
+	for _, c := range d.channels {
+		if !slices.Contains(rec.Sent[d.key].Channels, c) {
+			return false
+		}
+	}
+	return true
+}
+
 func (p *pendingDeliveries) forget(k Key) {
 	p.mu.Lock()
 	delete(p.m, k)
 	p.mu.Unlock()
+}
+
+// writeFailed reports a record that could not be written, once per object:
+// the deliveries stay in memory meanwhile, and planning goes on from them.
+func (r *ObjectReconciler) writeFailed(key Key, obj *metav1.PartialObjectMetadata, err error) error {
+	if r.remember(key, obj.UID, func(s *reported) bool {
+		first := !s.writeFailed
+		s.writeFailed = true
+		return first
+	}) {
+		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonRecordFailed, actionNotify,
+			"Could not record on the object what was sent (%s): a restart of the controller would send it again", apierrors.ReasonForError(err))
+	}
+	return err
 }

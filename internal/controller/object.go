@@ -71,6 +71,8 @@ type reported struct {
 	wouldDelete    time.Time
 	postponed      time.Time
 	deletionFailed time.Time
+	noticeNotGiven time.Time
+	writeFailed    bool
 }
 
 // Reconcile plans the next action for one object and carries it out when
@@ -101,12 +103,22 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		return ctrl.Result{}, err
 	}
 	r.warnInvalid(key, obj, ev.life)
-	if ev.recordReset || ev.unwritten {
+	if ev.recordReset {
 		// An extension (or a shortening) starts a new record: write it now,
-		// so that the moment it took effect stays put. Deliveries the object
-		// does not show are written again until they stick. The patch
-		// brings the next reconcile.
-		return ctrl.Result{}, r.recordDelivery(ctx, key, obj, ev, func(*expiry.Record) {})
+		// so that the moment it took effect stays put. The patch brings the
+		// next reconcile.
+		if err := r.recordDelivery(ctx, key, obj, ev, func(*expiry.Record) {}); err != nil {
+			return ctrl.Result{}, r.writeFailed(key, obj, err)
+		}
+		return ctrl.Result{}, nil
+	}
+	if ev.unwritten {
+		// Deliveries the object does not show are written again until they
+		// stick; planning goes on from them meanwhile, so nothing waits on
+		// the write and nothing is sent twice.
+		if err := r.recordDelivery(ctx, key, obj, ev, func(*expiry.Record) {}); err != nil {
+			log.Error(err, "record what was sent")
+		}
 	}
 
 	plan := ev.plan()
@@ -185,9 +197,17 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 		logf.FromContext(ctx).Info("ignoring unreadable record", "error", err.Error())
 	}
 	if !ev.life.Keep {
-		ev.record = record.For(ev.life.ExpiresAt, obj.CreationTimestamp.Time, ev.now)
-		ev.recordReset = record != nil && ev.record != record
-		ev.unwritten = r.pending.apply(key, ev.record)
+		created := obj.CreationTimestamp.Time
+		// Deliveries not written yet belong to the record they were about,
+		// before an extension replaces it.
+		base := r.pending.carry(key, obj.UID, record, created, ev.life.ExpiresAt)
+		ev.record = base.For(ev.life.ExpiresAt, created, ev.now)
+		ev.recordReset = base != nil && ev.record != base
+		if ev.record == record {
+			// Planning must not change the record the object shows.
+			ev.record = record.Clone()
+		}
+		ev.unwritten = r.pending.apply(key, obj.UID, record, ev.record)
 	}
 	return ev, nil
 }
@@ -373,6 +393,14 @@ func (r *ObjectReconciler) firstDeletionFailure(key Key, uid types.UID, at time.
 	return r.remember(key, uid, func(s *reported) bool {
 		first := !s.deletionFailed.Equal(at)
 		s.deletionFailed = at
+		return first
+	})
+}
+
+func (r *ObjectReconciler) firstNoticeNotGiven(key Key, uid types.UID, at time.Time) bool {
+	return r.remember(key, uid, func(s *reported) bool {
+		first := !s.noticeNotGiven.Equal(at)
+		s.noticeNotGiven = at
 		return first
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -161,13 +162,28 @@ func TestAFailedRecordWriteDoesNotResend(t *testing.T) {
 	h.patchErr = apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, cm.Name, errors.New("no patch"))
 	h.mu.Unlock()
 
-	for range 3 {
-		if _, err := h.reconcile(cm); err == nil {
-			t.Fatal("a failed record write was not reported")
+	if _, err := h.reconcile(cm); err == nil {
+		t.Fatal("a failed record write was not reported")
+	}
+	// Planning goes on from what is remembered: nothing is sent again,
+	// and the object is not held up.
+	for range 2 {
+		res, err := h.reconcile(cm)
+		if err != nil || res.RequeueAfter != 29*time.Minute {
+			t.Fatalf("reconcile after a failed write: %+v, %v; want a wait for the expiry", res, err)
 		}
 	}
 	if n := theScripted.count(v1alpha1.EventReminder); n != 1 {
 		t.Errorf("%d reminders, want 1 however often the record write fails", n)
+	}
+	var warnings int
+	for _, e := range drain(h.rec) {
+		if strings.Contains(e, "Warning RecordFailed") {
+			warnings++
+		}
+	}
+	if warnings != 1 {
+		t.Errorf("%d RecordFailed warnings, want one", warnings)
 	}
 	// Once writing works again, the delivery reaches the object.
 	h.mu.Lock()

@@ -134,6 +134,11 @@ func Next(in Input) Plan {
 			deleteAt = t
 		}
 	}
+	// A postponement announced is kept, even if the policy's notice has
+	// been lowered since.
+	if rec.PostponedTo.After(deleteAt) {
+		deleteAt = rec.PostponedTo
+	}
 	blocked := owed && noticeAt.IsZero()
 	// A deletion that is due comes first: a reminder it would overtake
 	// has nothing left to announce, unless it is the notice still owed.
@@ -193,7 +198,7 @@ func Next(in Input) Plan {
 		// A reminder for the new date tells the same news: no extension
 		// message once one has gone out.
 		if missing := rec.missing(KeyExtended, in.Channels[v1alpha1.EventExtended]); len(missing) > 0 {
-			return Plan{Action: Notify, Event: v1alpha1.EventExtended, Key: KeyExtended, At: expiresAt,
+			return Plan{Action: Notify, Event: v1alpha1.EventExtended, Key: KeyExtended, At: deleteAt,
 				Channels: missing, Deadline: deadline}
 		}
 	}

@@ -43,6 +43,9 @@ type Record struct {
 	// Title is the object's title (a Playbook's spec.title), read once for
 	// its first message.
 	Title string `json:"title,omitempty"`
+	// PostponedTo is the deletion time a postponement message announced:
+	// the object is not deleted before it, whatever the policy says since.
+	PostponedTo time.Time `json:"postponedTo,omitzero"`
 	// Sent maps a message key (a reminder's StageKey, KeyExtended,
 	// KeyPostponed) to its delivery.
 	Sent map[string]Delivery `json:"sent,omitempty"`
@@ -67,6 +70,20 @@ func ParseRecord(value string) (*Record, error) {
 	return r, nil
 }
 
+// Clone returns a copy of r that shares nothing with it.
+func (r *Record) Clone() *Record {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Sent = make(map[string]Delivery, len(r.Sent))
+	for k, d := range r.Sent {
+		d.Channels = slices.Clone(d.Channels)
+		c.Sent[k] = d
+	}
+	return &c
+}
+
 // String is the annotation value.
 func (r *Record) String() string {
 	b, _ := json.Marshal(r)
@@ -82,7 +99,9 @@ func (r *Record) String() string {
 // earlier one.
 func (r *Record) For(at, created, now time.Time) *Record {
 	switch {
-	case r == nil:
+	case r == nil || r.ExpiresAt.IsZero():
+		// No record, or one that says nothing (an edited annotation): as
+		// for an object first seen.
 		return &Record{ExpiresAt: at, Since: created}
 	case r.ExpiresAt.Equal(at):
 		return r
@@ -90,6 +109,10 @@ func (r *Record) For(at, created, now time.Time) *Record {
 		next := &Record{ExpiresAt: at, Since: now, NoticeAt: r.NoticeAt, Title: r.Title}
 		if len(r.Sent) > 0 {
 			next.ExtendedFrom = r.ExpiresAt
+		} else {
+			// Extended again before the first extension message went out:
+			// it is still owed.
+			next.ExtendedFrom = r.ExtendedFrom
 		}
 		return next
 	default:
