@@ -57,6 +57,10 @@ fuzz: ## Fuzz the duration and annotation parsers for a minute each.
 demo: ## Start a local control plane and watch Playbooks expire (Ctrl-C stops it).
 	KUBEBUILDER_ASSETS="$(ASSETS)" go run ./hack/demo
 
+.PHONY: bench
+bench: ## Measure lag, memory, CPU, cold start and API calls on a local control plane; e.g. BENCH_FLAGS="-n 10000 -expiring 1000".
+	KUBEBUILDER_ASSETS="$(ASSETS)" go run ./hack/bench $(BENCH_FLAGS)
+
 .PHONY: verify
 verify: lint ## Fail when generated files are stale or go mod tidy would change anything.
 	$(MAKE) --no-print-directory generate manifests

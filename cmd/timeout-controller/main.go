@@ -33,6 +33,7 @@ func main() {
 func run() error {
 	var (
 		metricsAddr, probeAddr  string
+		profileAddr             string
 		leaderElect             bool
 		leaderElectionNamespace string
 		qps                     float64
@@ -41,11 +42,17 @@ func run() error {
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", `Address the Prometheus metrics endpoint binds to; "0" turns it off.`)
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	flag.StringVar(&profileAddr, "profile-bind-address", "0", `Address Go's pprof profiles (/debug/pprof/) are served on, for performance work; "0" turns them off.`)
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader through a Lease so that only one replica acts at a time.")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; the pod's own namespace when empty.")
-	flag.Float64Var(&qps, "kube-api-qps", 100, "Requests per second the controller may send to the API server.")
-	flag.IntVar(&burst, "kube-api-burst", 200, "Requests the controller may send to the API server in a burst above --kube-api-qps.")
-	flag.IntVar(&opts.Workers, "workers", 8, "Objects reconciled at once.")
+	// Sized with `make bench` on two cores (docs/performance.md): 1,000
+	// objects expiring in the same second need 1,000 reads and 1,000
+	// deletes, each through its own client's limiter; 500 at once and 200
+	// a second let them all through faster than the API server can take
+	// them, and 64 workers keep it busy while etcd commits.
+	flag.Float64Var(&qps, "kube-api-qps", 200, "Requests per second the controller may send to the API server, per client.")
+	flag.IntVar(&burst, "kube-api-burst", 500, "Requests the controller may send to the API server in a burst above --kube-api-qps, per client.")
+	flag.IntVar(&opts.Workers, "workers", 64, "Objects reconciled at once.")
 	flag.StringVar(&opts.ClusterEventNamespace, "cluster-event-namespace", "default", `Namespace that receives the Events about cluster-scoped objects such as Playbooks: "default" or "kube-system".`)
 	flag.StringVar(&opts.SecretNamespace, "secret-namespace", os.Getenv("POD_NAMESPACE"),
 		"The only namespace the Secrets named in TimeoutPolicies may be in (the pod's own, from POD_NAMESPACE, by default); empty allows any.")
@@ -70,6 +77,7 @@ func run() error {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        profileAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "timeout-controller.timeout.amphitheatre.app",
 		LeaderElectionNamespace: leaderElectionNamespace,

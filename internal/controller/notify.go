@@ -455,6 +455,11 @@ func (r *ObjectReconciler) title(ctx context.Context, key Key) string {
 	if err := r.APIReader.Get(ctx, key.NamespacedName, u); err != nil {
 		return ""
 	}
+	return titleOf(u)
+}
+
+// titleOf returns a Playbook's spec.title, cut to what the record keeps.
+func titleOf(u *unstructured.Unstructured) string {
 	t, _, _ := unstructured.NestedString(u.Object, "spec", "title")
 	// The title goes into the record annotation: keep it small.
 	if len(t) > maxTitle {

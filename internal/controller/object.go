@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -129,7 +131,7 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	case expiry.Notify:
 		return r.notify(ctx, key, obj, ev, plan)
 	case expiry.Delete:
-		return r.expire(ctx, key)
+		return r.expire(ctx, key, ev.needsTitle(key))
 	default:
 		return ctrl.Result{}, nil
 	}
@@ -153,6 +155,12 @@ type evaluation struct {
 
 // errChannelsNotReady: the governing policy's channels cannot be built.
 var errChannelsNotReady = errors.New("notification channels not ready")
+
+// needsTitle reports whether a message about the object would lack its
+// title: a Playbook none of whose messages has read it yet.
+func (ev *evaluation) needsTitle(key Key) bool {
+	return ev.record.Title == "" && key.GVK.GroupKind() == playbooks && len(ev.channels.notifiers) > 0
+}
 
 func (ev *evaluation) plan() expiry.Plan {
 	return expiry.Next(expiry.Input{
@@ -226,12 +234,13 @@ func (r *ObjectReconciler) describe(ctx context.Context, gvk schema.GroupVersion
 // be behind a write that extended or kept the object, so it reads the
 // object again from the API server, evaluates it afresh and deletes it only
 // if it has not changed since: the preconditions make a write that lands
-// between the read and the delete win.
-func (r *ObjectReconciler) expire(ctx context.Context, key Key) (ctrl.Result, error) {
+// between the read and the delete win. withTitle reads the title in the
+// same request.
+func (r *ObjectReconciler) expire(ctx context.Context, key Key, withTitle bool) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 
-	obj := newMetadata(key.GVK)
-	if err := r.APIReader.Get(ctx, key.NamespacedName, obj); err != nil {
+	obj, title, err := r.freshRead(ctx, key, withTitle)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
 		}
@@ -262,10 +271,13 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key) (ctrl.Result, er
 	policy, life := ev.policy, ev.life
 
 	ref := reference(key.GVK, obj)
-	if ev.record.Title == "" && key.GVK.GroupKind() == playbooks && len(ev.channels.notifiers) > 0 {
+	if ev.needsTitle(key) {
 		// No message has read the title yet, and after the delete there is
 		// nothing left to read it from.
-		ev.record.Title = r.title(ctx, key)
+		if !withTitle {
+			title = r.title(ctx, key)
+		}
+		ev.record.Title = title
 	}
 	if policy.Spec.Deletion.DryRun {
 		if r.firstWouldDelete(key, obj.UID, life.ExpiresAt) {
@@ -419,6 +431,25 @@ func (r *ObjectReconciler) forget(key Key) {
 	r.mu.Unlock()
 	r.retries.forget(key)
 	r.pending.forget(key)
+}
+
+// freshRead reads the object from the API server. withTitle reads the
+// whole object, so that the title comes in the same response rather than
+// in a second request.
+func (r *ObjectReconciler) freshRead(ctx context.Context, key Key, withTitle bool) (*metav1.PartialObjectMetadata, string, error) {
+	obj := newMetadata(key.GVK)
+	if !withTitle {
+		return obj, "", r.APIReader.Get(ctx, key.NamespacedName, obj)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(key.GVK)
+	if err := r.APIReader.Get(ctx, key.NamespacedName, u); err != nil {
+		return nil, "", err
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+		return nil, "", fmt.Errorf("read the metadata of %s: %w", key, err)
+	}
+	return obj, titleOf(u), nil
 }
 
 func newMetadata(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {

@@ -126,7 +126,9 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 		return fmt.Errorf("list policies: %w", err)
 	}
 	list := newMetadataList(gvk)
-	if err := r.Client.List(ctx, list); err != nil {
+	// Read only, never kept: a deep copy of every object each status
+	// interval would double the heap at its peak.
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list %s from cache: %w", gvk.Kind, err)
 	}
 	ranked := candidates(policies.Items, gvk)

@@ -97,15 +97,18 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Clock:     opts.Clock,
 		Channels:  channels,
 	}
+	// Built once: every WithValues copies the logger's encoder and its
+	// buffer, which for every reconcile adds up to most of what a cold
+	// start allocates.
+	objectLog := mgr.GetLogger().WithValues("controller", "object")
 	c, err := controller.NewTyped("object", mgr, controller.TypedOptions[Key]{
 		Reconciler:              objects,
 		MaxConcurrentReconciles: opts.Workers,
 		LogConstructor: func(k *Key) logr.Logger {
-			log := mgr.GetLogger().WithValues("controller", "object")
-			if k != nil {
-				log = log.WithValues("kind", k.GVK.Kind, "object", klog.KRef(k.Namespace, k.Name))
+			if k == nil {
+				return objectLog
 			}
-			return log
+			return objectLog.WithValues("kind", k.GVK.Kind, "object", klog.KRef(k.Namespace, k.Name))
 		},
 	})
 	if err != nil {

@@ -120,6 +120,8 @@ func (w *watches) enqueueList(ctx context.Context, gvk schema.GroupVersionKind, 
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	list := newMetadataList(gvk)
+	// Only the names are read: no need to copy every object.
+	opts = append(opts, client.UnsafeDisableDeepCopy)
 	if err := w.reader.List(ctx, list, opts...); err != nil {
 		logf.FromContext(ctx).Error(err, "list from cache to re-plan", "kind", gvk.String())
 		return

@@ -62,3 +62,53 @@ func BenchmarkNext(b *testing.B) {
 		b.Fatalf("Action = %v, want Wait", benchPlan.Action)
 	}
 }
+
+var benchRecord *Record
+
+// BenchmarkParseRecord reads the record of an object reminded twice by
+// two channels, which every reconcile of such an object does.
+func BenchmarkParseRecord(b *testing.B) {
+	created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	rec := (*Record)(nil).For(created.Add(7*Day), created, created)
+	rec.Title = "amp-example-go"
+	rec.Delivered(StageKey(3*Day), true, []string{"email", "webhook/ops"}, created.Add(4*Day))
+	rec.Delivered(StageKey(2*Day), true, []string{"email", "webhook/ops"}, created.Add(5*Day))
+	value := rec.String()
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := ParseRecord(value)
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchRecord = r
+	}
+}
+
+// BenchmarkPlan is what one reconcile decides about an object, from its
+// annotations to its next action: the lifetime, the record for it and
+// the plan.
+func BenchmarkPlan(b *testing.B) {
+	created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	expires := created.Add(7 * Day)
+	rec := (*Record)(nil).For(expires, created, created)
+	rec.Delivered(StageKey(3*Day), true, []string{"webhook/ops"}, created.Add(4*Day))
+	annotations := map[string]string{
+		AnnotationExpiresAt: expires.Format(time.RFC3339),
+		AnnotationReminders: rec.String(),
+	}
+	schedule := Schedule{DefaultTTL: 14 * Day, Reminders: []time.Duration{3 * Day, 2 * Day}, MinimumNotice: Day}
+	channels := toAll([]string{"webhook/ops"})
+	now := created.Add(4*Day + time.Hour)
+	b.ReportAllocs()
+	for b.Loop() {
+		life := Compute(created, annotations, schedule.DefaultTTL)
+		r, err := ParseRecord(annotations[AnnotationReminders])
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchPlan = Next(Input{Life: life, Schedule: schedule, Record: r.For(life.ExpiresAt, created, now), Channels: channels, Now: now})
+	}
+	if benchPlan.Action != Wait {
+		b.Fatalf("Action = %v, want Wait", benchPlan.Action)
+	}
+}

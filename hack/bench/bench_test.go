@@ -1,0 +1,119 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSmoke runs the whole bench on a few Playbooks and checks that it
+// measured and reported everything. It checks no timing: a loaded machine
+// may be slow, but it must never delete early or remind twice.
+func TestSmoke(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, which builds etcd and kube-apiserver and sets it")
+	}
+	cfg := config{
+		N: 200, Expiring: 150, Burst: 50, Window: 4 * time.Second, Reminders: 3 * time.Second,
+		Margin: 4 * time.Second, Grace: 15 * time.Second, Settle: time.Second,
+		Characters: 3, Creators: 16, Log: filepath.Join(t.TempDir(), "controller.log"),
+	}
+	var progress bytes.Buffer
+	rep, err := run(t.Context(), cfg, &progress)
+	t.Logf("progress:\n%s", progress.String())
+	if rep == nil {
+		t.Fatalf("run: %v", err)
+	}
+	var out bytes.Buffer
+	rep.print(&out)
+	t.Logf("report:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+
+	t.Run("deletes every expiring Playbook and none early", func(t *testing.T) {
+		d := rep.Deletion
+		if d.Expected != 150 || d.Observed != 150 || d.Missing != 0 {
+			t.Errorf("deletion: expected %d, observed %d, missing %d; want 150, 150, 0", d.Expected, d.Observed, d.Missing)
+		}
+		if d.Early != 0 || d.Duplicates != 0 {
+			t.Errorf("deletion: %d early, %d duplicate DELETED events; want none", d.Early, d.Duplicates)
+		}
+	})
+	t.Run("reminds every expiring Playbook once and not early", func(t *testing.T) {
+		r := rep.Reminder
+		if r.Expected != 150 || r.Observed != 150 || r.Missing != 0 {
+			t.Errorf("reminder: expected %d, observed %d, missing %d; want 150, 150, 0", r.Expected, r.Observed, r.Missing)
+		}
+		if r.Early != 0 || r.Duplicates != 0 {
+			t.Errorf("reminder: %d early, %d duplicates; want none", r.Early, r.Duplicates)
+		}
+		if rep.Refused != 0 {
+			t.Errorf("the receiver refused %d requests", rep.Refused)
+		}
+	})
+	t.Run("measures the controller process", func(t *testing.T) {
+		if rep.ColdStartSeconds <= 0 || rep.PeakRSSBytes <= 0 || rep.RSSAtSyncBytes <= 0 || rep.CPUSeconds <= 0 {
+			t.Errorf("cold start %vs, peak RSS %d, RSS at sync %d, CPU %vs: want all positive",
+				rep.ColdStartSeconds, rep.PeakRSSBytes, rep.RSSAtSyncBytes, rep.CPUSeconds)
+		}
+		if rep.Controller.Reconciles < float64(cfg.N) {
+			t.Errorf("%v object reconciles, want at least %d", rep.Controller.Reconciles, cfg.N)
+		}
+		if rep.ControllerFlags["workers"] == nil {
+			t.Errorf("the controller's flags were not read from its log: %v", rep.ControllerFlags)
+		}
+	})
+	t.Run("attributes the controller's API requests", func(t *testing.T) {
+		after := rep.API.AfterSync
+		if after["DELETE playbooks"] != 150 {
+			t.Errorf("DELETE playbooks after sync = %v, want 150 (one per expiring Playbook)", after["DELETE playbooks"])
+		}
+		if after["PATCH playbooks"] < 150 {
+			t.Errorf("PATCH playbooks after sync = %v, want at least 150 (one per reminder)", after["PATCH playbooks"])
+		}
+		if after["LIST playbooks"] != 0 {
+			t.Errorf("LIST playbooks after sync = %v, want 0", after["LIST playbooks"])
+		}
+		if rep.API.Watches["WATCH playbooks"] != 1 {
+			t.Errorf("open watches on playbooks = %v, want the controller's 1 (the bench's own is taken out)", rep.API.Watches["WATCH playbooks"])
+		}
+	})
+	t.Run("prints one table and writes JSON with every field", func(t *testing.T) {
+		for _, want := range []string{"cold start", "controller peak RSS", "controller CPU", "deletion", "reminder", "DELETE playbooks"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("the table has no %q", want)
+			}
+		}
+		path := filepath.Join(t.TempDir(), "bench.json")
+		if err := writeJSON(path, rep); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(data, &got); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"machine", "config", "controllerFlags", "coldStartSeconds", "deletion", "reminder",
+			"peakRSSBytes", "cpuSeconds", "api", "controller"} {
+			if _, ok := got[key]; !ok {
+				t.Errorf("the JSON has no %q", key)
+			}
+		}
+		for _, key := range []string{"p50Ms", "p90Ms", "p99Ms", "maxMs", "early", "duplicates", "missing"} {
+			if _, ok := got["deletion"].(map[string]any)[key]; !ok {
+				t.Errorf("the JSON's deletion has no %q", key)
+			}
+		}
+	})
+}

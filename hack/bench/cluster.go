@@ -1,0 +1,567 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/dynamic"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+)
+
+var playbooks = schema.GroupVersionResource{Group: "amphitheatre.app", Version: "v1", Resource: "playbooks"}
+
+const (
+	policyName      = "bench"
+	secretNamespace = "bench-system"
+	secretName      = "bench-webhook"
+	secretKey       = "key"
+)
+
+// cluster is the local control plane and the bench's clients of it.
+type cluster struct {
+	env        *envtest.Environment
+	bin        string
+	kubeconfig string
+	// counter counts the bench's own requests, to take them out of the
+	// API server's totals.
+	counter *counter
+	// pids are those of etcd and kube-apiserver, by name.
+	pids    map[string]int
+	client  client.Client
+	dynamic dynamic.Interface
+	meta    metadata.Interface
+	rest    rest.Interface
+}
+
+// startCluster starts etcd and kube-apiserver with the TimeoutPolicy and
+// Amphitheatre CRDs installed, and builds the controller meanwhile.
+func startCluster(ctx context.Context, root, tmp string) (*cluster, error) {
+	cl := &cluster{bin: filepath.Join(tmp, "timeout-controller"), counter: &counter{}}
+	built := make(chan error, 1)
+	go func() {
+		build := exec.CommandContext(ctx, "go", "build", "-o", cl.bin, "./cmd/timeout-controller")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			built <- fmt.Errorf("build the controller: %w\n%s", err, out)
+			return
+		}
+		built <- nil
+	}()
+	cl.env = &envtest.Environment{
+		CRDDirectoryPaths: []string{
+			filepath.Join(root, "config", "crd", "bases"),
+			filepath.Join(root, "third_party", "amphitheatre", "crds"),
+		},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, startErr := cl.env.Start()
+	// The build writes into tmp: it must end before tmp is removed.
+	if err := errors.Join(startErr, <-built); err != nil {
+		return cl, err
+	}
+	cl.pids = controlPlane()
+	cl.kubeconfig = filepath.Join(tmp, "kubeconfig")
+	if err := os.WriteFile(cl.kubeconfig, cl.env.KubeConfig, 0o600); err != nil {
+		return cl, err
+	}
+
+	cfg = rest.CopyConfig(cfg)
+	// No client-side limit: the bench must create fast, and it makes no
+	// request while it measures but its one watch.
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.UserAgent = "timeout-bench"
+	cfg.Wrap(cl.counter.wrap)
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	var err error
+	if cl.client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return cl, err
+	}
+	if cl.dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return cl, err
+	}
+	if cl.meta, err = metadata.NewForConfig(cfg); err != nil {
+		return cl, err
+	}
+	rc, err := rest.UnversionedRESTClientFor(withNegotiatedSerializer(cfg))
+	if err != nil {
+		return cl, err
+	}
+	cl.rest = rc
+	return cl, nil
+}
+
+func withNegotiatedSerializer(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	return cfg
+}
+
+func (cl *cluster) stop() {
+	_ = cl.env.Stop()
+}
+
+// createPolicy creates the webhook's Secret and the one policy: reminders
+// by signed webhook, and no minimum notice, so that deletion times depend
+// on the expiries alone.
+func (cl *cluster) createPolicy(ctx context.Context, cfg config, rc *receiver) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secretNamespace}}
+	if err := cl.client.Create(ctx, ns); err != nil {
+		return fmt.Errorf("create namespace %s: %w", secretNamespace, err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: secretNamespace, Name: secretName},
+		Data:       map[string][]byte{secretKey: []byte(rc.secret)},
+	}
+	if err := cl.client.Create(ctx, secret); err != nil {
+		return fmt.Errorf("create Secret: %w", err)
+	}
+	reminders := []v1alpha1.Duration{}
+	if cfg.Reminders > 0 {
+		reminders = append(reminders, v1alpha1.Duration(expiry.FormatDuration(cfg.Reminders)))
+	}
+	policy := &v1alpha1.TimeoutPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: policyName},
+		Spec: v1alpha1.TimeoutPolicySpec{
+			Target:        v1alpha1.Target{APIVersion: "amphitheatre.app/v1", Kind: "Playbook"},
+			DefaultTTL:    "14d",
+			Reminders:     reminders,
+			MinimumNotice: "0s",
+			Notifications: v1alpha1.Notifications{Webhooks: []v1alpha1.WebhookNotifications{{
+				Name: "bench", URL: rc.url,
+				SecretRef: v1alpha1.SecretKeySelector{Namespace: secretNamespace, Name: secretName, Key: secretKey},
+			}}},
+		},
+	}
+	if err := cl.client.Create(ctx, policy); err != nil {
+		return fmt.Errorf("create TimeoutPolicy: %w", err)
+	}
+	return nil
+}
+
+// population is the Playbooks the run created and when each expires.
+type population struct {
+	expiresAt map[string]time.Time
+	// expiring are the names of those that expire during the run.
+	expiring          []string
+	firstDue, lastDue time.Time
+	took              time.Duration
+	created           time.Time
+}
+
+// populate creates the Playbooks: first those that expire a day later,
+// then the expiring ones, whose expiries are chosen only then so that the
+// margin holds however long the first part took.
+func (cl *cluster) populate(ctx context.Context, cfg config) (*population, error) {
+	pop := &population{expiresAt: make(map[string]time.Time, cfg.N)}
+	start := time.Now()
+	later := cfg.N - cfg.Expiring
+	far := start.Add(24 * time.Hour).Truncate(time.Second)
+	err := cl.create(ctx, cfg, later, func(i int) time.Time { return far.Add(time.Duration(i%3600) * time.Second) }, false, pop)
+	if err != nil {
+		return nil, err
+	}
+
+	// Allow for creating the expiring ones at a conservative rate.
+	rate := 500.0
+	if later > 0 {
+		rate = min(rate, float64(later)/time.Since(start).Seconds())
+	}
+	estimate := time.Duration(float64(cfg.Expiring) / rate * float64(time.Second))
+	windowStart := time.Now().Add(estimate + cfg.Margin + cfg.Reminders).Truncate(time.Second).Add(time.Second)
+	spread := cfg.Expiring - cfg.Burst
+	burstAt := windowStart.Add(cfg.Window / 2).Truncate(time.Second)
+	at := func(i int) time.Time {
+		if i < cfg.Burst {
+			return burstAt
+		}
+		i -= cfg.Burst
+		return windowStart.Add(time.Duration(int64(cfg.Window) * int64(i) / int64(spread))).Truncate(time.Second)
+	}
+	if err := cl.create(ctx, cfg, cfg.Expiring, at, true, pop); err != nil {
+		return nil, err
+	}
+	pop.created = time.Now()
+	pop.took = pop.created.Sub(start)
+	for _, name := range pop.expiring {
+		at := pop.expiresAt[name]
+		if pop.lastDue.IsZero() || at.After(pop.lastDue) {
+			pop.lastDue = at
+		}
+		if due := at.Add(-cfg.Reminders); pop.firstDue.IsZero() || due.Before(pop.firstDue) {
+			pop.firstDue = due
+		}
+	}
+	return pop, nil
+}
+
+// create makes n Playbooks, the i-th expiring at at(i), with cfg.Creators
+// requests in flight.
+func (cl *cluster) create(ctx context.Context, cfg config, n int, at func(int) time.Time, expiring bool, pop *population) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range cfg.Creators {
+		wg.Go(func() {
+			for i := range next {
+				obj := newPlaybook(i, at(i), cfg.Characters)
+				if err := cl.createOne(ctx, obj); err != nil {
+					cancel(fmt.Errorf("create Playbook %d: %w", i, err))
+					return
+				}
+				mu.Lock()
+				pop.expiresAt[obj.GetName()] = at(i)
+				if expiring {
+					pop.expiring = append(pop.expiring, obj.GetName())
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range n {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(next)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// createOne retries what an API server under load may answer.
+func (cl *cluster) createOne(ctx context.Context, obj *unstructured.Unstructured) error {
+	var err error
+	for attempt := range 5 {
+		_, err = cl.dynamic.Resource(playbooks).Create(ctx, obj, metav1.CreateOptions{})
+		if err == nil || !(apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)) {
+			return err
+		}
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+	}
+	return err
+}
+
+// examples are Amphitheatre's sample characters, to make specs of the
+// size and shape real Playbooks have.
+var examples = []struct{ name, lang, port string }{
+	{"amp-example-go", "go", "8080"},
+	{"amp-example-rust", "rust", "8000"},
+	{"amp-example-nodejs", "nodejs", "3000"},
+	{"amp-example-python", "python", "5000"},
+	{"amp-example-java", "java", "8080"},
+}
+
+// newPlaybook is a Playbook as Amphitheatre creates it (name = spec.id =
+// a UUID, no labels), with the expiry annotation and several characters.
+func newPlaybook(i int, expiresAt time.Time, characters int) *unstructured.Unstructured {
+	id := string(uuid.NewUUID())
+	first := examples[i%len(examples)]
+	chars := make([]any, 0, characters)
+	for c := range characters {
+		ex := examples[(i+c)%len(examples)]
+		repo := "https://github.com/amphitheatre-app/" + ex.name
+		chars = append(chars, map[string]any{
+			"meta": map[string]any{
+				"name":        ex.name,
+				"version":     "0.1.0",
+				"authors":     []any{"Amphitheatre Team <hello@amphitheatre.app>"},
+				"description": "A simple " + ex.lang + " example for Amphitheatre",
+				"license":     "Apache-2.0",
+				"repository":  repo,
+				"homepage":    "https://amphitheatre.app",
+				"keywords":    []any{"amphitheatre", "example", ex.lang},
+			},
+			"live": c == 0,
+			"once": false,
+			"build": map[string]any{
+				"dockerfile": "Dockerfile",
+				"context":    ".",
+				"env":        map[string]any{"BUILD_MODE": "debug"},
+			},
+			"deploy": map[string]any{
+				"env": map[string]any{"PORT": ex.port, "LOG_LEVEL": "info"},
+				"services": []any{map[string]any{
+					"kind":  "ClusterIP",
+					"ports": []any{map[string]any{"port": int64(len(ex.port) * 2000), "expose": c == 0}},
+				}},
+			},
+		})
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{
+			"id":          id,
+			"title":       fmt.Sprintf("%s-%d", first.name, i),
+			"description": "Development environment for " + first.name,
+			"preface": map[string]any{
+				"repository": map[string]any{"repo": "https://github.com/amphitheatre-app/" + first.name, "branch": "master"},
+			},
+			"characters": chars,
+			"sync":       true,
+		},
+	}}
+	u.SetAPIVersion("amphitheatre.app/v1")
+	u.SetKind("Playbook")
+	u.SetName(id)
+	u.SetAnnotations(map[string]string{expiry.AnnotationExpiresAt: expiresAt.UTC().Format(time.RFC3339)})
+	return u
+}
+
+// apiMetrics reads the API server's request counts: those that have
+// ended, by verb and resource, and the watches open.
+func (cl *cluster) apiMetrics(ctx context.Context) (apiSnapshot, error) {
+	body, err := cl.rest.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return apiSnapshot{}, fmt.Errorf("read the API server's metrics: %w", err)
+	}
+	s := apiSnapshot{ended: counts{}, open: counts{}, bench: cl.counter.snapshot(), cpu: cpuTimes(cl.pids)}
+	for _, m := range parseMetrics(body, "apiserver_request_total", "apiserver_longrunning_requests") {
+		resource := m.labels["resource"]
+		if !relevant[resource] {
+			continue
+		}
+		if sub := m.labels["subresource"]; sub != "" {
+			resource += "/" + sub
+		}
+		key := m.labels["verb"] + " " + resource
+		switch {
+		case m.name == "apiserver_longrunning_requests":
+			s.open[key] += m.value
+		case m.labels["verb"] != "WATCH":
+			// A watch is counted when it ends, which says nothing about
+			// when it was made: open ones are counted instead.
+			s.ended[key] += m.value
+		}
+	}
+	return s, nil
+}
+
+// relevant are the resources the controller uses. The API server's own
+// requests (leases, endpoints) would only blur the picture.
+var relevant = map[string]bool{"playbooks": true, "timeoutpolicies": true, "events": true, "secrets": true, "namespaces": true}
+
+// counts maps "VERB resource[/subresource]" to a number of requests.
+type counts map[string]float64
+
+type apiSnapshot struct {
+	ended, open counts
+	bench       counts
+	// cpu is the CPU time etcd, kube-apiserver and the bench had spent.
+	cpu map[string]time.Duration
+}
+
+// counter counts the bench's requests as the API server does: by verb
+// and resource, a watch when it ends.
+type counter struct {
+	mu sync.Mutex
+	n  counts
+}
+
+func (c *counter) add(key string) {
+	c.mu.Lock()
+	if c.n == nil {
+		c.n = counts{}
+	}
+	c.n[key]++
+	c.mu.Unlock()
+}
+
+func (c *counter) snapshot() counts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := counts{}
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		key, watch := requestKey(req)
+		resp, err := rt.RoundTrip(req)
+		switch {
+		case key == "":
+		case watch && err == nil:
+			resp.Body = &onClose{ReadCloser: resp.Body, fn: sync.OnceFunc(func() { c.add(key) })}
+		default:
+			c.add(key)
+		}
+		return resp, err
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+type onClose struct {
+	io.ReadCloser
+	fn func()
+}
+
+func (o *onClose) Close() error {
+	o.fn()
+	return o.ReadCloser.Close()
+}
+
+// requestKey names a resource request the way apiserver_request_total
+// does; "" for other requests.
+func requestKey(req *http.Request) (key string, watch bool) {
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return "", false
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	resource, name := parts[0], ""
+	if len(parts) > 1 {
+		name = parts[1]
+	}
+	if len(parts) > 2 {
+		resource += "/" + parts[2]
+	}
+	if !relevant[parts[0]] {
+		return "", false
+	}
+	verb := req.Method
+	switch {
+	case req.Method == http.MethodGet && req.URL.Query().Get("watch") == "true":
+		verb, watch = "WATCH", true
+	case req.Method == http.MethodGet && name == "":
+		verb = "LIST"
+	case req.Method == http.MethodDelete && name == "":
+		verb = "DELETECOLLECTION"
+	}
+	return verb + " " + resource, watch
+}
+
+// controllerProc is the timeout-controller process.
+type controllerProc struct {
+	cmd         *exec.Cmd
+	metricsAddr string
+	profileAddr string
+	done        chan struct{}
+	err         error
+}
+
+func startController(bin, kubeconfig, logPath string, cfg config) (*controllerProc, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--kubeconfig", kubeconfig,
+		"--metrics-bind-address", addr,
+		"--health-probe-bind-address", "0",
+		"--secret-namespace", secretNamespace,
+	}
+	if cfg.Workers > 0 {
+		args = append(args, fmt.Sprintf("--workers=%d", cfg.Workers))
+	}
+	if cfg.QPS > 0 {
+		args = append(args, fmt.Sprintf("--kube-api-qps=%g", cfg.QPS))
+	}
+	if cfg.BurstAPI > 0 {
+		args = append(args, fmt.Sprintf("--kube-api-burst=%d", cfg.BurstAPI))
+	}
+	profileAddr := ""
+	if cfg.Profile != "" {
+		if profileAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		args = append(args, "--profile-bind-address", profileAddr)
+	}
+	args = append(args, cfg.ControllerArgs...)
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), cfg.ControllerEnv...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start the controller: %w", err)
+	}
+	c := &controllerProc{cmd: cmd, metricsAddr: addr, profileAddr: profileAddr, done: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		log.Close()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+func (c *controllerProc) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *controllerProc) stop() {
+	if c.exited() {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// freeAddr returns a loopback address nothing listens on right now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

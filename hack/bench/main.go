@@ -1,0 +1,244 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Command bench measures the timeout controller against a local control plane: deletion and reminder lag, memory, CPU, cold start and API requests.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// config is what one run measures; every field is a flag.
+type config struct {
+	// N Playbooks exist when the controller starts; Expiring of them
+	// expire during the run, the others a day later.
+	N        int `json:"n"`
+	Expiring int `json:"expiring"`
+	// Burst of the expiring Playbooks expire in the same second, in the
+	// middle of Window; the others are spread uniformly over Window.
+	Burst  int           `json:"burst"`
+	Window time.Duration `json:"window"`
+	// Reminders is the policy's only reminder lead; 0 sends none.
+	Reminders time.Duration `json:"reminders"`
+	// Margin separates the end of creation from the first due moment,
+	// so that the controller has started before anything falls due.
+	Margin time.Duration `json:"margin"`
+	// Grace is how long after the last due moment the run waits for
+	// deletions and reminders that have not come.
+	Grace time.Duration `json:"grace"`
+	// Settle is how long the run keeps listening once everything came,
+	// to catch duplicates.
+	Settle     time.Duration `json:"settle"`
+	Characters int           `json:"characters"`
+	Creators   int           `json:"creators"`
+	// Workers, QPS and BurstAPI are passed to the controller when set.
+	Workers  int     `json:"workers,omitempty"`
+	QPS      float64 `json:"qps,omitempty"`
+	BurstAPI int     `json:"burstAPI,omitempty"`
+	// ControllerArgs are further flags for the controller, and
+	// ControllerEnv further variables in its environment (GOGC, say).
+	ControllerArgs []string `json:"controllerArgs,omitempty"`
+	ControllerEnv  []string `json:"controllerEnv,omitempty"`
+	// Log keeps the controller's log at this path; it is removed otherwise.
+	Log string `json:"-"`
+	// Profile, when set, is a directory for the controller's CPU profile
+	// of the whole run and its heap profiles at sync and at the end.
+	Profile string `json:"-"`
+}
+
+func main() {
+	cfg := config{}
+	flag.IntVar(&cfg.N, "n", 1000, "Playbooks in the cluster when the controller starts.")
+	flag.IntVar(&cfg.Expiring, "expiring", -1, "How many of them expire during the run (all when negative); the others expire a day later.")
+	flag.IntVar(&cfg.Burst, "burst", 0, "How many of the expiring Playbooks expire in the same second, in the middle of the window.")
+	flag.DurationVar(&cfg.Window, "window", time.Minute, "The expiries of the other expiring Playbooks are spread uniformly over this window.")
+	flag.DurationVar(&cfg.Reminders, "reminders", 30*time.Second, "The policy's reminder lead: a reminder is due this long before each expiry (0: no reminders).")
+	flag.DurationVar(&cfg.Margin, "margin", 30*time.Second, "Time from the end of creation to the first due reminder or expiry, for the controller's cold start.")
+	flag.DurationVar(&cfg.Grace, "grace", 30*time.Second, "How long past the last due moment to wait for missing deletions and reminders.")
+	flag.DurationVar(&cfg.Settle, "settle", 3*time.Second, "How long to keep listening for duplicates once everything came.")
+	flag.IntVar(&cfg.Characters, "characters", 3, "Characters in each Playbook's spec.")
+	flag.IntVar(&cfg.Creators, "creators", 32, "Playbooks created in parallel.")
+	flag.IntVar(&cfg.Workers, "workers", 0, "The controller's --workers (its default when 0).")
+	flag.Float64Var(&cfg.QPS, "qps", 0, "The controller's --kube-api-qps (its default when 0).")
+	flag.IntVar(&cfg.BurstAPI, "burst-api", 0, "The controller's --kube-api-burst (its default when 0).")
+	var extra, env stringList
+	flag.Var(&extra, "controller-arg", "A further flag for the controller, such as --zap-log-level=debug; repeatable.")
+	flag.Var(&env, "controller-env", "A further NAME=value in the controller's environment, such as GOMEMLIMIT=200MiB; repeatable.")
+	flag.StringVar(&cfg.Log, "log", "", "Keep the controller's log at this path.")
+	flag.StringVar(&cfg.Profile, "profile", "", "Save the controller's CPU profile and heap profiles in this directory (profiling costs CPU: not for the figures).")
+	jsonPath := flag.String("json", "", "Write the report as JSON to this path.")
+	timeout := flag.Duration("timeout", 20*time.Minute, "Give up, clean up and fail after this long.")
+	flag.Parse()
+	cfg.ControllerArgs, cfg.ControllerEnv = extra, env
+	if cfg.Expiring < 0 {
+		cfg.Expiring = cfg.N
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	rep, err := run(ctx, cfg, os.Stderr)
+	cancel()
+	stop()
+	if rep != nil {
+		rep.print(os.Stdout)
+		if *jsonPath != "" {
+			if werr := writeJSON(*jsonPath, rep); werr != nil {
+				err = errors.Join(err, werr)
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return fmt.Sprint(*s) }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func (c config) validate() error {
+	switch {
+	case c.N < 1:
+		return errors.New("-n must be at least 1")
+	case c.Expiring > c.N:
+		return fmt.Errorf("-expiring %d is more than -n %d", c.Expiring, c.N)
+	case c.Burst < 0 || c.Burst > c.Expiring:
+		return fmt.Errorf("-burst %d must be between 0 and the expiring count %d", c.Burst, c.Expiring)
+	case c.Window < 0 || c.Reminders < 0 || c.Margin < 0:
+		return errors.New("-window, -reminders and -margin must not be negative")
+	case c.Reminders%time.Second != 0 || c.Window%time.Second != 0:
+		// Expiries have second precision, so due times stay exact.
+		return errors.New("-window and -reminders must be whole seconds")
+	case c.Creators < 1:
+		return errors.New("-creators must be at least 1")
+	}
+	return nil
+}
+
+// run sets everything up, measures and takes everything down again. The
+// report is returned whenever the measurement got far enough to have one,
+// even with an error.
+func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run `make bench`, which builds etcd and kube-apiserver and sets it")
+	}
+	// envtest logs through controller-runtime, which otherwise prints a
+	// warning and a stack trace when no logger was ever set.
+	logf.SetLogger(logr.Discard())
+	p := &progress{out: log, start: time.Now()}
+
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "timeout-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+
+	p.say("starting etcd and kube-apiserver, building the controller")
+	cl, err := startCluster(ctx, root, tmp)
+	if cl != nil {
+		defer cl.stop()
+	}
+	if err != nil {
+		return nil, err
+	}
+	rc, err := startReceiver()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.close()
+	if err := cl.createPolicy(ctx, cfg, rc); err != nil {
+		return nil, err
+	}
+
+	p.say("creating %d Playbooks with %d characters each, %d parallel", cfg.N, cfg.Characters, cfg.Creators)
+	pop, err := cl.populate(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	p.say("created them in %s (%.0f/s); the first due moment is %s after", pop.took.Round(time.Millisecond),
+		float64(cfg.N)/pop.took.Seconds(), time.Until(pop.firstDue).Round(time.Second))
+
+	w, err := cl.watchPlaybooks(ctx, pop)
+	if err != nil {
+		return nil, err
+	}
+	defer w.stop()
+
+	m := &measurement{cfg: cfg, pop: pop, cl: cl, rc: rc, w: w, p: p}
+	before, err := cl.apiMetrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	logPath := cfg.Log
+	if logPath == "" {
+		logPath = filepath.Join(tmp, "controller.log")
+	}
+	m.log = logPath
+	ctrl, err := startController(cl.bin, cl.kubeconfig, logPath, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer ctrl.stop()
+	p.say("controller started (pid %d), log %s", ctrl.cmd.Process.Pid, logPath)
+	err = m.measure(ctx, ctrl, before)
+	return m.report(), err
+}
+
+func writeJSON(path string, rep *report) error {
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// repoRoot walks up from the working directory to go.mod, so that the
+// bench works from `make bench`, `go run ./hack/bench` and `go test`.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory: run the bench inside the repository")
+		}
+		dir = parent
+	}
+}
+
+// progress writes lines stamped with the time since the run started.
+type progress struct {
+	out   io.Writer
+	start time.Time
+}
+
+func (p *progress) say(format string, args ...any) {
+	fmt.Fprintf(p.out, "[%6.1fs] %s\n", time.Since(p.start).Seconds(), fmt.Sprintf(format, args...))
+}

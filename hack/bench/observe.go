@@ -1,0 +1,427 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+)
+
+// watcher is the bench's one watch on Playbooks: it notes when each one's
+// DELETED event arrived.
+type watcher struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	deleted map[string]time.Time
+	// repeats counts DELETED events for names already deleted.
+	repeats int
+	err     error
+}
+
+// watchPlaybooks watches from the collection's current version, so that
+// the objects already there are not replayed.
+func (cl *cluster) watchPlaybooks(ctx context.Context, pop *population) (*watcher, error) {
+	r := cl.meta.Resource(playbooks)
+	list, err := r.List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return nil, fmt.Errorf("read the Playbooks' resourceVersion: %w", err)
+	}
+	rv := list.ResourceVersion
+	ctx, cancel := context.WithCancel(ctx)
+	wi, err := r.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watch Playbooks: %w", err)
+	}
+	w := &watcher{cancel: cancel, done: make(chan struct{}), deleted: make(map[string]time.Time, len(pop.expiring))}
+	go func() {
+		defer close(w.done)
+		for {
+			for ev := range wi.ResultChan() {
+				now := time.Now()
+				if ev.Type == watch.Error {
+					w.fail(apierrors.FromObject(ev.Object))
+					continue
+				}
+				o, ok := ev.Object.(*metav1.PartialObjectMetadata)
+				if !ok {
+					continue
+				}
+				rv = o.ResourceVersion
+				if ev.Type == watch.Deleted {
+					w.mu.Lock()
+					if _, seen := w.deleted[o.Name]; seen {
+						w.repeats++
+					} else {
+						w.deleted[o.Name] = now
+					}
+					w.mu.Unlock()
+				}
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			// The API server ends every watch after a while: carry on
+			// from the last version seen.
+			if wi, err = r.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}); err != nil {
+				w.fail(err)
+				return
+			}
+		}
+	}()
+	return w, nil
+}
+
+func (w *watcher) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = fmt.Errorf("watch Playbooks: %w", err)
+	}
+	w.mu.Unlock()
+}
+
+func (w *watcher) stop() {
+	w.cancel()
+	<-w.done
+}
+
+// receiver is a webhook endpoint that checks each delivery's Standard
+// Webhooks signature with its own HMAC, as a real receiver would, and
+// notes when each reminder arrived.
+type receiver struct {
+	url    string
+	secret string
+	key    []byte
+	srv    *http.Server
+
+	mu        sync.Mutex
+	reminders map[string][]time.Time
+	// others counts the other messages by type; refused, the requests
+	// that failed the checks.
+	others  map[string]int
+	refused []string
+}
+
+func startReceiver() (*receiver, error) {
+	rc := &receiver{key: make([]byte, 32), reminders: map[string][]time.Time{}, others: map[string]int{}}
+	_, _ = rand.Read(rc.key)
+	rc.secret = "whsec_" + base64.StdEncoding.EncodeToString(rc.key)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("webhook receiver: %w", err)
+	}
+	rc.url = "http://" + l.Addr().String() + "/hooks/timeout"
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /hooks/timeout", rc.serve)
+	rc.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = rc.srv.Serve(l) }()
+	return rc, nil
+}
+
+func (rc *receiver) close() { _ = rc.srv.Close() }
+
+func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	id, ts := r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp")
+	mac := hmac.New(sha256.New, rc.key)
+	fmt.Fprintf(mac, "%s.%s.%s", id, ts, body)
+	want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	var ev struct {
+		ID      string `json:"id"`
+		Type    string `json:"type"`
+		Subject string `json:"subject"`
+	}
+	problem := ""
+	switch {
+	case err != nil:
+		problem = "read body: " + err.Error()
+	case !hmac.Equal([]byte(r.Header.Get("webhook-signature")), []byte(want)):
+		problem = "bad signature"
+	case json.Unmarshal(body, &ev) != nil || ev.ID != id:
+		problem = "bad envelope"
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if problem != "" {
+		rc.refused = append(rc.refused, problem)
+		http.Error(w, problem, http.StatusBadRequest)
+		return
+	}
+	if t := strings.TrimPrefix(ev.Type, notify.CloudEventTypePrefix); t == "reminder" {
+		rc.reminders[ev.Subject] = append(rc.reminders[ev.Subject], arrived)
+	} else {
+		rc.others[t]++
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// sample is one line of the Prometheus text format.
+type sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// parseMetrics returns the samples of the named metrics. It reads only
+// what the API server and controller-runtime write: no timestamps
+// needed, label values quoted with Go-style escapes.
+func parseMetrics(text []byte, names ...string) []sample {
+	var out []sample
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		end := strings.IndexAny(line, "{ ")
+		if end < 0 || !slices.Contains(names, line[:end]) {
+			continue
+		}
+		s := sample{name: line[:end], labels: map[string]string{}}
+		rest := line[end:]
+		if rest[0] == '{' {
+			rest = rest[1:]
+			for len(rest) > 0 && rest[0] != '}' {
+				eq := strings.IndexByte(rest, '=')
+				if eq < 0 || eq+1 >= len(rest) || rest[eq+1] != '"' {
+					break
+				}
+				key := rest[:eq]
+				value, n := unquote(rest[eq+1:])
+				s.labels[key] = value
+				rest = strings.TrimPrefix(rest[eq+1+n:], ",")
+			}
+			rest = strings.TrimPrefix(rest, "}")
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			continue
+		}
+		s.value = v
+		out = append(out, s)
+	}
+	return out
+}
+
+// unquote reads the quoted string at the start of s and returns its
+// value and length.
+func unquote(s string) (string, int) {
+	var b strings.Builder
+	for i := 1; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			if i+1 < len(s) {
+				i++
+				if s[i] == 'n' {
+					b.WriteByte('\n')
+				} else {
+					b.WriteByte(s[i])
+				}
+			}
+		case '"':
+			return b.String(), i + 1
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String(), len(s)
+}
+
+// ctrlMetrics is what the bench reads of the controller's own metrics,
+// about its object controller.
+type ctrlMetrics struct {
+	Reconciles float64 `json:"reconciles"`
+	Errors     float64 `json:"reconcileErrors"`
+	depth      float64
+	active     float64
+	// Go's own account of its memory, to explain the RSS: the heap in
+	// use, the heap idle but not yet returned to the OS, stacks, and the
+	// heap size the next GC is due at.
+	HeapInuse    float64 `json:"heapInuseBytes"`
+	HeapRetained float64 `json:"heapIdleRetainedBytes"`
+	Stacks       float64 `json:"stackBytes"`
+	NextGC       float64 `json:"nextGCBytes"`
+}
+
+func scrapeController(ctx context.Context, addr string) (ctrlMetrics, error) {
+	body, err := httpGet(ctx, "http://"+addr+"/metrics")
+	if err != nil {
+		return ctrlMetrics{}, err
+	}
+	var m ctrlMetrics
+	for _, s := range parseMetrics(body, "controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
+		"workqueue_depth", "controller_runtime_active_workers", "go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes",
+		"go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_next_gc_bytes") {
+		switch s.name {
+		case "go_memstats_heap_inuse_bytes":
+			m.HeapInuse = s.value
+		case "go_memstats_heap_idle_bytes":
+			m.HeapRetained += s.value
+		case "go_memstats_heap_released_bytes":
+			m.HeapRetained -= s.value
+		case "go_memstats_stack_inuse_bytes":
+			m.Stacks = s.value
+		case "go_memstats_next_gc_bytes":
+			m.NextGC = s.value
+		}
+		if s.labels["controller"] != "object" {
+			continue
+		}
+		switch s.name {
+		case "controller_runtime_reconcile_total":
+			m.Reconciles += s.value
+		case "controller_runtime_reconcile_errors_total":
+			m.Errors += s.value
+		case "workqueue_depth":
+			m.depth += s.value
+		case "controller_runtime_active_workers":
+			m.active += s.value
+		}
+	}
+	return m, nil
+}
+
+func httpGet(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	// Compressing a response costs the controller a large writer per
+	// scrape: the bench must not be what its peak memory measures.
+	req.Header.Set("Accept-Encoding", "identity")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return body, err
+}
+
+// procStat is what /proc says of a process: peak and current resident
+// memory, and CPU time spent.
+type procStat struct {
+	peakRSS, rss int64
+	// anon and file split rss into the heap and stacks, and the pages of
+	// the binary and libraries.
+	anon, file int64
+	cpu        time.Duration
+}
+
+// clockTicks is USER_HZ, the unit of times in /proc/<pid>/stat: 100 on
+// every Linux platform Go supports.
+const clockTicks = 100
+
+func readProc(pid int) (procStat, error) {
+	var st procStat
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return st, err
+	}
+	for line := range strings.Lines(string(status)) {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmHWM:":
+			st.peakRSS = kb << 10
+		case "VmRSS:":
+			st.rss = kb << 10
+		case "RssAnon:":
+			st.anon = kb << 10
+		case "RssFile:":
+			st.file = kb << 10
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return st, err
+	}
+	// The command name, in parentheses, may hold spaces: count fields
+	// after it. utime and stime are the 14th and 15th fields.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		return st, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	st.cpu = time.Duration(utime+stime) * time.Second / clockTicks
+	return st, nil
+}
+
+// controlPlane finds the etcd and kube-apiserver processes this process
+// started, by name, so that their CPU time can be read too.
+func controlPlane() map[string]int {
+	out := map[string]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		f := strings.Fields(string(stat[end+1:]))
+		if name := string(stat[open+1 : end]); len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) && (name == "etcd" || name == "kube-apiserver") {
+			out[name] = pid
+		}
+	}
+	return out
+}
+
+// cpuTimes reads the CPU time of each process, and of this one as "bench".
+func cpuTimes(pids map[string]int) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, pid := range pids {
+		if st, err := readProc(pid); err == nil {
+			out[name] = st.cpu
+		}
+	}
+	if st, err := readProc(os.Getpid()); err == nil {
+		out["bench"] = st.cpu
+	}
+	return out
+}

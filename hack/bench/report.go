@@ -1,0 +1,488 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// measurement follows one run from the controller's start to the end.
+type measurement struct {
+	cfg config
+	pop *population
+	cl  *cluster
+	rc  *receiver
+	w   *watcher
+	p   *progress
+	log string
+
+	started, trackedAt time.Time
+	before, synced     apiSnapshot
+	end                apiSnapshot
+	atSync, atEnd      procStat
+	ctrl, ctrlAtSync   ctrlMetrics
+	problems           []string
+}
+
+// poll is how often the bench looks at the controller's metrics before
+// it is tracking everything, and at its own notes afterwards.
+const poll = 100 * time.Millisecond
+
+// measure waits until the controller tracks every Playbook, then until
+// every expiring one has been reminded and deleted (or the grace is
+// over), and takes the figures at both moments.
+func (m *measurement) measure(ctx context.Context, c *controllerProc, before apiSnapshot) error {
+	m.before, m.started = before, time.Now()
+	pid := c.cmd.Process.Pid
+	deadline := m.pop.lastDue.Add(m.cfg.Grace)
+	if c.profileAddr != "" {
+		defer m.profileCPU(ctx, c)()
+		defer m.saveProfile(ctx, c, "/debug/pprof/heap", "heap-end.pb.gz")
+	}
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+
+	// Tracked: every object has been reconciled once (its wake-up is
+	// scheduled) and nothing is queued or in progress. The controller's
+	// own metrics say so at no cost to it; the policy's status would
+	// mean listing and evaluating every object each second.
+	for {
+		cm, err := scrapeController(ctx, c.metricsAddr)
+		if err == nil && cm.Reconciles >= float64(m.cfg.N) && cm.depth == 0 && cm.active == 0 {
+			m.trackedAt, m.ctrlAtSync = time.Now(), cm
+			break
+		}
+		if err := m.wait(ctx, c, tick, deadline); err != nil {
+			return fmt.Errorf("%w before the controller tracked all %d Playbooks", err, m.cfg.N)
+		}
+	}
+	var err error
+	if m.atSync, err = readProc(pid); err != nil {
+		return err
+	}
+	if m.synced, err = m.cl.apiMetrics(ctx); err != nil {
+		return err
+	}
+	if c.profileAddr != "" {
+		m.saveProfile(ctx, c, "/debug/pprof/heap", "heap-sync.pb.gz")
+	}
+	m.p.say("all %d tracked %s after the start; the first due moment is %s later", m.cfg.N,
+		m.trackedAt.Sub(m.started).Round(time.Millisecond), m.pop.firstDue.Sub(m.trackedAt).Round(100*time.Millisecond))
+	if m.trackedAt.After(m.pop.firstDue) {
+		m.problems = append(m.problems, "the controller was not tracking everything when the first reminder or expiry fell due: raise -margin")
+	}
+
+	next := time.Now().Add(10 * time.Second)
+	for !m.complete() {
+		if time.Now().After(deadline) {
+			m.problems = append(m.problems, fmt.Sprintf("gave up waiting %s after the last expiry", m.cfg.Grace))
+			break
+		}
+		if time.Now().After(next) {
+			deleted, reminded := m.progress()
+			m.p.say("%d of %d deleted, %d reminded", deleted, len(m.pop.expiring), reminded)
+			next = next.Add(10 * time.Second)
+		}
+		if err := m.wait(ctx, c, tick, time.Time{}); err != nil {
+			return err
+		}
+	}
+	// Anything sent twice would come within moments.
+	settle := time.Now().Add(m.cfg.Settle)
+	for time.Now().Before(settle) {
+		if err := m.wait(ctx, c, tick, time.Time{}); err != nil {
+			return err
+		}
+	}
+
+	if m.end, err = m.cl.apiMetrics(ctx); err != nil {
+		return err
+	}
+	if m.atEnd, err = readProc(pid); err != nil {
+		return err
+	}
+	if m.ctrl, err = scrapeController(ctx, c.metricsAddr); err != nil {
+		return err
+	}
+	m.w.mu.Lock()
+	err = m.w.err
+	m.w.mu.Unlock()
+	return err
+}
+
+// profileCPU profiles the controller and the API server (on two cores,
+// what the controller waits for) until the last expiry and a little more,
+// and returns a function that waits for both profiles.
+func (m *measurement) profileCPU(ctx context.Context, c *controllerProc) (wait func()) {
+	seconds := int(time.Until(m.pop.lastDue).Seconds()) + 5
+	var wg sync.WaitGroup
+	wg.Go(func() { m.saveProfile(ctx, c, fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds), "cpu.pb.gz") })
+	wg.Go(func() {
+		data, err := m.cl.rest.Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).
+			Timeout(time.Duration(seconds+30) * time.Second).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(m.cfg.Profile, "apiserver-cpu.pb.gz"), data, 0o644)
+		}
+		if err != nil {
+			m.p.say("profile apiserver-cpu.pb.gz: %v", err)
+		}
+	})
+	return wg.Wait
+}
+
+// saveProfile fetches a profile from the controller into cfg.Profile,
+// retrying while the controller is starting. Failures are only reported:
+// a profile is an aid, not a figure.
+func (m *measurement) saveProfile(ctx context.Context, c *controllerProc, path, file string) {
+	var err error
+	for range 50 {
+		var data []byte
+		if data, err = httpGet(ctx, "http://"+c.profileAddr+path); err == nil {
+			err = os.WriteFile(filepath.Join(m.cfg.Profile, file), data, 0o644)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		m.p.say("profile %s: %v", file, err)
+	}
+}
+
+// wait waits for the next tick, and fails when the run cannot go on.
+func (m *measurement) wait(ctx context.Context, c *controllerProc, tick *time.Ticker, deadline time.Time) error {
+	if !deadline.IsZero() && time.Now().After(deadline) {
+		return errors.New("the last expiry and its grace have passed")
+	}
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-c.done:
+		return fmt.Errorf("the controller exited: %v", c.err)
+	case <-tick.C:
+		return nil
+	}
+}
+
+func (m *measurement) complete() bool {
+	m.w.mu.Lock()
+	defer m.w.mu.Unlock()
+	m.rc.mu.Lock()
+	defer m.rc.mu.Unlock()
+	for _, name := range m.pop.expiring {
+		if _, ok := m.w.deleted[name]; !ok {
+			return false
+		}
+		if _, ok := m.rc.reminders[name]; !ok && m.cfg.Reminders > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *measurement) progress() (deleted, reminded int) {
+	m.w.mu.Lock()
+	deleted = len(m.w.deleted)
+	m.w.mu.Unlock()
+	m.rc.mu.Lock()
+	reminded = len(m.rc.reminders)
+	m.rc.mu.Unlock()
+	return deleted, reminded
+}
+
+// report is what a run measured; it is also the JSON the bench writes.
+type report struct {
+	Machine machine `json:"machine"`
+	Config  config  `json:"config"`
+	// ControllerFlags are the values the controller says it runs with.
+	ControllerFlags map[string]any `json:"controllerFlags"`
+
+	CreateSeconds float64 `json:"createSeconds"`
+	// ColdStartSeconds is from starting the controller's process until it
+	// tracks every Playbook; HeadroomSeconds, from then until the first
+	// reminder or expiry fell due.
+	ColdStartSeconds float64 `json:"coldStartSeconds"`
+	HeadroomSeconds  float64 `json:"headroomSeconds"`
+
+	Deletion lagStats `json:"deletion"`
+	Reminder lagStats `json:"reminder"`
+	// Messages counts the other messages the receiver accepted, by type;
+	// Refused, the requests that failed its checks.
+	Messages map[string]int `json:"messages"`
+	Refused  int            `json:"refused"`
+
+	PeakRSSBytes       int64 `json:"peakRSSBytes"`
+	RSSAtSyncBytes     int64 `json:"rssAtSyncBytes"`
+	PeakRSSAtSyncBytes int64 `json:"peakRSSAtSyncBytes"`
+	// RSSAnonAtSyncBytes and RSSFileAtSyncBytes split RSSAtSyncBytes into
+	// anonymous memory (heap, stacks) and file pages (the binary).
+	RSSAnonAtSyncBytes int64   `json:"rssAnonAtSyncBytes"`
+	RSSFileAtSyncBytes int64   `json:"rssFileAtSyncBytes"`
+	CPUSeconds         float64 `json:"cpuSeconds"`
+	CPUSecondsAtSync   float64 `json:"cpuSecondsAtSync"`
+	// OtherCPUSeconds is the CPU time etcd, kube-apiserver and the bench
+	// itself spent during the initial sync and after it, by process: they
+	// share the machine with the controller.
+	OtherCPUSeconds struct {
+		InitialSync map[string]float64 `json:"initialSync"`
+		AfterSync   map[string]float64 `json:"afterSync"`
+	} `json:"otherCPUSeconds"`
+
+	// API counts the controller's requests by "VERB resource", as the API
+	// server counted them, the bench's own taken out. A watch is counted
+	// when it ends, so Watches gives those the controller opened instead.
+	API struct {
+		InitialSync counts `json:"initialSync"`
+		AfterSync   counts `json:"afterSync"`
+		Watches     counts `json:"watches"`
+	} `json:"api"`
+
+	Controller       ctrlMetrics `json:"controller"`
+	ControllerAtSync ctrlMetrics `json:"controllerAtSync"`
+	Problems         []string    `json:"problems,omitempty"`
+}
+
+type machine struct {
+	CPUs   int    `json:"cpus"`
+	Model  string `json:"cpuModel"`
+	Memory int64  `json:"memoryBytes"`
+	Go     string `json:"go"`
+	// Load is the load average (1, 5, 15 minutes) when the report was
+	// made: anything else running shares the two cores.
+	Load string `json:"load"`
+}
+
+// lagStats are the lags of one kind of outcome, in milliseconds.
+type lagStats struct {
+	Expected   int     `json:"expected"`
+	Observed   int     `json:"observed"`
+	Missing    int     `json:"missing"`
+	Early      int     `json:"early"`
+	Duplicates int     `json:"duplicates"`
+	P50        float64 `json:"p50Ms"`
+	P90        float64 `json:"p90Ms"`
+	P99        float64 `json:"p99Ms"`
+	Max        float64 `json:"maxMs"`
+}
+
+func (m *measurement) report() *report {
+	r := &report{Machine: thisMachine(), Config: m.cfg, ControllerFlags: startFlags(m.log), Problems: m.problems}
+	r.CreateSeconds = m.pop.took.Seconds()
+	if !m.trackedAt.IsZero() {
+		r.ColdStartSeconds = m.trackedAt.Sub(m.started).Seconds()
+		r.HeadroomSeconds = m.pop.firstDue.Sub(m.trackedAt).Seconds()
+		r.RSSAtSyncBytes, r.PeakRSSAtSyncBytes = m.atSync.rss, m.atSync.peakRSS
+		r.RSSAnonAtSyncBytes, r.RSSFileAtSyncBytes = m.atSync.anon, m.atSync.file
+		r.ControllerAtSync = m.ctrlAtSync
+		r.CPUSecondsAtSync = m.atSync.cpu.Seconds()
+		r.API.InitialSync = delta(m.before, m.synced)
+		r.OtherCPUSeconds.InitialSync = cpuDelta(m.before, m.synced)
+		r.API.Watches = counts{}
+		for k, v := range m.synced.open {
+			if d := v - m.before.open[k]; d != 0 {
+				r.API.Watches[k] = d
+			}
+		}
+	}
+	if m.end.ended != nil {
+		r.API.AfterSync = delta(m.synced, m.end)
+		r.OtherCPUSeconds.AfterSync = cpuDelta(m.synced, m.end)
+		r.PeakRSSBytes, r.CPUSeconds = m.atEnd.peakRSS, m.atEnd.cpu.Seconds()
+		r.Controller = m.ctrl
+	}
+
+	m.w.mu.Lock()
+	var lags []time.Duration
+	expiring := map[string]bool{}
+	for _, name := range m.pop.expiring {
+		expiring[name] = true
+	}
+	for name, at := range m.w.deleted {
+		lag := at.Sub(m.pop.expiresAt[name])
+		if lag < 0 {
+			r.Deletion.Early++
+		}
+		if expiring[name] {
+			lags = append(lags, lag)
+		}
+	}
+	r.Deletion.Duplicates = m.w.repeats
+	m.w.mu.Unlock()
+	r.Deletion.fill(len(m.pop.expiring), lags)
+
+	m.rc.mu.Lock()
+	lags = lags[:0]
+	for name, arrivals := range m.rc.reminders {
+		due := m.pop.expiresAt[name].Add(-m.cfg.Reminders)
+		lag := arrivals[0].Sub(due)
+		if lag < 0 {
+			r.Reminder.Early++
+		}
+		r.Reminder.Duplicates += len(arrivals) - 1
+		if expiring[name] {
+			lags = append(lags, lag)
+		}
+	}
+	r.Messages, r.Refused = m.rc.others, len(m.rc.refused)
+	m.rc.mu.Unlock()
+	if m.cfg.Reminders > 0 {
+		r.Reminder.fill(len(m.pop.expiring), lags)
+	}
+	return r
+}
+
+func (s *lagStats) fill(expected int, lags []time.Duration) {
+	s.Expected, s.Observed, s.Missing = expected, len(lags), expected-len(lags)
+	if len(lags) == 0 {
+		return
+	}
+	slices.Sort(lags)
+	// Nearest rank: the smallest lag at least p of them do not exceed.
+	at := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(lags)))) - 1
+		return float64(lags[max(i, 0)].Microseconds()) / 1000
+	}
+	s.P50, s.P90, s.P99, s.Max = at(0.50), at(0.90), at(0.99), at(1)
+}
+
+// delta is what the controller asked of the API server between a and b:
+// the server's counts less the bench's own.
+func delta(a, b apiSnapshot) counts {
+	out := counts{}
+	for k, v := range b.ended {
+		if d := v - a.ended[k] - (b.bench[k] - a.bench[k]); d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func cpuDelta(a, b apiSnapshot) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range b.cpu {
+		out[k] = (v - a.cpu[k]).Seconds()
+	}
+	return out
+}
+
+func thisMachine() machine {
+	m := machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
+	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(data)); len(f) >= 3 {
+			m.Load = strings.Join(f[:3], " ")
+		}
+	}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(data)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.Model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(data)) {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				m.Memory = kb << 10
+			}
+		}
+	}
+	return m
+}
+
+// startFlags reads the values the controller logged at its start: the
+// effective ones, defaults included.
+func startFlags(logPath string) map[string]any {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var line map[string]any
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "starting" {
+			return map[string]any{"workers": line["workers"], "qps": line["qps"], "burst": line["burst"]}
+		}
+	}
+	return nil
+}
+
+// print writes the report as one table: the run's facts, the lags, and
+// the API requests by phase.
+func (r *report) print(out io.Writer) {
+	c := r.Config
+	mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+	fact := func(label, format string, args ...any) {
+		fmt.Fprintf(out, "%-26s %s\n", label, fmt.Sprintf(format, args...))
+	}
+	fact("run", "N=%d, %d expiring over %s (%d in one second), reminder %s before", c.N, c.Expiring, c.Window, c.Burst, c.Reminders)
+	fact("controller", "workers=%v qps=%v burst=%v %s", r.ControllerFlags["workers"], r.ControllerFlags["qps"], r.ControllerFlags["burst"],
+		strings.Join(append(slices.Clone(c.ControllerArgs), c.ControllerEnv...), " "))
+	fact("machine", "%d CPUs, %s, %s, %s, load %s at the end", r.Machine.CPUs, r.Machine.Model, mib(r.Machine.Memory), r.Machine.Go, r.Machine.Load)
+	fact("created", "%d in %.1fs (%.0f/s)", c.N, r.CreateSeconds, float64(c.N)/r.CreateSeconds)
+	fact("cold start", "%.2fs until all %d tracked; %.1fs before the first due moment", r.ColdStartSeconds, c.N, r.HeadroomSeconds)
+	fact("controller peak RSS", "%s (at sync: %s = %s anonymous + %s file; peak %s)", mib(r.PeakRSSBytes),
+		mib(r.RSSAtSyncBytes), mib(r.RSSAnonAtSyncBytes), mib(r.RSSFileAtSyncBytes), mib(r.PeakRSSAtSyncBytes))
+	heap := func(m ctrlMetrics) string {
+		return fmt.Sprintf("%s in use, %s idle, %s stacks, next GC at %s", mib(int64(m.HeapInuse)), mib(int64(m.HeapRetained)),
+			mib(int64(m.Stacks)), mib(int64(m.NextGC)))
+	}
+	fact("controller Go heap", "at sync: %s", heap(r.ControllerAtSync))
+	fact("", "at end: %s", heap(r.Controller))
+	fact("controller CPU", "%.2fs (%.2fs at sync)", r.CPUSeconds, r.CPUSecondsAtSync)
+	others := func(m map[string]float64) string {
+		return fmt.Sprintf("kube-apiserver %.1fs, etcd %.1fs, bench %.1fs", m["kube-apiserver"], m["etcd"], m["bench"])
+	}
+	fact("other CPU, initial sync", "%s", others(r.OtherCPUSeconds.InitialSync))
+	fact("other CPU, after sync", "%s", others(r.OtherCPUSeconds.AfterSync))
+	fact("object reconciles", "%.0f (%.0f errors)", r.Controller.Reconciles, r.Controller.Errors)
+	fact("other messages", "%v, %d refused", r.Messages, r.Refused)
+
+	fmt.Fprintf(out, "\n%-26s %9s %9s %9s %9s %9s %8s %6s %6s\n", "lag (ms)", "p50", "p90", "p99", "max", "observed", "missing", "early", "dup")
+	for _, l := range []struct {
+		name string
+		s    lagStats
+	}{{"deletion", r.Deletion}, {"reminder", r.Reminder}} {
+		fmt.Fprintf(out, "%-26s %9.1f %9.1f %9.1f %9.1f %9d %8d %6d %6d\n", l.name,
+			l.s.P50, l.s.P90, l.s.P99, l.s.Max, l.s.Observed, l.s.Missing, l.s.Early, l.s.Duplicates)
+	}
+
+	fmt.Fprintf(out, "\n%-26s %12s %12s %14s\n", "API requests", "initial sync", "after sync", "per expiring")
+	keys := map[string]bool{}
+	for _, cs := range []counts{r.API.InitialSync, r.API.AfterSync} {
+		for k := range cs {
+			keys[k] = true
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		per := "-"
+		if c.Expiring > 0 {
+			per = fmt.Sprintf("%.2f", r.API.AfterSync[k]/float64(c.Expiring))
+		}
+		fmt.Fprintf(out, "%-26s %12.0f %12.0f %14s\n", k, r.API.InitialSync[k], r.API.AfterSync[k], per)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.API.Watches)) {
+		fmt.Fprintf(out, "%-26s %12.0f %12s %14s\n", k+" (open)", r.API.Watches[k], "", "")
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintln(out, "problem:", p)
+	}
+}

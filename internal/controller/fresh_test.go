@@ -1,0 +1,62 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+)
+
+func TestFreshRead(t *testing.T) {
+	gvk := playbooks.WithVersion("v1")
+	pb := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"title": "hello-go"}}}
+	pb.SetGroupVersionKind(gvk)
+	pb.SetName("2b1e7c9e")
+	pb.SetUID("uid-2b1e7c9e")
+	pb.SetAnnotations(map[string]string{"timeout.amphitheatre.app/ttl": "1h"})
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(gvk, meta.RESTScopeRoot)
+	gets := 0
+	reader := interceptor.NewClient(fake.NewClientBuilder().WithScheme(testScheme(t)).WithRESTMapper(mapper).WithObjects(pb).Build(),
+		interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			gets++
+			return c.Get(ctx, key, obj, opts...)
+		}})
+	r := &ObjectReconciler{APIReader: reader}
+	key := Key{GVK: gvk, NamespacedName: types.NamespacedName{Name: "2b1e7c9e"}}
+
+	tests := []struct {
+		name      string
+		withTitle bool
+		wantTitle string
+	}{
+		{"reads the metadata alone when no title is wanted", false, ""},
+		{"reads the metadata and the title in one request", true, "hello-go"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gets = 0
+			obj, title, err := r.freshRead(context.Background(), key, tt.withTitle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gets != 1 {
+				t.Errorf("%d reads, want 1", gets)
+			}
+			if title != tt.wantTitle {
+				t.Errorf("title %q, want %q", title, tt.wantTitle)
+			}
+			if obj.UID != pb.GetUID() || obj.ResourceVersion == "" || obj.Annotations["timeout.amphitheatre.app/ttl"] != "1h" {
+				t.Errorf("metadata %+v lacks the UID, resourceVersion or annotations the delete preconditions and plan need", obj.ObjectMeta)
+			}
+		})
+	}
+}
