@@ -91,6 +91,9 @@ type role struct {
 	// is the deletion time a postponed message announced.
 	noticeAt    time.Time
 	postponedTo time.Time
+	// extendedAt and wasExpiring are when it was extended and its expiry
+	// before that: a reminder falls due against the expiry it was sent for.
+	extendedAt, wasExpiring time.Time
 	// got are the messages about it, duplicates left out.
 	got []message
 }
@@ -365,6 +368,7 @@ func (s *story) extend(ctx context.Context, cl client.Client, r *role) error {
 		return fmt.Errorf("extend Playbook %s: %w", r.title, err)
 	}
 	now := time.Now()
+	r.extendedAt, r.wasExpiring = now, was
 	// The old date's stages that fell due before now were owed; the others
 	// never will be. The new date's stages count from now.
 	sent := 0
@@ -625,7 +629,13 @@ func (s *story) slowest(r *role) string {
 			s.problem("%s: a reminder came with stage %q", r.title, m.stage)
 			continue
 		}
-		d := m.arrived.Sub(m.expiresAt.Add(-lead))
+		// Due against the object's expiry, not the deletion time the message
+		// announces: that is later when the notice is still owed.
+		expiresAt := r.life.ExpiresAt
+		if !r.extendedAt.IsZero() && m.arrived.Before(r.extendedAt) {
+			expiresAt = r.wasExpiring
+		}
+		d := m.arrived.Sub(expiresAt.Add(-lead))
 		if d < 0 || d > lateAfter {
 			s.problem("%s: the %s reminder arrived %d ms after it fell due", r.title, m.stage, d.Milliseconds())
 		}
