@@ -222,6 +222,12 @@ func (cl *cluster) populate(ctx context.Context, cfg config) (*population, error
 			pop.firstDue = due
 		}
 	}
+	if len(pop.expiring) == 0 {
+		// A run for the cold start and memory alone still gives the
+		// controller the margin to start in.
+		pop.firstDue = pop.created.Add(cfg.Margin)
+		pop.lastDue = pop.firstDue
+	}
 	return pop, nil
 }
 

@@ -62,6 +62,10 @@ type Channels struct {
 
 	mu    sync.Mutex
 	cache map[types.UID]cachedChannels
+	// building lets one caller at a time build: when a policy's set
+	// expires, every worker misses it at once, and each would otherwise
+	// read the Secrets and parse the templates again.
+	building sync.Mutex
 }
 
 type cachedChannels struct {
@@ -75,12 +79,15 @@ type cachedChannels struct {
 // wrong with them, without secrets.
 func (c *Channels) get(ctx context.Context, p *v1alpha1.TimeoutPolicy) (*channelSet, error) {
 	now := c.Clock.Now()
-	c.mu.Lock()
-	if e, ok := c.cache[p.UID]; ok && e.generation == p.Generation && now.Sub(e.built) < channelsTTL {
-		c.mu.Unlock()
+	if e, ok := c.cached(p, now); ok {
 		return e.set, e.err
 	}
-	c.mu.Unlock()
+	c.building.Lock()
+	defer c.building.Unlock()
+	// Built by another caller while this one waited.
+	if e, ok := c.cached(p, now); ok {
+		return e.set, e.err
+	}
 
 	set, err := buildChannels(ctx, p.Spec.Notifications, c.Secrets)
 	c.mu.Lock()
@@ -90,6 +97,13 @@ func (c *Channels) get(ctx context.Context, p *v1alpha1.TimeoutPolicy) (*channel
 	}
 	c.cache[p.UID] = cachedChannels{generation: p.Generation, built: now, set: set, err: err}
 	return set, err
+}
+
+func (c *Channels) cached(p *v1alpha1.TimeoutPolicy, now time.Time) (cachedChannels, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.cache[p.UID]
+	return e, ok && e.generation == p.Generation && now.Sub(e.built) < channelsTTL
 }
 
 func buildChannels(ctx context.Context, spec v1alpha1.Notifications, secrets notify.Secrets) (*channelSet, error) {
