@@ -19,6 +19,8 @@ import (
 
 	"github.com/go-logr/logr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/amphitheatre-app/timeout-controller/hack/internal/repo"
 )
 
 // config is what one run measures; every field is a flag.
@@ -145,7 +147,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	logf.SetLogger(logr.Discard())
 	p := &progress{out: log, start: time.Now()}
 
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return nil, err
 	}
@@ -212,25 +214,6 @@ func writeJSON(path string, rep *report) error {
 		return err
 	}
 	return os.WriteFile(path, append(data, '\n'), 0o644)
-}
-
-// repoRoot walks up from the working directory to go.mod, so that the
-// bench works from `make bench`, `go run ./hack/bench` and `go test`.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory: run the bench inside the repository")
-		}
-		dir = parent
-	}
 }
 
 // progress writes lines stamped with the time since the run started.

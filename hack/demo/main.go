@@ -22,6 +22,8 @@ import (
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/amphitheatre-app/timeout-controller/hack/internal/repo"
 )
 
 func main() {
@@ -68,7 +70,7 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return errors.New("KUBEBUILDER_ASSETS is not set: run `make demo`, which builds etcd and kube-apiserver and sets it")
 	}
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return err
 	}
@@ -214,25 +216,6 @@ func (c *proc) stop() error {
 		_ = c.cmd.Process.Kill()
 		<-c.done
 		return errors.New("did not stop within 10s of SIGTERM; killed it")
-	}
-}
-
-// repoRoot walks up from the working directory to go.mod, so that the demo
-// works from `make demo`, `go run ./hack/demo` and `go test ./hack/demo`.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory: run the demo inside the repository")
-		}
-		dir = parent
 	}
 }
 
