@@ -44,6 +44,20 @@ type Deletion struct {
 	// DryRun records a WouldDelete Event at expiry and deletes nothing.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
+
+	// Archive writes each object's full manifest to the controller's
+	// archive (--archive-dir) before deleting it. If the archive cannot be
+	// written, the object is not deleted and the failure is reported.
+	// +optional
+	Archive bool `json:"archive,omitempty"`
+
+	// MaxPerMinute caps how many of this policy's objects are deleted per
+	// minute. Expiries beyond it wait their turn, in order of expiry; none
+	// is skipped. Zero means no cap (the controller's global cap,
+	// --max-deletions-per-minute, still applies).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxPerMinute int32 `json:"maxPerMinute,omitempty"`
 }
 
 // TimeoutPolicySpec says which objects expire, and when.

@@ -36,6 +36,11 @@ func run() error {
 		profileAddr             string
 		leaderElect             bool
 		leaderElectionNamespace string
+		leaseDuration           time.Duration
+		renewDeadline           time.Duration
+		retryPeriod             time.Duration
+		shutdownTimeout         time.Duration
+		auditLog                string
 		qps                     float64
 		burst                   int
 		opts                    controller.Options
@@ -45,6 +50,15 @@ func run() error {
 	flag.StringVar(&profileAddr, "profile-bind-address", "0", `Address Go's pprof profiles (/debug/pprof/) are served on, for performance work; "0" turns them off.`)
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader through a Lease so that only one replica acts at a time.")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; the pod's own namespace when empty.")
+	flag.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a standby waits after the leader's last renewal before it takes over.")
+	flag.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew its Lease before it stops acting.")
+	flag.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often replicas try to acquire or renew the Lease.")
+	flag.DurationVar(&shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight work may take to finish after SIGTERM before the process exits; the Lease is released either way.")
+	flag.BoolVar(&opts.DryRun, "dry-run", false, "Delete nothing: record a WouldDelete Event and audit record at each expiry instead, whatever the policies say.")
+	flag.IntVar(&opts.MaxDeletionsPerMinute, "max-deletions-per-minute", 0, "Cap on deletions per minute across all policies; expiries beyond it wait their turn. 0 means no cap.")
+	flag.StringVar(&auditLog, "audit-log", "-", `Where the audit trail (JSON Lines) goes: "-" for standard output, or a file that records are appended and fsynced to.`)
+	flag.StringVar(&opts.ArchiveDir, "archive-dir", "", "Directory (on a volume) that policies with deletion.archive write each object's manifest to before deleting it; empty turns archiving off.")
+	flag.DurationVar(&opts.ArchiveRetention, "archive-retention", 30*24*time.Hour, "How long archived manifests are kept; 0 keeps them forever.")
 	// Sized with `make bench` on two cores (docs/performance.md): 1,000
 	// objects expiring in the same second need 1,000 reads and 1,000
 	// deletes, each through its own client's limiter; 500 at once and 200
@@ -81,6 +95,13 @@ func run() error {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "timeout-controller.timeout.amphitheatre.app",
 		LeaderElectionNamespace: leaderElectionNamespace,
+		// A replica that stops hands over at once rather than after
+		// --leader-elect-lease-duration.
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &leaseDuration,
+		RenewDeadline:                 &renewDeadline,
+		RetryPeriod:                   &retryPeriod,
+		GracefulShutdownTimeout:       &shutdownTimeout,
 		// Only metadata is read; dropping managedFields halves what the
 		// cache holds per object.
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},

@@ -61,6 +61,17 @@ type Options struct {
 	SecretNamespace string
 	// Clock is the time source; the real clock when nil.
 	Clock clock.PassiveClock
+	// DryRun deletes nothing, whatever the policies say.
+	DryRun bool
+	// MaxDeletionsPerMinute caps deletions across all policies; 0 means no
+	// cap.
+	MaxDeletionsPerMinute int
+	// ArchiveDir is where manifests are archived before deletion; empty
+	// turns archiving off, and policies that ask for it are not ready.
+	ArchiveDir string
+	// ArchiveRetention is how long archived manifests are kept; 0 keeps
+	// them forever.
+	ArchiveRetention time.Duration
 }
 
 // Setup adds the policy and object controllers to mgr. The Events they

@@ -1,0 +1,303 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package archive keeps the manifests of objects the controller deleted,
+// one file each, so that they can be found by name and UID and restored.
+//
+// The layout is
+//
+//	<dir>/<Kind>.<group>/<namespace>/<name>_<uid>.yaml
+//
+// with "_cluster" for the namespace of cluster-scoped objects and "core"
+// for the group of the core API. A file is a YAML manifest preceded by a
+// comment that says when and why it was archived.
+package archive
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+)
+
+// ClusterScope stands for the namespace of cluster-scoped objects.
+const ClusterScope = "_cluster"
+
+const (
+	ext        = ".yaml"
+	headerLine = "# timeout-controller archive: "
+)
+
+// Header says when and why an object was archived. It is written as the
+// file's first comment line, in JSON, and read back by Read.
+type Header struct {
+	ArchivedAt time.Time `json:"archivedAt"`
+	UID        types.UID `json:"uid"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+	Policy     string    `json:"policy"`
+}
+
+// Entry is one archived object.
+type Entry struct {
+	Path      string
+	GroupKind schema.GroupKind
+	Namespace string
+	Name      string
+	UID       types.UID
+	// ModTime is when the file was written.
+	ModTime time.Time
+}
+
+// Write stores obj under dir and returns the file's path. The manifest
+// keeps everything needed to create the object again, less managedFields,
+// resourceVersion, uid and status. The file is complete and on disk
+// (fsynced, directory included) when Write returns, so a delete that
+// follows cannot lose it; a file of the same object written earlier is
+// replaced.
+func Write(dir string, obj *unstructured.Unstructured, h Header) (string, error) {
+	if dir == "" {
+		return "", errors.New("no archive directory configured (--archive-dir)")
+	}
+	gk := obj.GroupVersionKind().GroupKind()
+	if gk.Kind == "" || obj.GetName() == "" || obj.GetUID() == "" {
+		return "", fmt.Errorf("archive: object needs a kind, a name and a UID")
+	}
+	h.UID = obj.GetUID()
+	path := filepath.Join(dir, kindDir(gk), namespaceDir(obj.GetNamespace()), fileName(obj.GetName(), obj.GetUID()))
+
+	manifest := obj.DeepCopy()
+	stripServerFields(manifest)
+	manifest.SetUID("")
+	unstructured.RemoveNestedField(manifest.Object, "status")
+	body, err := yaml.Marshal(manifest.Object)
+	if err != nil {
+		return "", fmt.Errorf("archive %s: %w", path, err)
+	}
+	hj, err := json.Marshal(h)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	buf.WriteString(headerLine)
+	buf.Write(hj)
+	buf.WriteByte('\n')
+	buf.Write(body)
+
+	if err := writeFileSync(path, buf.Bytes()); err != nil {
+		return "", fmt.Errorf("archive %s: %w", path, err)
+	}
+	return path, nil
+}
+
+// Read returns the object archived at path and its header.
+func Read(path string) (*unstructured.Unstructured, Header, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, Header{}, err
+	}
+	var h Header
+	if first, _, ok := bytes.Cut(data, []byte("\n")); ok && bytes.HasPrefix(first, []byte(headerLine)) {
+		if err := json.Unmarshal(bytes.TrimPrefix(first, []byte(headerLine)), &h); err != nil {
+			return nil, Header{}, fmt.Errorf("%s: unreadable archive header: %w", path, err)
+		}
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &obj.Object); err != nil {
+		return nil, Header{}, fmt.Errorf("%s: not a manifest: %w", path, err)
+	}
+	if obj.GetKind() == "" || obj.GetName() == "" {
+		return nil, Header{}, fmt.Errorf("%s: not a manifest: no kind or name", path)
+	}
+	return obj, h, nil
+}
+
+// Find lists the archived objects of kind gk (any kind when empty) called
+// name in namespace (any namespace when empty), newest first.
+func Find(dir string, gk schema.GroupKind, namespace, name string) ([]Entry, error) {
+	entries, err := List(dir)
+	if err != nil {
+		return nil, err
+	}
+	found := entries[:0]
+	for _, e := range entries {
+		if (gk.Kind == "" || strings.EqualFold(gk.Kind, e.GroupKind.Kind) && (gk.Group == "" || gk.Group == e.GroupKind.Group)) &&
+			(namespace == "" || namespace == e.Namespace) && e.Name == name {
+			found = append(found, e)
+		}
+	}
+	return found, nil
+}
+
+// List returns every archived object under dir, newest first.
+func List(dir string) ([]Entry, error) {
+	var entries []Entry
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ext) {
+			return err
+		}
+		e, ok := parsePath(dir, path)
+		if !ok {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		e.ModTime = info.ModTime()
+		entries = append(entries, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(entries, func(a, b Entry) int { return b.ModTime.Compare(a.ModTime) })
+	return entries, nil
+}
+
+// Prune removes the archived files written before cutoff and returns how
+// many it removed.
+func Prune(dir string, cutoff time.Time) (int, error) {
+	entries, err := List(dir)
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	var errs []error
+	for _, e := range entries {
+		if !e.ModTime.Before(cutoff) {
+			continue
+		}
+		if err := os.Remove(e.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		removed++
+	}
+	return removed, errors.Join(errs...)
+}
+
+// ForRestore returns obj as it should be created again: without the fields
+// the API server sets, and without what tied it to its old expiry (the
+// expires-at annotation and the reminder record), so that it starts a new
+// lifetime from its new creation time.
+func ForRestore(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	out := obj.DeepCopy()
+	stripServerFields(out)
+	out.SetUID("")
+	out.SetGeneration(0)
+	out.SetDeletionTimestamp(nil)
+	out.SetDeletionGracePeriodSeconds(nil)
+	out.SetOwnerReferences(nil)
+	unstructured.RemoveNestedField(out.Object, "status")
+	unstructured.RemoveNestedField(out.Object, "metadata", "creationTimestamp")
+	if a := out.GetAnnotations(); a != nil {
+		delete(a, expiry.AnnotationExpiresAt)
+		delete(a, expiry.AnnotationReminders)
+		if len(a) == 0 {
+			a = nil
+		}
+		out.SetAnnotations(a)
+	}
+	return out
+}
+
+func stripServerFields(obj *unstructured.Unstructured) {
+	obj.SetManagedFields(nil)
+	obj.SetResourceVersion("")
+	obj.SetSelfLink("")
+}
+
+func kindDir(gk schema.GroupKind) string {
+	group := gk.Group
+	if group == "" {
+		group = "core"
+	}
+	return gk.Kind + "." + group
+}
+
+func namespaceDir(ns string) string {
+	if ns == "" {
+		return ClusterScope
+	}
+	return ns
+}
+
+func fileName(name string, uid types.UID) string {
+	return name + "_" + string(uid) + ext
+}
+
+// parsePath reads an entry from a path that follows the layout.
+func parsePath(dir, path string) (Entry, bool) {
+	rel, err := filepath.Rel(dir, path)
+	if err != nil {
+		return Entry{}, false
+	}
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	if len(parts) != 3 {
+		return Entry{}, false
+	}
+	kind, group, ok := strings.Cut(parts[0], ".")
+	if !ok {
+		return Entry{}, false
+	}
+	if group == "core" {
+		group = ""
+	}
+	// Names cannot hold "_"; UIDs cannot either.
+	name, uid, ok := strings.Cut(strings.TrimSuffix(parts[2], ext), "_")
+	if !ok {
+		return Entry{}, false
+	}
+	ns := parts[1]
+	if ns == ClusterScope {
+		ns = ""
+	}
+	return Entry{Path: path, GroupKind: schema.GroupKind{Group: group, Kind: kind}, Namespace: ns, Name: name, UID: types.UID(uid)}, true
+}
+
+// writeFileSync writes data to path through a temporary file in the same
+// directory, fsyncs it, renames it into place and fsyncs the directory.
+func writeFileSync(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.Close() }()
+	return d.Sync()
+}
