@@ -132,6 +132,9 @@ const (
 	// ReasonChannelsNotReady: a notification channel cannot be built (a
 	// Secret is missing, a template does not parse).
 	ReasonChannelsNotReady = "ChannelsNotReady"
+	// ReasonArchiveUnavailable: the policy archives before deleting but the
+	// controller has no archive (--archive-dir); nothing is deleted.
+	ReasonArchiveUnavailable = "ArchiveUnavailable"
 	ReasonOutranked        = "Outranked"
 	ReasonNoOverlap        = "NoOverlap"
 )

@@ -20,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
 )
 
@@ -40,7 +41,7 @@ func run() error {
 		renewDeadline           time.Duration
 		retryPeriod             time.Duration
 		shutdownTimeout         time.Duration
-		auditLog                string
+		auditDest               string
 		qps                     float64
 		burst                   int
 		opts                    controller.Options
@@ -56,7 +57,7 @@ func run() error {
 	flag.DurationVar(&shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight work may take to finish after SIGTERM before the process exits; the Lease is released either way.")
 	flag.BoolVar(&opts.DryRun, "dry-run", false, "Delete nothing: record a WouldDelete Event and audit record at each expiry instead, whatever the policies say.")
 	flag.IntVar(&opts.MaxDeletionsPerMinute, "max-deletions-per-minute", 0, "Cap on deletions per minute across all policies; expiries beyond it wait their turn. 0 means no cap.")
-	flag.StringVar(&auditLog, "audit-log", "-", `Where the audit trail (JSON Lines) goes: "-" for standard output, or a file that records are appended and fsynced to.`)
+	flag.StringVar(&auditDest, "audit-log", "-", `Where the audit trail (JSON Lines) goes: "-" for standard output, or a file that records are appended and fsynced to.`)
 	flag.StringVar(&opts.ArchiveDir, "archive-dir", "", "Directory (on a volume) that policies with deletion.archive write each object's manifest to before deleting it; empty turns archiving off.")
 	flag.DurationVar(&opts.ArchiveRetention, "archive-retention", 30*24*time.Hour, "How long archived manifests are kept; 0 keeps them forever.")
 	// Sized with `make bench` on two cores (docs/performance.md): 1,000
@@ -112,9 +113,12 @@ func run() error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	auditLog, err := audit.Open(auditDest)
+	if err != nil {
 		return err
 	}
+	defer func() { _ = auditLog.Close() }()
+	opts.Audit = auditLog
 
 	ctx := ctrl.SetupSignalHandler()
 	if err := controller.Setup(ctx, mgr, opts); err != nil {

@@ -33,6 +33,12 @@ const (
 	// ReasonInvalidRecipient: the notify annotation names something that
 	// is not an allowed e-mail address or Slack channel.
 	ReasonInvalidRecipient = "InvalidRecipient"
+	// ReasonDeletionThrottled: the object expired and waits for its turn
+	// under a deletion cap.
+	ReasonDeletionThrottled = "DeletionThrottled"
+	// ReasonArchiveFailed: the object expired but its manifest could not be
+	// archived, so it was not deleted.
+	ReasonArchiveFailed = "ArchiveFailed"
 )
 
 // Event reasons on TimeoutPolicies.

@@ -35,18 +35,22 @@ func TestFreshRead(t *testing.T) {
 
 	tests := []struct {
 		name      string
-		withTitle bool
+		full      bool
 		wantTitle string
 	}{
-		{"reads the metadata alone when no title is wanted", false, ""},
-		{"reads the metadata and the title in one request", true, "hello-go"},
+		{"reads the metadata alone when neither title nor archive is wanted", false, ""},
+		{"reads the metadata and the whole object in one request", true, "hello-go"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			gets = 0
-			obj, title, err := r.freshRead(context.Background(), key, tt.withTitle)
+			obj, u, err := r.freshRead(context.Background(), key, tt.full)
 			if err != nil {
 				t.Fatal(err)
+			}
+			title := ""
+			if u != nil {
+				title = titleOf(u)
 			}
 			if gets != 1 {
 				t.Errorf("%d reads, want 1", gets)

@@ -144,3 +144,15 @@ func drain(rec *events.FakeRecorder) []string {
 		}
 	}
 }
+
+func bogusSelector(p *v1alpha1.TimeoutPolicy) {
+	p.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "app", Operator: "Bogus", Values: []string{"x"}},
+	}}
+}
+
+func bogusNamespaceSelector(p *v1alpha1.TimeoutPolicy) {
+	p.Spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "env", Operator: "Bogus"},
+	}}
+}

@@ -26,6 +26,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
@@ -193,6 +194,8 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	}
 	ref := reference(key.GVK, obj)
 	if plan.Event == v1alpha1.EventPostponed && r.firstPostponement(key, obj.UID, plan.At) {
+		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Postponed, Result: audit.OK,
+			Detail: "deletion postponed to " + plan.At.UTC().Format(time.RFC3339) + ": " + msg.Detail})
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
 			"Expired at %s; deletion postponed to %s because %s", ev.life.ExpiresAt.UTC().Format(time.RFC3339),
 			plan.At.UTC().Format(time.RFC3339), msg.Detail)
@@ -206,11 +209,16 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		sendCtx, cancel = context.WithDeadline(ctx, plan.Deadline)
 		defer cancel()
 	}
+	_, alreadySent := ev.record.Sent[plan.Key]
 	sent, skipped, failed := r.deliver(sendCtx, ev, due, msg)
 	// The time is taken after the sends: the notice starts when the message
 	// was accepted, and backoff counts from then.
 	now := r.Clock.Now()
 	reminder := plan.Event == v1alpha1.EventReminder && len(sent) > 0
+	if reminder && !alreadySent {
+		reminderLag.Observe(now.Sub(reminderDue(ev.record, plan.Key)).Seconds())
+	}
+	r.audit(ctx, key, obj, ev, deliveryRecords(plan.Event, msg.Stage, sent, failed)...)
 	if len(sent) > 0 {
 		// Recorded before the write: where no channel carries reminders,
 		// this Event is the reminder itself.
@@ -286,6 +294,34 @@ func (r *ObjectReconciler) retryDelay(plan expiry.Plan, retryKeyOf func(string) 
 	return expiry.After(next, now)
 }
 
+// reminderDue is when the reminder stage stage of record fell due: its
+// lead before the expiry, or the start of the record if that was later
+// (an object created, or extended, inside the lead).
+func reminderDue(record *expiry.Record, stage string) time.Time {
+	lead, err := expiry.ParseDuration(stage)
+	if err != nil {
+		return record.Since
+	}
+	due := record.ExpiresAt.Add(-lead)
+	if due.Before(record.Since) {
+		return record.Since
+	}
+	return due
+}
+
+// deliveryRecords are the audit records of one message's deliveries: one
+// per channel.
+func deliveryRecords(t v1alpha1.EventType, stage string, sent []string, failed failures) []audit.Record {
+	recs := make([]audit.Record, 0, len(sent)+len(failed))
+	for _, name := range sent {
+		recs = append(recs, audit.Record{Type: audit.Notified, Message: string(t), Stage: stage, Channel: name, Result: audit.OK})
+	}
+	for _, name := range failed.names() {
+		recs = append(recs, audit.Record{Type: audit.NotifyFailed, Message: string(t), Stage: stage, Channel: name, Result: audit.Error, Error: failed[name]})
+	}
+	return recs
+}
+
 // failures maps a channel name to what went wrong with it.
 type failures map[string]string
 
@@ -315,10 +351,22 @@ func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []
 	var wg sync.WaitGroup
 	for i, name := range names {
 		if n, ok := ev.channels.notifiers[name]; ok && n.Accepts(msg.Type) {
-			wg.Go(func() { errs[i] = n.Send(ctx, msg, content) })
+			wg.Go(func() {
+				start := time.Now()
+				errs[i] = n.Send(ctx, msg, content)
+				notificationSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
+			})
 		}
 	}
 	wg.Wait()
+	defer func() {
+		for _, name := range sent {
+			notifications.WithLabelValues(name, string(msg.Type), "sent").Inc()
+		}
+		for name := range failed {
+			notifications.WithLabelValues(name, string(msg.Type), "failed").Inc()
+		}
+	}()
 	for i, name := range names {
 		n, ok := ev.channels.notifiers[name]
 		switch {
@@ -349,6 +397,7 @@ func (r *ObjectReconciler) announce(ctx context.Context, key Key, obj *metav1.Pa
 	msg := r.message(key, obj, ev, t, ev.life.ExpiresAt, "")
 	msg.Detail = detail
 	sent, _, failed := r.deliver(ctx, ev, names, msg)
+	r.audit(ctx, key, obj, ev, deliveryRecords(t, "", sent, failed)...)
 	log := logf.FromContext(ctx)
 	var problems []string
 	for _, name := range failed.names() {

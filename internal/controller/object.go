@@ -25,7 +25,10 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/archive"
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/match"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
@@ -54,6 +57,14 @@ type ObjectReconciler struct {
 	Clock     clock.PassiveClock
 	// Channels builds each policy's notification channels.
 	Channels *Channels
+	// Audit receives a record of every decision; nil writes none.
+	Audit *audit.Log
+	// Caps holds the deletion caps and the turns they gave.
+	Caps *deletionCaps
+	// DryRun deletes nothing, whatever the policies say.
+	DryRun bool
+	// ArchiveDir is where manifests are archived before deletion.
+	ArchiveDir string
 
 	mu            sync.Mutex
 	seen          map[Key]reported
@@ -74,6 +85,8 @@ type reported struct {
 	postponed      time.Time
 	deletionFailed time.Time
 	noticeNotGiven time.Time
+	archiveFailed  time.Time
+	throttled      time.Time
 	writeFailed    bool
 }
 
@@ -104,13 +117,17 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	if err != nil || ev == nil {
 		return ctrl.Result{}, err
 	}
-	r.warnInvalid(key, obj, ev.life)
+	r.warnInvalid(ctx, key, obj, ev)
 	if ev.recordReset {
 		// An extension (or a shortening) starts a new record: write it now,
 		// so that the moment it took effect stays put. The patch brings the
 		// next reconcile.
 		if err := r.recordDelivery(ctx, key, obj, ev, func(*expiry.Record) {}); err != nil {
 			return ctrl.Result{}, r.writeFailed(key, obj, err)
+		}
+		if !ev.previous.IsZero() {
+			r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Extended, Result: audit.OK,
+				Detail: "expiry moved from " + ev.previous.UTC().Format(time.RFC3339)})
 		}
 		return ctrl.Result{}, nil
 	}
@@ -124,6 +141,9 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	}
 
 	plan := ev.plan()
+	if plan.Action != expiry.Delete {
+		r.Caps.forget(key)
+	}
 	switch plan.Action {
 	case expiry.Wait:
 		log.V(1).Info("waiting", "until", plan.At, "expiresAt", ev.life.ExpiresAt, "source", ev.life.Source, "policy", ev.policy.Name)
@@ -131,10 +151,38 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	case expiry.Notify:
 		return r.notify(ctx, key, obj, ev, plan)
 	case expiry.Delete:
-		return r.expire(ctx, key, ev.needsTitle(key))
+		if wait := r.turn(ctx, key, obj, ev); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+		return r.expire(ctx, key, ev.needsTitle(key) || ev.archives(r.DryRun))
 	default:
 		return ctrl.Result{}, nil
 	}
+}
+
+// turn returns how long the object must wait for its turn under the
+// deletion caps, and says so (once per expiry) when a cap holds it back.
+// A dry run deletes nothing, so nothing waits for it.
+func (r *ObjectReconciler) turn(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation) time.Duration {
+	if ev.dryRun(r.DryRun) {
+		return 0
+	}
+	at, by, throttled := r.Caps.admit(key, obj.UID, ev.life.ExpiresAt, ev.policy.Name, ev.policy.Spec.Deletion.MaxPerMinute, ev.now)
+	if !at.After(ev.now) {
+		return 0
+	}
+	if throttled {
+		deletionsThrottled.WithLabelValues(by).Inc()
+		limit := fmt.Sprintf("the cap of %d deletions per minute of policy %s", ev.policy.Spec.Deletion.MaxPerMinute, ev.policy.Name)
+		if by == capGlobal {
+			limit = "the controller's cap (--max-deletions-per-minute)"
+		}
+		when := at.UTC().Format(time.RFC3339Nano)
+		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Throttled, Result: audit.OK, Detail: "deletion waits until " + when + " under " + limit})
+		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeNormal, ReasonDeletionThrottled, actionDelete,
+			"Expired at %s; deletion waits until %s under %s", ev.life.ExpiresAt.UTC().Format(time.RFC3339), when, limit)
+	}
+	return expiry.After(at, ev.now)
 }
 
 // evaluation is what the controller makes of an object at one moment.
@@ -151,6 +199,19 @@ type evaluation struct {
 	unwritten bool
 	channels  *channelSet
 	now       time.Time
+	// previous is, when recordReset, the expiry the old record was about.
+	previous time.Time
+}
+
+// dryRun reports whether the object's expiry deletes nothing.
+func (ev *evaluation) dryRun(global bool) bool {
+	return global || ev.policy.Spec.Deletion.DryRun
+}
+
+// archives reports whether the object's manifest is archived before it is
+// deleted.
+func (ev *evaluation) archives(globalDryRun bool) bool {
+	return ev.policy.Spec.Deletion.Archive && !ev.dryRun(globalDryRun)
 }
 
 // errChannelsNotReady: the governing policy's channels cannot be built.
@@ -176,12 +237,12 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 	if err := r.Client.List(ctx, &policies); err != nil {
 		return nil, fmt.Errorf("list policies: %w", err)
 	}
-	matched, err := matching(candidates(policies.Items, gvk), r.describe(ctx, gvk, obj))
+	matched, err := match.Matching(match.Candidates(policies.Items, gvk), r.describe(ctx, gvk, obj))
 	if err != nil || len(matched) == 0 {
 		return nil, err
 	}
 	c := matched[0]
-	if c.scheduleErr != nil {
+	if c.ScheduleErr != nil {
 		return nil, nil
 	}
 	channels, err := r.Channels.get(ctx, c.TimeoutPolicy)
@@ -192,8 +253,8 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 	}
 	ev := &evaluation{
 		policy:   c.TimeoutPolicy,
-		schedule: c.schedule,
-		life:     expiry.Compute(obj.CreationTimestamp.Time, obj.Annotations, c.schedule.DefaultTTL),
+		schedule: c.Schedule,
+		life:     expiry.Compute(obj.CreationTimestamp.Time, obj.Annotations, c.Schedule.DefaultTTL),
 		channels: channels,
 		now:      r.Clock.Now(),
 	}
@@ -211,6 +272,9 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 		base := r.pending.carry(key, obj.UID, record, created, ev.life.ExpiresAt)
 		ev.record = base.For(ev.life.ExpiresAt, created, ev.now)
 		ev.recordReset = base != nil && ev.record != base
+		if ev.recordReset {
+			ev.previous = base.ExpiresAt
+		}
 		if ev.record == record {
 			// Planning must not change the record the object shows.
 			ev.record = record.Clone()
@@ -220,11 +284,11 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 	return ev, nil
 }
 
-func (r *ObjectReconciler) describe(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) object {
-	return object{
-		labels:     obj.Labels,
-		namespaced: obj.Namespace != "",
-		nsLabels: func() (map[string]string, error) {
+func (r *ObjectReconciler) describe(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) match.Object {
+	return match.Object{
+		Labels:     obj.Labels,
+		Namespaced: obj.Namespace != "",
+		NamespaceLabels: func() (map[string]string, error) {
 			return namespaceLabels(ctx, r.Client, obj.Namespace)
 		},
 	}
@@ -236,10 +300,10 @@ func (r *ObjectReconciler) describe(ctx context.Context, gvk schema.GroupVersion
 // if it has not changed since: the preconditions make a write that lands
 // between the read and the delete win. withTitle reads the title in the
 // same request.
-func (r *ObjectReconciler) expire(ctx context.Context, key Key, withTitle bool) (ctrl.Result, error) {
+func (r *ObjectReconciler) expire(ctx context.Context, key Key, full bool) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 
-	obj, title, err := r.freshRead(ctx, key, withTitle)
+	obj, u, err := r.freshRead(ctx, key, full)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
@@ -259,14 +323,21 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, withTitle bool) 
 	plan := ev.plan()
 	switch plan.Action {
 	case expiry.Keep:
+		r.Caps.forget(key)
 		return ctrl.Result{}, nil
 	case expiry.Wait:
+		r.Caps.forget(key)
 		log.Info("expiry moved", "expiresAt", ev.life.ExpiresAt, "source", ev.life.Source)
 		return ctrl.Result{RequeueAfter: expiry.After(plan.At, ev.now)}, nil
 	case expiry.Notify:
+		r.Caps.forget(key)
 		// The fresh read shows something the cache had not: a message due
 		// first (the record or the notice changed).
 		return r.notify(ctx, key, obj, ev, plan)
+	}
+	if u == nil && (ev.needsTitle(key) || ev.archives(r.DryRun)) {
+		// The policy changed between the two reads: read the whole object.
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	policy, life := ev.policy, ev.life
 
@@ -274,20 +345,28 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, withTitle bool) 
 	if ev.needsTitle(key) {
 		// No message has read the title yet, and after the delete there is
 		// nothing left to read it from.
-		if !withTitle {
-			title = r.title(ctx, key)
-		}
-		ev.record.Title = title
+		ev.record.Title = titleOf(u)
 	}
-	if policy.Spec.Deletion.DryRun {
+	if ev.dryRun(r.DryRun) {
 		if r.firstWouldDelete(key, obj.UID, life.ExpiresAt) {
+			why := "the policy is in dry-run mode"
+			if r.DryRun {
+				why = "the controller runs with --dry-run"
+			}
+			deletions.WithLabelValues("would_delete").Inc()
+			r.audit(ctx, key, obj, ev, audit.Record{Type: audit.WouldDelete, Result: audit.OK, Detail: why})
 			log.Info("would delete", "expiresAt", life.ExpiresAt, "policy", policy.Name)
 			r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonWouldDelete, actionDelete,
-				"Expired at %s (%s, policy %s); not deleted because the policy is in dry-run mode",
-				life.ExpiresAt.UTC().Format(time.RFC3339), life.Source, policy.Name)
+				"Expired at %s (%s, policy %s); not deleted because %s",
+				life.ExpiresAt.UTC().Format(time.RFC3339), life.Source, policy.Name, why)
 			r.announceLater(ctx, key, obj, ev, v1alpha1.EventWouldDelete, "")
 		}
 		return ctrl.Result{}, nil
+	}
+	if ev.archives(r.DryRun) {
+		if err := r.archive(ctx, key, obj, u, ev); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 
 	propagation := policy.Spec.Deletion.PropagationPolicy
@@ -301,10 +380,13 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, withTitle bool) 
 	case apierrors.IsNotFound(err):
 		return ctrl.Result{}, nil
 	case apierrors.IsConflict(err):
+		deletions.WithLabelValues("conflict").Inc()
 		log.V(1).Info("object changed before delete; evaluating again")
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	case err != nil:
+		deletions.WithLabelValues("failed").Inc()
 		reason := string(apierrors.ReasonForError(err))
+		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.DeletionFailed, Result: audit.Error, Error: err.Error()})
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonDeletionFailed, actionDelete, "Delete failed: %s", reason)
 		if r.firstDeletionFailure(key, obj.UID, life.ExpiresAt) {
 			r.announceLater(ctx, key, obj, ev, v1alpha1.EventDeletionFailed, "the API server answered "+reason)
@@ -312,22 +394,83 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, withTitle bool) 
 		return ctrl.Result{}, fmt.Errorf("delete %s: %w", key, err)
 	}
 	r.forget(key)
-	lag := r.Clock.Now().Sub(life.ExpiresAt)
+	now := r.Clock.Now()
+	// Late by the time since the deletion fell due: the expiry, or the
+	// time a postponement announced.
+	due := life.ExpiresAt
+	if ev.record != nil && ev.record.PostponedTo.After(due) {
+		due = ev.record.PostponedTo
+	}
+	lag := now.Sub(due)
+	deletions.WithLabelValues("deleted").Inc()
+	deletionLag.Observe(lag.Seconds())
+	// On the trail before anything says it is done.
+	r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Deleted, Result: audit.OK,
+		Detail: fmt.Sprintf("propagation %s, %s after it fell due", propagation, lag.Round(time.Millisecond))})
 	log.Info("deleted", "expiresAt", life.ExpiresAt, "lag", lag, "policy", policy.Name)
 	// Recorded after the delete succeeded, so that a delete that loses a
 	// race with an extension leaves no Expired Event behind.
 	r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonExpired, actionDelete,
 		"Expired at %s (%s, policy %s)", life.ExpiresAt.UTC().Format(time.RFC3339), life.Source, policy.Name)
 	r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeleted, actionDelete,
-		"Deleted %s after expiry (policy %s, propagation %s)", lag.Round(time.Millisecond), policy.Name, propagation)
+		"Deleted %s after expiry (policy %s, propagation %s)", now.Sub(life.ExpiresAt).Round(time.Millisecond), policy.Name, propagation)
 	r.announceLater(ctx, key, obj, ev, v1alpha1.EventExpired, "")
 	r.announceLater(ctx, key, obj, ev, v1alpha1.EventDeleted, "")
 	return ctrl.Result{}, nil
 }
 
+// archive writes the object's manifest to the archive. When it cannot, it
+// says so (once per expiry) and returns an error, so that the object is
+// not deleted and is tried again with backoff.
+func (r *ObjectReconciler) archive(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, u *unstructured.Unstructured, ev *evaluation) error {
+	path, err := archive.Write(r.ArchiveDir, u, archive.Header{ArchivedAt: r.Clock.Now(), ExpiresAt: ev.life.ExpiresAt, Policy: ev.policy.Name})
+	if err != nil {
+		archives.WithLabelValues(audit.Error).Inc()
+		if r.remember(key, obj.UID, func(s *reported) bool {
+			first := !s.archiveFailed.Equal(ev.life.ExpiresAt)
+			s.archiveFailed = ev.life.ExpiresAt
+			return first
+		}) {
+			r.audit(ctx, key, obj, ev, audit.Record{Type: audit.ArchiveFailed, Result: audit.Error, Error: err.Error()})
+			r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonArchiveFailed, actionDelete,
+				"Expired at %s but not deleted: policy %s archives before deleting and the archive failed: %v; retrying with backoff",
+				ev.life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, err)
+		}
+		return fmt.Errorf("archive %s: %w", key, err)
+	}
+	archives.WithLabelValues(audit.OK).Inc()
+	r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Archived, Result: audit.OK, Detail: path})
+	return nil
+}
+
+// audit adds rec to the audit trail, filled in with the object, its policy
+// and its expiry. A record that cannot be written is counted and logged:
+// the action it is about has happened.
+func (r *ObjectReconciler) audit(ctx context.Context, key Key, obj metav1.Object, ev *evaluation, recs ...audit.Record) {
+	apiVersion, kind := key.GVK.ToAPIVersionAndKind()
+	now := r.Clock.Now()
+	for i := range recs {
+		rec := &recs[i]
+		rec.Time = now
+		rec.Object = audit.Object{APIVersion: apiVersion, Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
+		if ev != nil {
+			rec.Policy = ev.policy.Name
+			if !ev.life.Keep && rec.ExpiresAt == nil {
+				at := ev.life.ExpiresAt
+				rec.ExpiresAt = &at
+			}
+		}
+	}
+	if err := r.Audit.Write(recs...); err != nil {
+		auditFailures.Add(float64(len(recs)))
+		logf.FromContext(ctx).Error(err, "audit trail", "records", len(recs))
+	}
+}
+
 // warnInvalid emits one InvalidTimeout Event per invalid annotation value,
 // and again only when the values change.
-func (r *ObjectReconciler) warnInvalid(key Key, obj *metav1.PartialObjectMetadata, life expiry.Lifetime) {
+func (r *ObjectReconciler) warnInvalid(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation) {
+	life := ev.life
 	var sig strings.Builder
 	for _, inv := range life.Invalid {
 		sig.WriteString(inv.Annotation + "=" + inv.Value + "\n")
@@ -346,9 +489,13 @@ func (r *ObjectReconciler) warnInvalid(key Key, obj *metav1.PartialObjectMetadat
 	// One Event for all of them: the Events API folds Events with the same
 	// object, reason and action into one series, whatever their notes.
 	problems := make([]string, 0, len(life.Invalid))
+	recs := make([]audit.Record, 0, len(life.Invalid))
 	for _, inv := range life.Invalid {
 		problems = append(problems, inv.Error())
+		invalidAnnotations.WithLabelValues(inv.Annotation).Inc()
+		recs = append(recs, audit.Record{Type: audit.InvalidAnnotation, Result: audit.Error, Error: inv.Error()})
 	}
+	r.audit(ctx, key, obj, ev, recs...)
 	r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonInvalidTimeout, actionEvaluate,
 		"%s; %s", strings.Join(problems, "; "), outcome)
 }
@@ -431,25 +578,25 @@ func (r *ObjectReconciler) forget(key Key) {
 	r.mu.Unlock()
 	r.retries.forget(key)
 	r.pending.forget(key)
+	r.Caps.forget(key)
 }
 
-// freshRead reads the object from the API server. withTitle reads the
-// whole object, so that the title comes in the same response rather than
-// in a second request.
-func (r *ObjectReconciler) freshRead(ctx context.Context, key Key, withTitle bool) (*metav1.PartialObjectMetadata, string, error) {
+// freshRead reads the object from the API server. full reads the whole
+// object too, for its title or its archive, in the same request.
+func (r *ObjectReconciler) freshRead(ctx context.Context, key Key, full bool) (*metav1.PartialObjectMetadata, *unstructured.Unstructured, error) {
 	obj := newMetadata(key.GVK)
-	if !withTitle {
-		return obj, "", r.APIReader.Get(ctx, key.NamespacedName, obj)
+	if !full {
+		return obj, nil, r.APIReader.Get(ctx, key.NamespacedName, obj)
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(key.GVK)
 	if err := r.APIReader.Get(ctx, key.NamespacedName, u); err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
-		return nil, "", fmt.Errorf("read the metadata of %s: %w", key, err)
+		return nil, nil, fmt.Errorf("read the metadata of %s: %w", key, err)
 	}
-	return obj, titleOf(u), nil
+	return obj, u, nil
 }
 
 func newMetadata(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {

@@ -4,7 +4,9 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -25,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
@@ -925,5 +928,65 @@ func TestObjectReconcilerForgetsWhatOneOffMessagesReported(t *testing.T) {
 	}
 	if n := h.seenLen(); n != 0 {
 		t.Errorf("seen has %d entries after the object was deleted, want none: %+v", n, h.r.seen)
+	}
+}
+
+func TestObjectReconcilerGlobalDryRun(t *testing.T) {
+	cm := newConfigMap("scratch", ttl("10m"))
+	h := newHarness(t, t0, newPolicy("plain"), cm)
+	var trail bytes.Buffer
+	h.r.DryRun, h.r.Audit = true, audit.New(&trail)
+	runSteps(t, h, cm, []step{
+		{
+			name:       "records one WouldDelete at expiry that names the flag, and deletes nothing",
+			at:         t0.Add(10 * time.Minute),
+			wantEvents: []string{"Normal WouldDelete"},
+			check: func(t *testing.T, evs []string) {
+				if !strings.Contains(evs[0], "--dry-run") {
+					t.Errorf("WouldDelete message %q does not name --dry-run", evs[0])
+				}
+			},
+		},
+	})
+	if n := len(h.deleteCalls()); n != 0 {
+		t.Errorf("%d delete calls with --dry-run", n)
+	}
+	var rec audit.Record
+	if err := json.Unmarshal(trail.Bytes(), &rec); err != nil {
+		t.Fatalf("audit trail %q: %v", trail.String(), err)
+	}
+	if rec.Type != audit.WouldDelete || rec.Object.UID != cm.UID || rec.Policy != "plain" || rec.ExpiresAt == nil ||
+		!rec.ExpiresAt.Equal(t0.Add(10*time.Minute)) || !rec.Time.Equal(t0.Add(10*time.Minute)) {
+		t.Errorf("audit record %+v", rec)
+	}
+}
+
+func TestObjectReconcilerWaitsForItsTurnUnderACap(t *testing.T) {
+	first := newConfigMap("first", ttl("10m"))
+	second := newConfigMap("second", ttl("10m"))
+	h := newHarness(t, t0, newPolicy("capped", func(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.MaxPerMinute = 2 }), first, second)
+	h.r.Caps = newDeletionCaps(0)
+	h.clock.SetTime(t0.Add(10 * time.Minute))
+
+	if _, err := h.reconcile(first); err != nil || h.stored(first) != nil {
+		t.Fatalf("the first expiry under the cap was not deleted at once (err %v)", err)
+	}
+	res, err := h.reconcile(second)
+	if err != nil || res.RequeueAfter != 30*time.Second || h.stored(second) == nil {
+		t.Fatalf("second: %+v, %v; want it kept and looked at again in 30s, its turn", res, err)
+	}
+	evs := drain(h.rec)
+	if got := kinds(evs); !slices.Contains(got, "Normal DeletionThrottled") {
+		t.Fatalf("events %v, want DeletionThrottled", evs)
+	}
+	// Looked at again before its turn (another change brought it back): it
+	// keeps its turn and says nothing new.
+	h.clock.Step(10 * time.Second)
+	if res, _ := h.reconcile(second); res.RequeueAfter != 20*time.Second || len(drain(h.rec)) != 0 {
+		t.Fatalf("before its turn: %+v", res)
+	}
+	h.clock.Step(20 * time.Second)
+	if _, err := h.reconcile(second); err != nil || h.stored(second) != nil {
+		t.Fatalf("not deleted at its turn (err %v)", err)
 	}
 }

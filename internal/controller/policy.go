@@ -26,6 +26,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/match"
 )
 
 // targetRetry is how often a policy whose target kind is not served yet
@@ -44,6 +45,8 @@ type PolicyReconciler struct {
 	StatusInterval time.Duration
 	// Channels builds the policy's notification channels, to check them.
 	Channels *Channels
+	// ArchiveDir is the controller's archive; empty when it has none.
+	ArchiveDir string
 
 	watches *watches
 }
@@ -52,6 +55,9 @@ type PolicyReconciler struct {
 func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	policy := &v1alpha1.TimeoutPolicy{}
 	if err := r.Client.Get(ctx, req.NamespacedName, policy); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetPolicyMetrics(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if policy.DeletionTimestamp != nil {
@@ -64,7 +70,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, r.patchStatus(ctx, orig, policy, ReasonInvalidPolicy)
 	}
 
-	gvk := targetGVK(policy)
+	gvk := match.TargetGVK(policy)
 	mapping, err := r.RESTMapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		if !meta.IsNoMatchError(err) {
@@ -80,6 +86,11 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		r.setReady(policy, metav1.ConditionFalse, v1alpha1.ReasonChannelsNotReady,
 			"Notification channels cannot be used, so nothing is deleted under this policy: "+err.Error())
 		return ctrl.Result{RequeueAfter: channelsTTL}, r.patchStatus(ctx, orig, policy, ReasonInvalidPolicy)
+	}
+	if policy.Spec.Deletion.Archive && !policy.Spec.Deletion.DryRun && r.ArchiveDir == "" {
+		r.setReady(policy, metav1.ConditionFalse, v1alpha1.ReasonArchiveUnavailable,
+			"deletion.archive is set but the controller runs without --archive-dir, so nothing is deleted under this policy")
+		return ctrl.Result{}, r.patchStatus(ctx, orig, policy, ReasonInvalidPolicy)
 	}
 	namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace
 	// Objects are watched, and counted, at the version the kind was first
@@ -105,10 +116,10 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 func validate(p *v1alpha1.TimeoutPolicy) error {
 	_, err := expiry.NewSchedule(p.Spec)
 	errs := []error{err}
-	if _, err := selector(p.Spec.Selector); err != nil {
+	if _, err := match.Selector(p.Spec.Selector); err != nil {
 		errs = append(errs, fmt.Errorf("spec.selector: %w", err))
 	}
-	if _, err := selector(p.Spec.NamespaceSelector); err != nil {
+	if _, err := match.Selector(p.Spec.NamespaceSelector); err != nil {
 		errs = append(errs, fmt.Errorf("spec.namespaceSelector: %w", err))
 	}
 	if gv, err := schema.ParseGroupVersion(p.Spec.Target.APIVersion); err != nil || gv.Version == "" {
@@ -131,8 +142,8 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list %s from cache: %w", gvk.Kind, err)
 	}
-	ranked := candidates(policies.Items, gvk)
-	var self candidate
+	ranked := match.Candidates(policies.Items, gvk)
+	var self match.Candidate
 	for _, c := range ranked {
 		if c.Name == policy.Name {
 			self = c
@@ -149,10 +160,10 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 		if o.DeletionTimestamp != nil {
 			continue
 		}
-		matched, err := matching(ranked, object{
-			labels:     o.Labels,
-			namespaced: namespaced,
-			nsLabels: func() (map[string]string, error) {
+		matched, err := match.Matching(ranked, match.Object{
+			Labels:     o.Labels,
+			Namespaced: namespaced,
+			NamespaceLabels: func() (map[string]string, error) {
 				if l, ok := nsLabels[o.Namespace]; ok {
 					return l, nil
 				}
@@ -168,18 +179,18 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 			continue
 		}
 		if matched[0].Name != policy.Name {
-			if slices.ContainsFunc(matched, func(c candidate) bool { return c.Name == policy.Name }) {
+			if slices.ContainsFunc(matched, func(c match.Candidate) bool { return c.Name == policy.Name }) {
 				outranked[matched[0].Name]++
 			}
 			continue
 		}
-		life := expiry.Compute(o.CreationTimestamp.Time, o.Annotations, self.schedule.DefaultTTL)
+		life := expiry.Compute(o.CreationTimestamp.Time, o.Annotations, self.Schedule.DefaultTTL)
 		if life.Keep {
 			kept++
 			continue
 		}
 		tracked++
-		if lead := self.schedule.LongestReminder(); lead > 0 && life.ExpiresAt.Sub(now) <= lead {
+		if lead := self.Schedule.LongestReminder(); lead > 0 && life.ExpiresAt.Sub(now) <= lead {
 			soon++
 		}
 		if next.IsZero() || life.ExpiresAt.Before(next) {
@@ -188,6 +199,9 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 	}
 
 	policy.Status.Tracked, policy.Status.Kept, policy.Status.ExpiringSoon = tracked, kept, soon
+	objectsTracked.WithLabelValues(policy.Name).Set(float64(tracked))
+	objectsKept.WithLabelValues(policy.Name).Set(float64(kept))
+	objectsExpiringSoon.WithLabelValues(policy.Name).Set(float64(soon))
 	policy.Status.NextExpiry = nil
 	if !next.IsZero() {
 		policy.Status.NextExpiry = &metav1.Time{Time: next}

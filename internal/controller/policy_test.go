@@ -137,6 +137,14 @@ func TestPolicyReconcilerReconcile(t *testing.T) {
 			wantEvents:  []string{"Warning TargetNotFound"},
 		},
 		{
+			name:        "marks a policy that archives not ready when the controller has no archive",
+			policy:      newPolicy("archiving", func(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.Archive = true }),
+			wantReady:   metav1.ConditionFalse,
+			wantReason:  v1alpha1.ReasonArchiveUnavailable,
+			wantMessage: []string{"deletion.archive", "--archive-dir", "nothing is deleted"},
+			wantEvents:  []string{"Warning InvalidPolicy"},
+		},
+		{
 			name: "watches the target kind and its namespaces, and reports what it governs",
 			objects: []client.Object{
 				newConfigMap("a", ttl("10m")),

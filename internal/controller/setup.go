@@ -6,7 +6,10 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -21,12 +24,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/archive"
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	// The notification channels register themselves.
 	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/email"
 	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/slack"
@@ -37,11 +43,19 @@ import (
 // further target kind needs get, list, watch, patch (for the reminder
 // record) and delete on its resource.
 // +kubebuilder:rbac:groups=amphitheatre.app,resources=playbooks,verbs=get;list;watch;patch;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=timeoutpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=timeoutpolicies/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
+//
+// In its own namespace only (test/install checks that this is enough):
+// Secrets, which --secret-namespace confines to that namespace; the
+// leader election Lease, created once and then read and renewed by name;
+// and the core/v1 Events client-go's leader election records about it.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get,namespace=timeout-system
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=create,namespace=timeout-system
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;update,resourceNames=timeout-controller.timeout.amphitheatre.app,namespace=timeout-system
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=timeout-system
 
 // Name is the controller's name in Events and logs.
 const Name = "timeout-controller"
@@ -72,6 +86,8 @@ type Options struct {
 	// ArchiveRetention is how long archived manifests are kept; 0 keeps
 	// them forever.
 	ArchiveRetention time.Duration
+	// Audit receives the audit trail; nil writes none.
+	Audit *audit.Log
 }
 
 // Setup adds the policy and object controllers to mgr. The Events they
@@ -102,11 +118,15 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 
 	channels := &Channels{Secrets: secretReader{reader: mgr.GetAPIReader(), namespace: opts.SecretNamespace}, Clock: opts.Clock}
 	objects := &ObjectReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  recorder,
-		Clock:     opts.Clock,
-		Channels:  channels,
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   recorder,
+		Clock:      opts.Clock,
+		Channels:   channels,
+		Audit:      opts.Audit,
+		Caps:       newDeletionCaps(opts.MaxDeletionsPerMinute),
+		DryRun:     opts.DryRun,
+		ArchiveDir: opts.ArchiveDir,
 	}
 	// Built once: every WithValues copies the logger's encoder and its
 	// buffer, which for every reconcile adds up to most of what a cold
@@ -137,6 +157,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Clock:          opts.Clock,
 		StatusInterval: opts.StatusInterval,
 		Channels:       channels,
+		ArchiveDir:     opts.ArchiveDir,
 		watches:        w,
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
@@ -149,7 +170,65 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("create policy controller: %w", err)
 	}
-	return nil
+	if opts.ArchiveDir != "" && opts.ArchiveRetention > 0 {
+		if err := mgr.Add(pruneArchive(opts.ArchiveDir, opts.ArchiveRetention, mgr.GetLogger())); err != nil {
+			return err
+		}
+	}
+
+	// Runs where the controllers run: on the leader, once elected.
+	var leading atomic.Bool
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		leading.Store(true)
+		<-ctx.Done()
+		return nil
+	})); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("controllers", readiness(mgr, &leading))
+}
+
+// readiness is ready once the caches have synced and, on the leader, the
+// controllers run. A standby with synced caches is ready: it can take over.
+func readiness(mgr manager.Manager, leading *atomic.Bool) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("caches not synced yet")
+		}
+		select {
+		case <-mgr.Elected():
+			if !leading.Load() {
+				return errors.New("elected leader, controllers not started yet")
+			}
+		default:
+		}
+		return nil
+	}
+}
+
+// pruneArchive removes archived manifests older than retention, at start
+// and every hour, on the leader (the one replica that writes them).
+func pruneArchive(dir string, retention time.Duration, log logr.Logger) manager.Runnable {
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		log = log.WithValues("archive", dir)
+		tick := time.NewTicker(time.Hour)
+		defer tick.Stop()
+		for {
+			removed, err := archive.Prune(dir, time.Now().Add(-retention))
+			if err != nil {
+				log.Error(err, "prune the archive")
+			} else if removed > 0 {
+				log.Info("pruned the archive", "removed", removed, "retention", retention)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+			}
+		}
+	})
 }
 
 func allPolicies(c client.Reader) handler.MapFunc {

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/match"
 )
 
 type queue = workqueue.TypedRateLimitingInterface[Key]
@@ -136,20 +137,20 @@ func (w *watches) enqueueList(ctx context.Context, gvk schema.GroupVersionKind, 
 func (w *watches) policyChanges() handler.TypedEventHandler[*v1alpha1.TimeoutPolicy, Key] {
 	return handler.TypedFuncs[*v1alpha1.TimeoutPolicy, Key]{
 		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*v1alpha1.TimeoutPolicy], q queue) {
-			w.enqueueKind(ctx, targetGVK(e.Object), q)
+			w.enqueueKind(ctx, match.TargetGVK(e.Object), q)
 		},
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*v1alpha1.TimeoutPolicy], q queue) {
 			if e.ObjectOld.Generation == e.ObjectNew.Generation && e.ObjectOld.DeletionTimestamp.Equal(e.ObjectNew.DeletionTimestamp) {
 				return
 			}
-			old, cur := targetGVK(e.ObjectOld), targetGVK(e.ObjectNew)
+			old, cur := match.TargetGVK(e.ObjectOld), match.TargetGVK(e.ObjectNew)
 			w.enqueueKind(ctx, cur, q)
 			if old.GroupKind() != cur.GroupKind() {
 				w.enqueueKind(ctx, old, q)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*v1alpha1.TimeoutPolicy], q queue) {
-			w.enqueueKind(ctx, targetGVK(e.Object), q)
+			w.enqueueKind(ctx, match.TargetGVK(e.Object), q)
 		},
 	}
 }

@@ -6,6 +6,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
 )
 
@@ -82,6 +84,13 @@ func run(m *testing.M) int {
 	dyn = dynamic.NewForConfigOrDie(cfg)
 	clients = kubernetes.NewForConfigOrDie(cfg)
 
+	dir, err := os.MkdirTemp("", "timeout-controller-integration-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	auditPath, archiveDir = filepath.Join(dir, "audit.jsonl"), filepath.Join(dir, "archive")
 	if _, err := startController(cfg, scheme); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -99,6 +108,9 @@ func run(m *testing.M) int {
 }
 
 var (
+	// auditPath is the controller's audit log; archiveDir its archive.
+	auditPath, archiveDir string
+
 	restConfig  *rest.Config
 	testScheme  *runtime.Scheme
 	stopCurrent func() error
@@ -121,11 +133,18 @@ func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, er
 		cancel()
 		return nil, err
 	}
+	auditLog, err := audit.Open(auditPath)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	err = controller.Setup(ctx, mgr, controller.Options{
 		Workers:               4,
 		ClusterEventNamespace: eventNamespace,
 		StatusInterval:        time.Second,
 		SecretNamespace:       secretNamespace,
+		Audit:                 auditLog,
+		ArchiveDir:            archiveDir,
 	})
 	if err != nil {
 		cancel()
@@ -135,7 +154,8 @@ func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, er
 	go func() { done <- mgr.Start(ctx) }()
 	stopCurrent = func() error {
 		cancel()
-		return <-done
+		err := <-done
+		return errors.Join(err, auditLog.Close())
 	}
 	return stopCurrent, nil
 }

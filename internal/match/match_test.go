@@ -1,7 +1,7 @@
 // Copyright 2026 The Amphitheatre Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package controller
+package match
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 )
 
-func names(cs []candidate) []string {
+func names(cs []Candidate) []string {
 	out := []string{}
 	for _, c := range cs {
 		out = append(out, c.Name)
@@ -104,16 +104,16 @@ func TestCandidates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := candidates(items(tt.policies...), configMapGVK)
+			got := Candidates(items(tt.policies...), configMapGVK)
 			if !slices.Equal(names(got), tt.want) {
 				t.Fatalf("candidates = %v, want %v", names(got), tt.want)
 			}
 			for _, c := range got {
-				if c.selector == nil || c.nsSelector == nil {
+				if c.Selector == nil || c.NamespaceSelector == nil {
 					t.Errorf("candidate %s has a nil selector", c.Name)
 				}
-				if invalid := c.Spec.DefaultTTL == "0s"; invalid != (c.scheduleErr != nil) {
-					t.Errorf("candidate %s: scheduleErr = %v", c.Name, c.scheduleErr)
+				if invalid := c.Spec.DefaultTTL == "0s"; invalid != (c.ScheduleErr != nil) {
+					t.Errorf("candidate %s: ScheduleErr = %v", c.Name, c.ScheduleErr)
 				}
 			}
 		})
@@ -121,7 +121,7 @@ func TestCandidates(t *testing.T) {
 
 	t.Run("does not reorder or change the caller's slice", func(t *testing.T) {
 		all := items(newPolicy("b"), newPolicy("a", priority(1)))
-		candidates(all, configMapGVK)
+		Candidates(all, configMapGVK)
 		if all[0].Name != "b" || all[1].Name != "a" {
 			t.Fatalf("input reordered: %s, %s", all[0].Name, all[1].Name)
 		}
@@ -149,63 +149,63 @@ func TestMatching(t *testing.T) {
 		name     string
 		policies []*v1alpha1.TimeoutPolicy
 		// object is built per test so that mustNotCall can use its t.
-		object       func(t *testing.T) object
+		object       func(t *testing.T) Object
 		want         []string
 		wantSchedErr []string
 	}{
 		{
 			name:     "matches an object whose labels the selector selects",
 			policies: []*v1alpha1.TimeoutPolicy{newPolicy("scratch", selecting(scratch))},
-			object: func(t *testing.T) object {
-				return object{labels: map[string]string{"app": "scratch", "team": "a"}, namespaced: true, nsLabels: mustNotCall(t)}
+			object: func(t *testing.T) Object {
+				return Object{Labels: map[string]string{"app": "scratch", "team": "a"}, Namespaced: true, NamespaceLabels: mustNotCall(t)}
 			},
 			want: []string{"scratch"},
 		},
 		{
 			name:     "does not match an object whose labels the selector does not select",
 			policies: []*v1alpha1.TimeoutPolicy{newPolicy("scratch", selecting(scratch))},
-			object: func(t *testing.T) object {
-				return object{labels: map[string]string{"app": "db"}, namespaced: true, nsLabels: mustNotCall(t)}
+			object: func(t *testing.T) Object {
+				return Object{Labels: map[string]string{"app": "db"}, Namespaced: true, NamespaceLabels: mustNotCall(t)}
 			},
 			want: []string{},
 		},
 		{
 			name:     "matches every object when there is no selector",
 			policies: []*v1alpha1.TimeoutPolicy{newPolicy("all")},
-			object: func(t *testing.T) object {
-				return object{namespaced: true, nsLabels: mustNotCall(t)}
+			object: func(t *testing.T) Object {
+				return Object{Namespaced: true, NamespaceLabels: mustNotCall(t)}
 			},
 			want: []string{"all"},
 		},
 		{
 			name:     "matches a namespaced object in a namespace the namespace selector selects",
 			policies: []*v1alpha1.TimeoutPolicy{newPolicy("dev", inNamespaces(dev))},
-			object: func(t *testing.T) object {
-				return object{namespaced: true, nsLabels: nsLabelsOf(map[string]string{"env": "dev", "team": "a"})}
+			object: func(t *testing.T) Object {
+				return Object{Namespaced: true, NamespaceLabels: nsLabelsOf(map[string]string{"env": "dev", "team": "a"})}
 			},
 			want: []string{"dev"},
 		},
 		{
 			name:     "does not match a namespaced object in a namespace the namespace selector does not select",
 			policies: []*v1alpha1.TimeoutPolicy{newPolicy("dev", inNamespaces(dev))},
-			object: func(t *testing.T) object {
-				return object{namespaced: true, nsLabels: nsLabelsOf(map[string]string{"env": "prod"})}
+			object: func(t *testing.T) Object {
+				return Object{Namespaced: true, NamespaceLabels: nsLabelsOf(map[string]string{"env": "prod"})}
 			},
 			want: []string{},
 		},
 		{
 			name:     "ignores the namespace selector for a cluster-scoped object without reading namespace labels",
 			policies: []*v1alpha1.TimeoutPolicy{newPolicy("dev", inNamespaces(dev))},
-			object: func(t *testing.T) object {
-				return object{namespaced: false, nsLabels: mustNotCall(t)}
+			object: func(t *testing.T) Object {
+				return Object{Namespaced: false, NamespaceLabels: mustNotCall(t)}
 			},
 			want: []string{"dev"},
 		},
 		{
 			name:     "does not read namespace labels when the label selector already fails",
 			policies: []*v1alpha1.TimeoutPolicy{newPolicy("dev-scratch", selecting(scratch), inNamespaces(dev))},
-			object: func(t *testing.T) object {
-				return object{labels: map[string]string{"app": "db"}, namespaced: true, nsLabels: mustNotCall(t)}
+			object: func(t *testing.T) Object {
+				return Object{Labels: map[string]string{"app": "db"}, Namespaced: true, NamespaceLabels: mustNotCall(t)}
 			},
 			want: []string{},
 		},
@@ -214,16 +214,16 @@ func TestMatching(t *testing.T) {
 			policies: []*v1alpha1.TimeoutPolicy{
 				newPolicy("low"), newPolicy("high", priority(9)), newPolicy("other", selecting(map[string]string{"app": "db"}), priority(50)), newPolicy("mid", priority(3), inNamespaces(dev)),
 			},
-			object: func(t *testing.T) object {
-				return object{labels: scratch, namespaced: true, nsLabels: nsLabelsOf(dev)}
+			object: func(t *testing.T) Object {
+				return Object{Labels: scratch, Namespaced: true, NamespaceLabels: nsLabelsOf(dev)}
 			},
 			want: []string{"high", "mid", "low"},
 		},
 		{
 			name:     "keeps a match whose schedule is invalid, with its error, ahead of a valid one it outranks",
 			policies: []*v1alpha1.TimeoutPolicy{newPolicy("short", defaultTTL("1m")), newPolicy("broken", defaultTTL("0s"), priority(10))},
-			object: func(t *testing.T) object {
-				return object{namespaced: true, nsLabels: mustNotCall(t)}
+			object: func(t *testing.T) Object {
+				return Object{Namespaced: true, NamespaceLabels: mustNotCall(t)}
 			},
 			want:         []string{"broken", "short"},
 			wantSchedErr: []string{"broken"},
@@ -231,7 +231,7 @@ func TestMatching(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := matching(candidates(items(tt.policies...), configMapGVK), tt.object(t))
+			got, err := Matching(Candidates(items(tt.policies...), configMapGVK), tt.object(t))
 			if err != nil {
 				t.Fatalf("matching: %v", err)
 			}
@@ -239,8 +239,8 @@ func TestMatching(t *testing.T) {
 				t.Fatalf("matching = %v, want %v", names(got), tt.want)
 			}
 			for _, c := range got {
-				if want := slices.Contains(tt.wantSchedErr, c.Name); want != (c.scheduleErr != nil) {
-					t.Errorf("%s: scheduleErr = %v, want an error: %t", c.Name, c.scheduleErr, want)
+				if want := slices.Contains(tt.wantSchedErr, c.Name); want != (c.ScheduleErr != nil) {
+					t.Errorf("%s: ScheduleErr = %v, want an error: %t", c.Name, c.ScheduleErr, want)
 				}
 			}
 		})
@@ -248,8 +248,8 @@ func TestMatching(t *testing.T) {
 
 	t.Run("returns the error reading the namespace labels", func(t *testing.T) {
 		boom := errors.New("namespace unavailable")
-		ranked := candidates(items(newPolicy("dev", inNamespaces(dev))), configMapGVK)
-		got, err := matching(ranked, object{namespaced: true, nsLabels: func() (map[string]string, error) { return nil, boom }})
+		ranked := Candidates(items(newPolicy("dev", inNamespaces(dev))), configMapGVK)
+		got, err := Matching(ranked, Object{Namespaced: true, NamespaceLabels: func() (map[string]string, error) { return nil, boom }})
 		if !errors.Is(err, boom) {
 			t.Fatalf("err = %v, want %v", err, boom)
 		}

@@ -1,0 +1,100 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package audit
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestFileLogAppendsOneLinePerRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := os.WriteFile(path, []byte(`{"type":"earlier"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncs := 0
+	inner := l.sync
+	l.sync = func() error { syncs++; return inner() }
+
+	const writers, each = 8, 50
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				exp := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+				err := l.Write(Record{
+					Type: Deleted, Object: Object{APIVersion: "amphitheatre.app/v1", Kind: "Playbook", Name: "pb", UID: "u"},
+					Policy: "playbooks", ExpiresAt: &exp, Result: OK, Detail: string(rune('a'+w)) + string(rune('a'+i%26)),
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	lines := 0
+	for sc.Scan() {
+		lines++
+		if lines == 1 {
+			continue // the line written before
+		}
+		var r Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("line %d is not a record: %v: %s", lines, err, sc.Bytes())
+		}
+		if r.Type != Deleted || r.Object.UID != "u" || r.Time.IsZero() || r.Time.Location() != time.UTC || r.ExpiresAt == nil {
+			t.Fatalf("line %d: %+v", lines, r)
+		}
+	}
+	if want := 1 + writers*each; lines != want {
+		t.Fatalf("%d lines, want %d", lines, want)
+	}
+	if syncs == 0 || syncs > writers*each {
+		t.Fatalf("%d syncs for %d records", syncs, writers*each)
+	}
+	t.Logf("%d records, %d fsyncs", writers*each, syncs)
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestWriteReportsFailure(t *testing.T) {
+	l := New(failingWriter{})
+	if err := l.Write(Record{Type: Deleted}); err == nil {
+		t.Fatal("a failed write must be reported")
+	}
+	// The next batch is tried afresh.
+	if err := l.Write(Record{Type: Deleted}); err == nil {
+		t.Fatal("a failed write must be reported")
+	}
+}
+
+func TestNilLogWritesNothing(t *testing.T) {
+	var l *Log
+	if err := l.Write(Record{Type: Deleted}); err != nil {
+		t.Fatal(err)
+	}
+}

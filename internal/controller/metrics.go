@@ -1,0 +1,89 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// The controller's metrics, served with controller-runtime's on
+// --metrics-bind-address. No label holds an object's name: their number
+// stays that of policies, channels and outcomes. docs/operations.md
+// documents them.
+var (
+	objectsTracked = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "timeout_controller_objects_tracked",
+		Help: "Objects a policy governs that will expire (not kept), as of its last status refresh.",
+	}, []string{"policy"})
+	objectsKept = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "timeout_controller_objects_kept",
+		Help: "Objects a policy governs that are kept for good.",
+	}, []string{"policy"})
+	objectsExpiringSoon = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "timeout_controller_objects_expiring_soon",
+		Help: "Objects a policy governs that expire within its longest reminder lead.",
+	}, []string{"policy"})
+
+	notifications = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "timeout_controller_notifications_total",
+		Help: "Messages handed to a channel, by channel, message type (reminder, extended, postponed, expired, ...) and result (sent, failed).",
+	}, []string{"channel", "type", "result"})
+	notificationSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "timeout_controller_notification_send_duration_seconds",
+		Help:    "Time a channel took to accept or refuse a message.",
+		Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	}, []string{"channel"})
+	reminderLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "timeout_controller_reminder_lag_seconds",
+		Help:    "Seconds between a reminder falling due and the first channel accepting it.",
+		Buckets: lagBuckets,
+	})
+
+	deletions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "timeout_controller_deletions_total",
+		Help: "Deletions of expired objects by result: deleted, failed, conflict (the object changed first), would_delete (dry run).",
+	}, []string{"result"})
+	deletionLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "timeout_controller_deletion_lag_seconds",
+		Help:    "Seconds between an object's expiry (or its postponed deletion time) and the successful delete.",
+		Buckets: lagBuckets,
+	})
+	deletionsThrottled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "timeout_controller_deletions_throttled_total",
+		Help: "Deletions made to wait by a deletion cap, by the cap that held them: policy or global.",
+	}, []string{"cap"})
+	archives = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "timeout_controller_archives_total",
+		Help: "Manifests written to the archive before deletion, by result: ok, error.",
+	}, []string{"result"})
+
+	invalidAnnotations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "timeout_controller_invalid_annotations_total",
+		Help: "Invalid annotation values found, counted once per value, by annotation.",
+	}, []string{"annotation"})
+	auditFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "timeout_controller_audit_write_failures_total",
+		Help: "Audit records that could not be written.",
+	})
+)
+
+// lagBuckets span on-time (milliseconds) to badly late (an hour).
+var lagBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(
+		objectsTracked, objectsKept, objectsExpiringSoon,
+		notifications, notificationSeconds, reminderLag,
+		deletions, deletionLag, deletionsThrottled, archives,
+		invalidAnnotations, auditFailures,
+	)
+}
+
+// forgetPolicyMetrics drops the series of a deleted policy.
+func forgetPolicyMetrics(policy string) {
+	objectsTracked.DeleteLabelValues(policy)
+	objectsKept.DeleteLabelValues(policy)
+	objectsExpiringSoon.DeleteLabelValues(policy)
+}

@@ -1,0 +1,306 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/archive"
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+)
+
+func TestArchivesThenDeletesAndAuditsEachStep(t *testing.T) {
+	t.Parallel()
+	spec := playbookPolicy("archive", "1h")
+	spec.Reminders = []v1alpha1.Duration{"2s"}
+	spec.MinimumNotice = "0s"
+	spec.Deletion.Archive = true
+	createPolicy(t, "archive", spec)
+
+	pb := create(t, playbooks, newPlaybook("archive", "kept in the archive", map[string]string{expiry.AnnotationTTL: "4s"}))
+	pb.expectDeletedOnTime(t, pb.after(4*time.Second))
+
+	// The archive holds the object as it was, less what the server sets.
+	path := filepath.Join(archiveDir, "Playbook.amphitheatre.app", archive.ClusterScope, pb.GetName()+"_"+string(pb.GetUID())+".yaml")
+	got, header, err := archive.Read(path)
+	if err != nil {
+		t.Fatalf("no archive of %s: %v", pb.GetName(), err)
+	}
+	if header.UID != pb.GetUID() || header.Policy != "archive" || !header.ExpiresAt.Equal(pb.after(4*time.Second)) {
+		t.Errorf("archive header %+v", header)
+	}
+	for _, field := range [][]string{{"metadata", "uid"}, {"metadata", "resourceVersion"}, {"metadata", "managedFields"}, {"status"}} {
+		if _, found, _ := unstructured.NestedFieldNoCopy(got.Object, field...); found {
+			t.Errorf("the archive keeps %s", strings.Join(field, "."))
+		}
+	}
+	if title, _, _ := unstructured.NestedString(got.Object, "spec", "title"); title != "kept in the archive" {
+		t.Errorf("archived spec.title %q", title)
+	}
+	if got.GetName() != pb.GetName() || got.GetAnnotations()[expiry.AnnotationTTL] != "4s" || got.GetLabels()[testLabel] != "archive" {
+		t.Errorf("archived metadata %v %v %v", got.GetName(), got.GetAnnotations(), got.GetLabels())
+	}
+
+	// Each decision is on the trail, in the order it was taken, with the
+	// object's UID: the reminder, the archive, then the deletion.
+	var trail []audit.Type
+	eventually(t, 5*time.Second, "audit records of "+pb.GetName(), func() (bool, error) {
+		trail = nil
+		for _, r := range auditRecords(t, pb.GetUID()) {
+			trail = append(trail, r.Type)
+		}
+		return slices.Contains(trail, audit.Deleted), nil
+	})
+	if want := []audit.Type{audit.Notified, audit.Archived, audit.Deleted}; !slices.Equal(trail, want) {
+		t.Fatalf("audit trail %v, want %v", trail, want)
+	}
+	recs := auditRecords(t, pb.GetUID())
+	if r := recs[0]; r.Message != "reminder" || r.Stage != "2s" || r.Channel != "events" || r.Result != audit.OK {
+		t.Errorf("reminder record %+v", r)
+	}
+	if r := recs[1]; r.Detail != path {
+		t.Errorf("archive record %+v names another file than %s", r, path)
+	}
+	for _, r := range recs {
+		if r.Policy != "archive" || r.ExpiresAt == nil || !r.ExpiresAt.Equal(pb.after(4*time.Second)) ||
+			r.Object.Kind != "Playbook" || r.Object.Name != pb.GetName() || r.Object.APIVersion != "amphitheatre.app/v1" {
+			t.Errorf("record %+v", r)
+		}
+	}
+}
+
+func TestAnArchiveThatFailsKeepsTheObject(t *testing.T) {
+	t.Parallel()
+	spec := playbookPolicy("archive-fails", "1h")
+	spec.Deletion.Archive = true
+	createPolicy(t, "archive-fails", spec)
+
+	pb := create(t, playbooks, newPlaybook("archive-fails", "cannot be archived", map[string]string{expiry.AnnotationTTL: "3s"}))
+	// A directory where the archive file should go: the write fails.
+	blocker := filepath.Join(archiveDir, "Playbook.amphitheatre.app", archive.ClusterScope, pb.GetName()+"_"+string(pb.GetUID())+".yaml")
+	if err := os.MkdirAll(filepath.Join(blocker, "in-the-way"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+
+	pb.expectKept(t, time.Until(pb.after(6*time.Second)))
+	warning := findEvent(t, eventNamespace, pb.GetName(), "ArchiveFailed")
+	mustContain(t, warning.Note, "not deleted", "policy archive-fails", "retrying")
+	if !slices.ContainsFunc(auditRecords(t, pb.GetUID()), func(r audit.Record) bool {
+		return r.Type == audit.ArchiveFailed && r.Result == audit.Error && r.Error != ""
+	}) {
+		t.Fatal("no archive-failed audit record")
+	}
+
+	// Once the archive can be written, the object goes, archived.
+	if err := os.RemoveAll(blocker); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-pb.gone:
+	case <-time.After(30 * time.Second):
+		t.Fatal("not deleted 30s after the archive was fixed")
+	}
+	if _, _, err := archive.Read(blocker); err != nil {
+		t.Fatalf("deleted without its archive: %v", err)
+	}
+}
+
+func TestInvalidAnnotationsAreAudited(t *testing.T) {
+	t.Parallel()
+	createPolicy(t, "audit-invalid", playbookPolicy("audit-invalid", "1h"))
+	pb := create(t, playbooks, newPlaybook("audit-invalid", "typo", map[string]string{expiry.AnnotationTTL: "2x"}))
+	findEvent(t, eventNamespace, pb.GetName(), "InvalidTimeout")
+	eventually(t, 5*time.Second, "an invalid-annotation audit record", func() (bool, error) {
+		return slices.ContainsFunc(auditRecords(t, pb.GetUID()), func(r audit.Record) bool {
+			return r.Type == audit.InvalidAnnotation && strings.Contains(r.Error, expiry.AnnotationTTL) && strings.Contains(r.Error, `"2x"`)
+		}), nil
+	})
+}
+
+// 500 Playbooks expiring in the same second under a cap of 100 a minute:
+// the first minute deletes about 100 of them, the earliest first, none
+// early and none skipped; lifting the cap lets the rest go at once.
+func TestACapSpreadsABurstOfExpiries(t *testing.T) {
+	t.Parallel()
+	const n, perMinute = 500, 100
+	spec := playbookPolicy("cap", "1h")
+	spec.Deletion.MaxPerMinute = perMinute
+	policy := createPolicy(t, "cap", spec)
+
+	ctx := context.Background()
+	res := dyn.Resource(playbooks)
+	w, err := res.Watch(ctx, metav1.ListOptions{LabelSelector: testLabel + "=cap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var mu sync.Mutex
+	deleted := map[string]time.Time{}
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				if o, ok := ev.Object.(metav1.Object); ok {
+					mu.Lock()
+					deleted[o.GetName()] = time.Now()
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+
+	// One second, one millisecond apart: the order they should go in.
+	second := time.Now().Add(15 * time.Second).Truncate(time.Second)
+	expiries := map[string]time.Time{}
+	var names []string
+	creates := make(chan error, n)
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		at := second.Add(time.Duration(i) * time.Millisecond)
+		pb := newPlaybook("cap", fmt.Sprintf("burst %d", i), map[string]string{expiry.AnnotationExpiresAt: at.UTC().Format(time.RFC3339Nano)})
+		expiries[pb.GetName()] = at
+		names = append(names, pb.GetName())
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			_, err := res.Create(ctx, pb, metav1.CreateOptions{})
+			creates <- err
+		}()
+	}
+	for range n {
+		if err := <-creates; err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = res.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: testLabel + "=cap"})
+	})
+	if time.Now().After(second) {
+		t.Fatalf("creating %d Playbooks took past their expiry; the machine is too slow for this test", n)
+	}
+
+	time.Sleep(time.Until(second.Add(time.Minute)))
+	mu.Lock()
+	inFirstMinute := map[string]time.Time{}
+	for name, at := range deleted {
+		if at.Before(expiries[name]) {
+			t.Errorf("%s deleted %s before its expiry", name, expiries[name].Sub(at))
+		}
+		inFirstMinute[name] = at
+	}
+	mu.Unlock()
+	// At most the cap, plus the one the first instant allows; at least
+	// most of it, or the cap is not what holds them.
+	if c := len(inFirstMinute); c > perMinute+1 || c < perMinute*8/10 {
+		t.Fatalf("%d deleted in the minute after the burst expired, want about %d", c, perMinute)
+	}
+	// The earliest expiries went first: no object deleted in the first
+	// minute ranks far behind the number deleted.
+	for name := range inFirstMinute {
+		rank := slices.Index(names, name)
+		if slack := 25; rank >= len(inFirstMinute)+slack {
+			t.Errorf("%s, number %d in order of expiry, went in the first minute with only %d deleted", name, rank, len(inFirstMinute))
+		}
+	}
+	last := names[n-1]
+	throttled := findEvent(t, eventNamespace, last, "DeletionThrottled")
+	mustContain(t, throttled.Note, "cap of 100 deletions per minute of policy cap")
+	if v := counter(t, "timeout_controller_deletions_throttled_total", map[string]string{"cap": "policy"}); v < n-perMinute-1 {
+		t.Errorf("deletions_throttled_total{cap=policy} is %v, want at least %d", v, n-perMinute-1)
+	}
+
+	// Lifting the cap: the rest go now, none skipped.
+	lifted := time.Now()
+	patch := []byte(`{"spec":{"deletion":{"maxPerMinute":0}}}`)
+	if err := k8s.Patch(ctx, policy, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "every Playbook deleted once the cap is lifted", func() (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(deleted) == n, fmt.Errorf("%d of %d deleted", len(deleted), n)
+	})
+	t.Logf("%d deleted in the first minute; the %d left were deleted %s after the cap was lifted",
+		len(inFirstMinute), n-len(inFirstMinute), time.Since(lifted).Round(time.Millisecond))
+}
+
+// auditRecords returns the audit trail's records about the object uid, in
+// the order they were written.
+func auditRecords(t *testing.T, uid types.UID) []audit.Record {
+	t.Helper()
+	f, err := os.Open(auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	var recs []audit.Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		var r audit.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("audit log line is not a record: %v: %s", err, sc.Bytes())
+		}
+		if r.Object.UID == uid {
+			recs = append(recs, r)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// counter returns the value of the in-process controller's counter with
+// the given labels.
+func counter(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if matchLabels(m, labels) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func matchLabels(m *dto.Metric, want map[string]string) bool {
+	got := map[string]string{}
+	for _, l := range m.GetLabel() {
+		got[l.GetName()] = l.GetValue()
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
