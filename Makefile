@@ -3,6 +3,11 @@ SHELL := /usr/bin/env bash -o pipefail
 .DEFAULT_GOAL := help
 
 CONTROLLER_GEN := go tool controller-gen
+KUSTOMIZE := bin/kustomize
+HELM := bin/helm
+# The image docker-build tags; config/manager/kustomization.yaml sets the one installed.
+IMG ?= ghcr.io/amphitheatre-app/timeout-controller:v0.1.0
+CONTAINER_TOOL ?= docker
 GO_FILES = $(shell git ls-files '*.go')
 # Builds etcd and kube-apiserver on first use (about six minutes), then reuses them.
 ASSETS = $$(hack/control-plane.sh | tail -n 1)
@@ -16,9 +21,11 @@ generate: ## Generate deepcopy code for api/.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: ## Generate the CRD and RBAC manifests under config/.
+manifests: ## Generate the CRD and RBAC manifests under config/, and copy the CRDs and admission policy into the Helm chart.
 	$(CONTROLLER_GEN) crd rbac:roleName=timeout-controller paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	rm -f charts/timeout-controller/crds/*.yaml && cp config/crd/bases/*.yaml charts/timeout-controller/crds/
+	cp config/admission/component/policy.yaml config/admission/component/binding.yaml charts/timeout-controller/files/admission/
 
 .PHONY: fmt
 fmt: ## Format the Go code.
@@ -36,12 +43,29 @@ lint: vet ## Check formatting and run go vet.
 build: ## Build bin/timeout-controller.
 	go build -o bin/timeout-controller ./cmd/timeout-controller
 
+.PHONY: plugin
+plugin: ## Build the kubectl plugin bin/kubectl-timeout (put bin/ on PATH, then `kubectl timeout`).
+	go build -o bin/kubectl-timeout ./cmd/kubectl-timeout
+
+.PHONY: tools
+tools: $(KUSTOMIZE) $(HELM) ## Build the pinned tools of hack/tools (kustomize, helm) into bin/.
+
+$(KUSTOMIZE): hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && go build -o ../../$(KUSTOMIZE) sigs.k8s.io/kustomize/kustomize/v5
+
+$(HELM): hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && go build -o ../../$(HELM) helm.sh/helm/v4/cmd/helm
+
+.PHONY: docker-build
+docker-build: ## Build the controller image IMG with CONTAINER_TOOL (docker).
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
 .PHONY: control-plane
 control-plane: ## Build etcd and kube-apiserver into bin/ (cached) and print their directory.
 	@hack/control-plane.sh
 
 .PHONY: test
-test: ## Run every test: unit, fuzz seeds, and integration against a real API server.
+test: tools ## Run every test: unit, fuzz seeds, and integration against a real API server.
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test -count=1 ./...
 
 .PHONY: test-unit
@@ -64,6 +88,7 @@ bench: ## Measure lag, memory, CPU, cold start and API calls on a local control 
 .PHONY: verify
 verify: lint ## Fail when generated files are stale or go mod tidy would change anything.
 	$(MAKE) --no-print-directory generate manifests
-	@git diff --exit-code -- api config || { echo "generated files are stale: run make generate manifests and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api config)" || { git status --porcelain -- api config; echo "untracked generated files: commit them"; exit 1; }
+	@git diff --exit-code -- api config charts || { echo "generated files are stale: run make generate manifests and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config charts)" || { git status --porcelain -- api config charts; echo "untracked generated files: commit them"; exit 1; }
 	go mod tidy -diff
+	cd hack/tools && go mod tidy -diff

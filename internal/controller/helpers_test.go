@@ -81,6 +81,8 @@ func target(apiVersion, kind string) func(*v1alpha1.TimeoutPolicy) {
 
 func dryRun(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.DryRun = true }
 
+func archiving(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.Archive = true }
+
 func propagation(d metav1.DeletionPropagation) func(*v1alpha1.TimeoutPolicy) {
 	return func(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.PropagationPolicy = d }
 }

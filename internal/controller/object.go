@@ -154,7 +154,7 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		if wait := r.turn(ctx, key, obj, ev); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
-		return r.expire(ctx, key, ev.needsTitle(key) || ev.archives(r.DryRun))
+		return r.expire(ctx, key, obj, ev)
 	default:
 		return ctrl.Result{}, nil
 	}
@@ -295,49 +295,51 @@ func (r *ObjectReconciler) describe(ctx context.Context, gvk schema.GroupVersion
 }
 
 // expire deletes an object that the cache says has expired. The cache may
-// be behind a write that extended or kept the object, so it reads the
-// object again from the API server, evaluates it afresh and deletes it only
-// if it has not changed since: the preconditions make a write that lands
-// between the read and the delete win. withTitle reads the title in the
-// same request.
-func (r *ObjectReconciler) expire(ctx context.Context, key Key, full bool) (ctrl.Result, error) {
+// be behind a write that extended or kept the object, so the delete is
+// conditional on the UID and resourceVersion the decision was made from:
+// a write the cache has not seen yet makes it fail with a Conflict, and the
+// object is looked at again once the cache has caught up. When the whole
+// object is needed (for the title of the last message, or the archive) it
+// is read from the API server, and the decision is made again from what
+// that read shows.
+func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 
-	obj, u, err := r.freshRead(ctx, key, full)
-	if err != nil {
-		if apierrors.IsNotFound(err) {
+	var u *unstructured.Unstructured
+	if ev.needsTitle(key) || ev.archives(r.DryRun) {
+		fresh, whole, err := r.freshRead(ctx, key, true)
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("get %s from the API server: %w", key, err)
+		}
+		if fresh.DeletionTimestamp != nil {
 			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{}, fmt.Errorf("get %s from the API server: %w", key, err)
-	}
-	if obj.DeletionTimestamp != nil {
-		return ctrl.Result{}, nil
-	}
-	ev, err := r.evaluate(ctx, key, obj)
-	if errors.Is(err, errChannelsNotReady) {
-		return ctrl.Result{RequeueAfter: channelsTTL}, nil
-	}
-	if err != nil || ev == nil {
-		return ctrl.Result{}, err
-	}
-	plan := ev.plan()
-	switch plan.Action {
-	case expiry.Keep:
-		r.Caps.forget(key)
-		return ctrl.Result{}, nil
-	case expiry.Wait:
-		r.Caps.forget(key)
-		log.Info("expiry moved", "expiresAt", ev.life.ExpiresAt, "source", ev.life.Source)
-		return ctrl.Result{RequeueAfter: expiry.After(plan.At, ev.now)}, nil
-	case expiry.Notify:
-		r.Caps.forget(key)
-		// The fresh read shows something the cache had not: a message due
-		// first (the record or the notice changed).
-		return r.notify(ctx, key, obj, ev, plan)
-	}
-	if u == nil && (ev.needsTitle(key) || ev.archives(r.DryRun)) {
-		// The policy changed between the two reads: read the whole object.
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		ev, err = r.evaluate(ctx, key, fresh)
+		if errors.Is(err, errChannelsNotReady) {
+			return ctrl.Result{RequeueAfter: channelsTTL}, nil
+		}
+		if err != nil || ev == nil {
+			return ctrl.Result{}, err
+		}
+		plan := ev.plan()
+		switch plan.Action {
+		case expiry.Keep:
+			r.Caps.forget(key)
+			return ctrl.Result{}, nil
+		case expiry.Wait:
+			r.Caps.forget(key)
+			log.Info("expiry moved", "expiresAt", ev.life.ExpiresAt, "source", ev.life.Source)
+			return ctrl.Result{RequeueAfter: expiry.After(plan.At, ev.now)}, nil
+		case expiry.Notify:
+			r.Caps.forget(key)
+			// The fresh read shows something the cache had not: a message
+			// due first (the record or the notice changed).
+			return r.notify(ctx, key, fresh, ev, plan)
+		}
+		obj, u = fresh, whole
 	}
 	policy, life := ev.policy, ev.life
 
@@ -373,7 +375,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, full bool) (ctrl
 	if propagation == "" {
 		propagation = metav1.DeletePropagationBackground
 	}
-	err = r.Client.Delete(ctx, obj,
+	err := r.Client.Delete(ctx, obj,
 		client.Preconditions{UID: &obj.UID, ResourceVersion: &obj.ResourceVersion},
 		client.PropagationPolicy(propagation))
 	switch {

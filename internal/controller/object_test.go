@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -107,11 +109,27 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 			if view == nil {
 				return nil
 			}
-			pom, ok := obj.(*metav1.PartialObjectMetadata)
-			if !ok {
-				t.Fatalf("APIReader.Get into %T, want *metav1.PartialObjectMetadata", obj)
+			switch o := obj.(type) {
+			case *metav1.PartialObjectMetadata:
+				return view(o)
+			case *unstructured.Unstructured:
+				// The whole object: the view changes its metadata.
+				pom := &metav1.PartialObjectMetadata{}
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, pom); err != nil {
+					t.Fatal(err)
+				}
+				if err := view(pom); err != nil {
+					return err
+				}
+				o.SetAnnotations(pom.Annotations)
+				o.SetLabels(pom.Labels)
+				o.SetDeletionTimestamp(pom.DeletionTimestamp)
+				o.SetResourceVersion(pom.ResourceVersion)
+				return nil
+			default:
+				t.Fatalf("APIReader.Get into %T", obj)
+				return nil
 			}
-			return view(pom)
 		},
 	})
 	h.r = &ObjectReconciler{
@@ -446,6 +464,74 @@ func TestObjectReconcilerEventMessages(t *testing.T) {
 	}
 }
 
+// An object the cache says has expired is deleted on the condition that
+// it has not changed since: a write the cache has not seen makes the
+// delete fail, and the object is looked at again once the cache shows it.
+func TestObjectReconcilerLosesToWritesTheCacheHasNotSeen(t *testing.T) {
+	tests := []struct {
+		name  string
+		write func(h *harness, cm *corev1.ConfigMap)
+		// wantAfter is the result once the cache has caught up.
+		wantAfter ctrl.Result
+	}{
+		{
+			name: "an extension",
+			write: func(h *harness, cm *corev1.ConfigMap) {
+				h.annotate(cm, expiry.AnnotationExpiresAt, t0.Add(time.Hour).Format(time.RFC3339))
+			},
+			wantAfter: ctrl.Result{RequeueAfter: 45 * time.Minute},
+		},
+		{
+			name:  "keep=true",
+			write: func(h *harness, cm *corev1.ConfigMap) { h.annotate(cm, expiry.AnnotationKeep, "true") },
+		},
+		{
+			name: "a label no policy selects",
+			write: func(h *harness, cm *corev1.ConfigMap) {
+				cur := h.stored(cm)
+				cur.Labels = map[string]string{"app": "keeper"}
+				if err := h.client.Update(context.Background(), cur); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cm := newConfigMap("scratch", ttl("10m"), labelled(map[string]string{"app": "scratch"}))
+			h := newHarness(t, t0.Add(15*time.Minute), newPolicy("scratch", selecting(map[string]string{"app": "scratch"})), cm)
+			cached := h.stored(cm)
+			tt.write(h, cm)
+			// The cache still shows the object as it was before the write.
+			h.cacheView = func(o *metav1.PartialObjectMetadata) error {
+				o.Annotations, o.Labels, o.ResourceVersion = cached.Annotations, cached.Labels, cached.ResourceVersion
+				return nil
+			}
+
+			got, err := h.reconcile(cm)
+			if err != nil || got != (ctrl.Result{RequeueAfter: conflictRetry}) {
+				t.Fatalf("Reconcile = %+v, %v; want a look again in %s", got, err, conflictRetry)
+			}
+			if h.stored(cm) == nil {
+				t.Fatal("object deleted")
+			}
+			if evs := drain(h.rec); len(evs) != 0 {
+				t.Errorf("Events = %q, want none", evs)
+			}
+
+			h.cacheView = nil
+			if got, err := h.reconcile(cm); err != nil || got != tt.wantAfter {
+				t.Errorf("once the cache caught up: %+v, %v; want %+v", got, err, tt.wantAfter)
+			}
+			if h.stored(cm) == nil || len(h.deleteCalls()) != 1 {
+				t.Errorf("object deleted, or %d delete calls, want the one that failed", len(h.deleteCalls()))
+			}
+		})
+	}
+}
+
+// When the whole object is read before the delete (here for the archive),
+// the decision is made again from what the API server shows.
 func TestObjectReconcilerRechecksWithTheAPIServer(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -493,7 +579,8 @@ func TestObjectReconcilerRechecksWithTheAPIServer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cm := newConfigMap("scratch", ttl("10m"), labelled(map[string]string{"app": "scratch"}))
-			h := newHarness(t, t0.Add(15*time.Minute), newPolicy("scratch", selecting(map[string]string{"app": "scratch"})), cm)
+			h := newHarness(t, t0.Add(15*time.Minute), newPolicy("scratch", selecting(map[string]string{"app": "scratch"}), archiving), cm)
+			h.r.ArchiveDir = t.TempDir()
 			h.freshView = tt.freshView
 
 			got, err := h.reconcile(cm)
@@ -517,7 +604,8 @@ func TestObjectReconcilerRechecksWithTheAPIServer(t *testing.T) {
 
 	t.Run("returns an error when the API server cannot be read", func(t *testing.T) {
 		cm := newConfigMap("scratch", ttl("10m"))
-		h := newHarness(t, t0.Add(15*time.Minute), newPolicy("configmaps"), cm)
+		h := newHarness(t, t0.Add(15*time.Minute), newPolicy("configmaps", archiving), cm)
+		h.r.ArchiveDir = t.TempDir()
 		h.freshView = func(*metav1.PartialObjectMetadata) error {
 			return apierrors.NewServiceUnavailable("etcd is sulking")
 		}
@@ -534,7 +622,7 @@ func TestObjectReconcilerDeleteConflicts(t *testing.T) {
 	tests := []struct {
 		name      string
 		deleteErr error
-		freshView func(*metav1.PartialObjectMetadata) error
+		cacheView func(*metav1.PartialObjectMetadata) error
 	}{
 		{
 			name:      "looks again soon without an error when the delete returns a Conflict",
@@ -542,10 +630,10 @@ func TestObjectReconcilerDeleteConflicts(t *testing.T) {
 		},
 		{
 			// The fake client checks the resourceVersion precondition: a
-			// write landing between the fresh read and the delete makes the
-			// delete fail, which is what the precondition is for.
-			name: "loses to a write that lands between the fresh read and the delete",
-			freshView: func(o *metav1.PartialObjectMetadata) error {
+			// write the cache has not seen makes the delete fail, which is
+			// what the precondition is for.
+			name: "loses to a write the cache has not seen",
+			cacheView: func(o *metav1.PartialObjectMetadata) error {
 				o.ResourceVersion = "1"
 				return nil
 			},
@@ -556,7 +644,7 @@ func TestObjectReconcilerDeleteConflicts(t *testing.T) {
 			cm := newConfigMap("scratch", ttl("10m"))
 			h := newHarness(t, t0.Add(time.Hour), newPolicy("configmaps"), cm)
 			h.deleteErr = tt.deleteErr
-			h.freshView = tt.freshView
+			h.cacheView = tt.cacheView
 
 			got, err := h.reconcile(cm)
 			if err != nil {
