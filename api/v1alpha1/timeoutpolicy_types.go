@@ -94,10 +94,14 @@ type TimeoutPolicySpec struct {
 	DefaultTTL Duration `json:"defaultTTL,omitempty"`
 
 	// Reminders are the lead times before expiry at which the people
-	// concerned are told. An empty list means no reminders.
+	// concerned are told. An empty list means no reminders; a lead given
+	// twice counts once.
+	// The list is atomic, so that applying [] server-side (helm upgrade,
+	// kubectl apply --server-side) leaves it empty rather than dropping it
+	// and letting the default back in.
 	// +kubebuilder:default={"3d","2d"}
 	// +kubebuilder:validation:MaxItems=10
-	// +listType=set
+	// +listType=atomic
 	// +optional
 	Reminders []Duration `json:"reminders"`
 

@@ -103,6 +103,22 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		}
 	})
 
+	// The CRD's reminders list is atomic: an upgrade to [] must not let
+	// the default back in, whichever way Helm applies it.
+	for _, serverSide := range []string{"true", "false"} {
+		t.Run("upgrade to reminders [] turns them off with --server-side="+serverSide, func(t *testing.T) {
+			run("upgrade", release, chartDir, "--values", valueSets[1].values(), "--set-json", `policy.reminders=["1h"]`, "--server-side="+serverSide)
+			run("upgrade", release, chartDir, "--values", valueSets[1].values(), "--set-json", "policy.reminders=[]", "--server-side="+serverSide)
+			p, err := get(policyResource, "", "playbooks")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, found, _ := unstructured.NestedSlice(p.Object, "spec", "reminders"); !found || len(got) != 0 {
+				t.Errorf("reminders %v (present %v), want []", got, found)
+			}
+		})
+	}
+
 	t.Run("uninstall removes the release and keeps the CRD", func(t *testing.T) {
 		run("uninstall", release, "--wait")
 		if _, err := get(policyResource, "", "playbooks"); !apierrors.IsNotFound(err) {

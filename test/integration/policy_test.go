@@ -311,3 +311,34 @@ func TestTheSamplePoliciesAreValid(t *testing.T) {
 		})
 	}
 }
+
+// Turning reminders off with a server-side apply, as helm upgrade does,
+// must leave the list empty, not bring the default back.
+func TestAnEmptyReminderListAppliedServerSideStaysEmpty(t *testing.T) {
+	t.Parallel()
+	gvr := v1alpha1.GroupVersion.WithResource("timeoutpolicies")
+	apply := func(reminders string) []any {
+		t.Helper()
+		u := &unstructured.Unstructured{}
+		doc := "apiVersion: timeout.amphitheatre.app/v1alpha1\nkind: TimeoutPolicy\nmetadata: {name: ssa-reminders}\n" +
+			"spec:\n  selector: {matchLabels: {" + testLabel + ": ssa-reminders}}\n  reminders: " + reminders + "\n"
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		got, err := dyn.Resource(gvr).Apply(context.Background(), "ssa-reminders", u, metav1.ApplyOptions{FieldManager: "helm", Force: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, _, _ := unstructured.NestedSlice(got.Object, "spec", "reminders")
+		return list
+	}
+	t.Cleanup(func() {
+		_ = dyn.Resource(gvr).Delete(context.Background(), "ssa-reminders", metav1.DeleteOptions{})
+	})
+	if got := apply("[1h]"); len(got) != 1 {
+		t.Fatalf("reminders %v after applying [1h]", got)
+	}
+	if got := apply("[]"); len(got) != 0 {
+		t.Fatalf("reminders %v after applying [], want none", got)
+	}
+}
