@@ -139,8 +139,8 @@ const (
 	// ReasonArchiveUnavailable: the policy archives before deleting but the
 	// controller has no archive (--archive-dir); nothing is deleted.
 	ReasonArchiveUnavailable = "ArchiveUnavailable"
-	ReasonOutranked        = "Outranked"
-	ReasonNoOverlap        = "NoOverlap"
+	ReasonOutranked          = "Outranked"
+	ReasonNoOverlap          = "NoOverlap"
 )
 
 // TimeoutPolicyStatus is what the controller last saw of a policy's objects.
