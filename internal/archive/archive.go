@@ -114,8 +114,15 @@ func Read(path string) (*unstructured.Unstructured, Header, error) {
 			return nil, Header{}, fmt.Errorf("%s: unreadable archive header: %w", path, err)
 		}
 	}
+	// Through JSON and the unstructured decoder, so that integers stay
+	// int64 (yaml.Unmarshal would make them float64) and the object reads
+	// back exactly as it was written.
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, Header{}, fmt.Errorf("%s: not a manifest: %w", path, err)
+	}
 	obj := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(data, &obj.Object); err != nil {
+	if err := obj.UnmarshalJSON(js); err != nil {
 		return nil, Header{}, fmt.Errorf("%s: not a manifest: %w", path, err)
 	}
 	if obj.GetKind() == "" || obj.GetName() == "" {
@@ -256,11 +263,14 @@ func parsePath(dir, path string) (Entry, bool) {
 	if group == "core" {
 		group = ""
 	}
-	// Names cannot hold "_"; UIDs cannot either.
-	name, uid, ok := strings.Cut(strings.TrimSuffix(parts[2], ext), "_")
-	if !ok {
+	// UIDs cannot hold "_"; the names of some kinds (RBAC roles, for
+	// one) can, so the UID is what follows the last one.
+	base := strings.TrimSuffix(parts[2], ext)
+	i := strings.LastIndex(base, "_")
+	if i <= 0 || i == len(base)-1 {
 		return Entry{}, false
 	}
+	name, uid := base[:i], base[i+1:]
 	ns := parts[1]
 	if ns == ClusterScope {
 		ns = ""

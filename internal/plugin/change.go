@@ -1,0 +1,319 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+)
+
+// conflictAttempts bounds how often a change is tried again after the
+// object changed under it.
+const conflictAttempts = 5
+
+// fieldManager names the plugin in managedFields.
+const fieldManager = "kubectl-timeout"
+
+func newExtendCommand(o *Options) *cobra.Command {
+	var output, until string
+	var allowShorten, all bool
+	cmd := &cobra.Command{
+		Use:   "extend [KIND/]NAME (DURATION | --until TIME)",
+		Short: "Move an object's expiry later",
+		Long: `Move an object's expiry: DURATION later than it is now (or than now, if it
+has already passed), or to the time --until gives. The plugin writes the
+timeout.amphitheatre.app/expires-at annotation, as you could by hand; it
+never edits the controller's record.
+
+A change that would shorten the object's life is refused unless
+--allow-shorten is given. The write is locked on the object's
+resourceVersion, and the controller deletes with the same kind of lock: if
+the command says "extended", the object was not deleted for its old expiry.
+If the controller deleted it first, the command says so and exits with 8.`,
+		Example: `  kubectl timeout extend 2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10 3d
+  kubectl timeout extend "Weekend demo" --until 2026-12-24T18:00:00Z
+  kubectl timeout extend configmap/scratch -n dev 12h
+  kubectl timeout extend playbook/2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10 --until 2026-11-20T00:00:00Z --allow-shorten`,
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return []string{"1d", "3d", "7d", "14d"}, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeNames(cmd.Context(), o)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output, "text", "json", "yaml"); err != nil {
+				return err
+			}
+			var target func(current, now time.Time) time.Time
+			switch {
+			case len(args) == 2 && until == "":
+				d, err := expiry.ParseDuration(args[1])
+				if err != nil || d <= 0 {
+					return usageError("DURATION %q: expected %s", args[1], expiry.DurationForms)
+				}
+				target = func(current, now time.Time) time.Time { return ceilSecond(later(current, now).Add(d)) }
+			case len(args) == 1 && until != "":
+				t, err := parseTime(until)
+				if err != nil {
+					return usageError("--until %q: %v", until, err)
+				}
+				target = func(time.Time, time.Time) time.Time { return t }
+			default:
+				return usageError("extend takes [KIND/]NAME and either DURATION or --until TIME\nSee 'kubectl timeout extend --help'.")
+			}
+			r, err := parseRef(args[0])
+			if err != nil {
+				return err
+			}
+			return change(cmd.Context(), o, r, all, output, func(ev *Evaluation) (*patch, error) {
+				current := ev.Life
+				if current.Keep {
+					// What the other annotations say: it applies once keep goes.
+					a := maps.Clone(ev.Object.GetAnnotations())
+					delete(a, expiry.AnnotationKeep)
+					current = expiry.Compute(ev.Object.GetCreationTimestamp().Time, a, ev.Governing.Schedule.DefaultTTL)
+				}
+				at := target(current.ExpiresAt, ev.Now)
+				if at.Before(ev.Object.GetCreationTimestamp().Time) {
+					return nil, usageError("%s is before the object was created (%s): the controller would ignore it", formatTime(at), formatTime(ev.Object.GetCreationTimestamp().Time))
+				}
+				if at.Before(current.ExpiresAt) && !allowShorten {
+					return nil, withCode(ExitRefused, "%s would shorten the life of %s: it expires at %s; give --allow-shorten to do it anyway",
+						formatTime(at), describe(ev), formatTime(current.ExpiresAt))
+				}
+				if at.Equal(current.ExpiresAt) && current.Source == expiry.AnnotationExpiresAt {
+					return &patch{none: true, verb: "already expires at " + formatTime(at)}, nil
+				}
+				verb := "extended"
+				if at.Before(current.ExpiresAt) {
+					verb = "shortened"
+				}
+				return &patch{
+					set:  map[string]*string{expiry.AnnotationExpiresAt: ptr(at.UTC().Format(time.RFC3339))},
+					verb: fmt.Sprintf("%s from %s", verb, formatTime(current.ExpiresAt)),
+				}, nil
+			})
+		},
+	}
+	outputFlag(cmd, &output, "text", "json", "yaml")
+	cmd.Flags().StringVar(&until, "until", "", "The new expiry, an RFC 3339 time (2026-12-24T18:00:00Z) or a date (2026-12-24, midnight UTC)")
+	cmd.Flags().BoolVar(&allowShorten, "allow-shorten", false, "Allow a new expiry earlier than the current one")
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "Look for a namespaced object in every namespace")
+	return cmd
+}
+
+func newKeepCommand(o *Options, keep bool) *cobra.Command {
+	var output string
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "keep [KIND/]NAME",
+		Short: "Exempt an object: it never expires",
+		Long: `Exempt an object from expiry by setting timeout.amphitheatre.app/keep=true.
+Like extend, the write is locked on the object's resourceVersion: if the
+controller deleted the object first, the command says so and exits with 8.`,
+		Example: `  kubectl timeout keep 2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10
+  kubectl timeout keep "Weekend demo"`,
+	}
+	if !keep {
+		cmd.Use = "unkeep [KIND/]NAME"
+		cmd.Short = "Put a kept object back under its policy"
+		cmd.Long = `Remove timeout.amphitheatre.app/keep, putting the object back under its
+policy with the expiry its other annotations or the policy's default give.
+That expiry may be past: the object is then deleted at once, or, when
+notice is owed, reminded first and deleted after the minimum notice. The
+command prints which.`
+		cmd.Example = `  kubectl timeout unkeep 2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10`
+	}
+	cmd.Args = exactArgs(1, "[KIND/]NAME")
+	cmd.ValidArgsFunction = func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return completeNames(cmd.Context(), o)
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(output, "text", "json", "yaml"); err != nil {
+			return err
+		}
+		r, err := parseRef(args[0])
+		if err != nil {
+			return err
+		}
+		return change(cmd.Context(), o, r, all, output, func(ev *Evaluation) (*patch, error) {
+			_, present := ev.Object.GetAnnotations()[expiry.AnnotationKeep]
+			switch {
+			case keep && ev.Life.Keep && ev.Object.GetAnnotations()[expiry.AnnotationKeep] == "true":
+				return &patch{none: true, verb: "is already kept"}, nil
+			case keep:
+				return &patch{set: map[string]*string{expiry.AnnotationKeep: ptr("true")}, verb: "kept"}, nil
+			case !present:
+				return &patch{none: true, verb: "is not kept"}, nil
+			default:
+				return &patch{set: map[string]*string{expiry.AnnotationKeep: nil}, verb: "no longer kept"}, nil
+			}
+		})
+	}
+	outputFlag(cmd, &output, "text", "json", "yaml")
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "Look for a namespaced object in every namespace")
+	return cmd
+}
+
+// patch is a change to an object's annotations; a nil value removes one.
+type patch struct {
+	set  map[string]*string
+	none bool
+	// verb says what was done, for the message: "kept", "extended from …".
+	verb string
+}
+
+// change finds the object r names, decides the patch from its current
+// state and writes it locked on the resourceVersion it was decided from.
+// When the object changed meanwhile it starts again; when it is gone or
+// being deleted, it fails with ExitGone.
+func change(ctx context.Context, o *Options, r ref, all bool, output string, decide func(*Evaluation) (*patch, error)) error {
+	s, err := newSession(o, all)
+	if err != nil {
+		return err
+	}
+	if err := s.loadPolicies(ctx); err != nil {
+		return err
+	}
+	f, err := s.find(ctx, r)
+	if err != nil {
+		return err
+	}
+	obj := f.obj
+	for attempt := 1; ; attempt++ {
+		if obj.GetDeletionTimestamp() != nil {
+			return withCode(ExitGone, "%s is being deleted (since %s): it was not changed", f, formatTime(obj.GetDeletionTimestamp().Time))
+		}
+		ev, err := s.evaluate(ctx, f.kind, obj)
+		if err != nil {
+			return err
+		}
+		if ev.Governing == nil {
+			return withCode(ExitNotGoverned, "%s is not governed by any TimeoutPolicy: nothing will delete it (`kubectl timeout explain` says why)", f)
+		}
+		if ev.Governing.ScheduleErr != nil {
+			return withCode(ExitError, "%s is governed by policy %s, whose spec cannot be used: %v", f, ev.Governing.Name, ev.Governing.ScheduleErr)
+		}
+		p, err := decide(ev)
+		if err != nil {
+			return err
+		}
+		if p.none {
+			return report(o.Out, output, ev, describe(ev)+" "+p.verb)
+		}
+		body, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": obj.GetResourceVersion(),
+			"annotations":     p.set,
+		}})
+		if err != nil {
+			return err
+		}
+		updated, err := s.dyn.Resource(f.kind.resource).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, body,
+			metav1.PatchOptions{FieldManager: fieldManager})
+		switch {
+		case apierrors.IsNotFound(err):
+			return withCode(ExitGone, "%s was deleted before the change could be written: it was not changed", f)
+		case apierrors.IsConflict(err) && attempt < conflictAttempts:
+			// Someone wrote the object (the controller's record, or its
+			// delete) since it was read: decide again from what it is now.
+			obj, err = s.fresh(ctx, f)
+			if apierrors.IsNotFound(err) {
+				return withCode(ExitGone, "%s was deleted before the change could be written: it was not changed", f)
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("update %s: %w", f, err)
+		}
+		if updated.GetDeletionTimestamp() != nil {
+			return withCode(ExitGone, "%s is being deleted: the change came too late", f)
+		}
+		after, err := s.evaluate(ctx, f.kind, updated)
+		if err != nil {
+			return err
+		}
+		return report(o.Out, output, after, describe(after)+" "+p.verb)
+	}
+}
+
+// report prints the outcome of a change: a sentence and where the object
+// stands now, or the object as list -o json shows it.
+func report(w io.Writer, output string, ev *Evaluation, what string) error {
+	if output != "text" {
+		return writeStructured(w, output, itemOf(ev))
+	}
+	fmt.Fprintln(w, what)
+	if ev.Life.Keep {
+		fmt.Fprintln(w, "  kept: it never expires")
+		return nil
+	}
+	fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(ev.Life.ExpiresAt), relative(ev.Life.ExpiresAt, ev.Now))
+	d := ev.DeleteAt()
+	switch {
+	case d.IsZero():
+	case !d.After(ev.Now):
+		fmt.Fprintln(w, "  it is due: the controller deletes it now")
+	case d.After(ev.Life.ExpiresAt):
+		fmt.Fprintf(w, "  deleted at %s (%s), after the minimum notice\n", formatTime(d), relative(d, ev.Now))
+	}
+	if len(ev.Steps) > 1 && ev.Steps[0].Action != ActionDelete {
+		if s := ev.Steps[0]; s.Stage != "" {
+			fmt.Fprintf(w, "  next reminder: %s, %s\n", s.Stage, formatTime(s.At))
+		}
+	}
+	return nil
+}
+
+func describe(ev *Evaluation) string {
+	s := fmt.Sprintf("%s/%s", strings.ToLower(ev.GVK.Kind), ev.Object.GetName())
+	if t := title(ev.Object); t != "" && t != ev.Object.GetName() {
+		s += fmt.Sprintf(" (%q)", t)
+	}
+	return s
+}
+
+func parseTime(v string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("expected an RFC 3339 time such as 2026-12-24T18:00:00Z, or a date such as 2026-12-24")
+}
+
+// ceilSecond rounds t up to a whole second: the annotation holds whole
+// seconds, and an extension must not come out a fraction shorter.
+func ceilSecond(t time.Time) time.Time {
+	if r := t.Truncate(time.Second); !r.Equal(t) {
+		return r.Add(time.Second)
+	}
+	return t
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func ptr(s string) *string { return &s }

@@ -1,0 +1,261 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package plugin
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/match"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+)
+
+// Evaluation is what the policies make of one object at one moment,
+// worked out with the controller's own packages: internal/match for which
+// policy governs it, internal/expiry for its lifetime, its record and
+// what happens next.
+type Evaluation struct {
+	Object *unstructured.Unstructured
+	GVK    schema.GroupVersionKind
+	Now    time.Time
+
+	// Verdicts say, for every policy, whether it governs the object and
+	// why not; the governing one first.
+	Verdicts []match.Verdict
+	// Governing is the policy that governs the object; nil when none does.
+	Governing *match.Candidate
+
+	// Life, Record and Steps are set when a policy with a usable schedule
+	// governs the object.
+	Life expiry.Lifetime
+	// Record is the controller's record for the current expiry: what was
+	// sent about it. A new one when the record on the object is about
+	// another expiry (the controller has not seen an extension yet).
+	Record *expiry.Record
+	// RecordUnreadable is set when the record annotation does not parse;
+	// the controller then plans as if there were none.
+	RecordUnreadable bool
+	// Channels name, per recorded message type, the channels that carry
+	// it, as the controller names them.
+	Channels map[v1alpha1.EventType][]string
+	// Steps are what the controller will do, in order, if every message
+	// is accepted at once: reminders, messages, and the deletion last.
+	Steps []Step
+}
+
+// Step is one thing the controller will do.
+type Step struct {
+	At time.Time
+	// Action is a message type (reminder, extended, postponed) or
+	// "delete".
+	Action string
+	// Stage is the reminder's lead, such as "3d".
+	Stage string
+	// Announces is the deletion time a message announces.
+	Announces time.Time
+	Channels  []string
+}
+
+// ActionDelete is the Step.Action of the deletion.
+const ActionDelete = "delete"
+
+// maxSteps bounds the simulation; a policy has at most ten reminders.
+const maxSteps = 64
+
+// Evaluate works out what policies make of obj, of kind gvk, at now.
+// nsLabels returns the labels of obj's namespace, when a namespace
+// selector needs them.
+func Evaluate(obj *unstructured.Unstructured, gvk schema.GroupVersionKind, namespaced bool, policies []v1alpha1.TimeoutPolicy,
+	nsLabels func() (map[string]string, error), now time.Time) (*Evaluation, error) {
+	ev := &Evaluation{Object: obj, GVK: gvk, Now: now}
+	verdicts, err := match.Explain(policies, gvk, match.Object{Labels: obj.GetLabels(), Namespaced: namespaced, NamespaceLabels: nsLabels})
+	if err != nil {
+		return nil, err
+	}
+	ev.Verdicts = verdicts
+	if len(verdicts) == 0 || !verdicts[0].Governs {
+		return ev, nil
+	}
+	ev.Governing = verdicts[0].Candidate
+	if ev.Governing.ScheduleErr != nil {
+		return ev, nil
+	}
+	created := obj.GetCreationTimestamp().Time
+	ev.Life = expiry.Compute(created, obj.GetAnnotations(), ev.Governing.Schedule.DefaultTTL)
+	if ev.Life.Keep {
+		return ev, nil
+	}
+	ev.Channels = ChannelNames(ev.Governing.Spec.Notifications)
+	stored, err := expiry.ParseRecord(obj.GetAnnotations()[expiry.AnnotationReminders])
+	if err != nil {
+		ev.RecordUnreadable, stored = true, nil
+	}
+	ev.Record = stored.For(ev.Life.ExpiresAt, created, now)
+	if ev.Record == stored {
+		ev.Record = stored.Clone()
+	}
+	ev.Steps = simulate(ev.Life, ev.Governing.Schedule, ev.Record, ev.Channels, now)
+	return ev, nil
+}
+
+// simulate runs the controller's planner forward from now, as if every
+// message were accepted by every channel the moment it falls due.
+func simulate(life expiry.Lifetime, schedule expiry.Schedule, record *expiry.Record, channels map[v1alpha1.EventType][]string, now time.Time) []Step {
+	rec := record.Clone()
+	t := now
+	var steps []Step
+	for range maxSteps {
+		p := expiry.Next(expiry.Input{Life: life, Schedule: schedule, Record: rec, Channels: channels, Now: t})
+		switch p.Action {
+		case expiry.Keep:
+			return steps
+		case expiry.Delete:
+			return append(steps, Step{At: t, Action: ActionDelete})
+		case expiry.Wait:
+			if !p.At.After(t) {
+				// Never expected; a planner that does not move on would
+				// spin here.
+				return steps
+			}
+			t = p.At
+		case expiry.Notify:
+			step := Step{At: t, Action: string(p.Event), Announces: p.At, Channels: p.Channels}
+			if p.Event == v1alpha1.EventReminder {
+				step.Stage = p.Key
+			}
+			steps = append(steps, step)
+			rec.Delivered(p.Key, p.Event == v1alpha1.EventReminder, p.Channels, t)
+			if p.Event == v1alpha1.EventPostponed {
+				rec.PostponedTo = p.At
+			}
+		}
+	}
+	return steps
+}
+
+// ChannelNames returns, per message type the controller records, the
+// names of the channels that carry it: "email", "slack", "webhook/<name>",
+// or "events" (the Kubernetes Event) when no configured channel does. They
+// are the names the controller's notifiers have, worked out from the spec
+// without reading any Secret.
+func ChannelNames(n v1alpha1.Notifications) map[v1alpha1.EventType][]string {
+	out := map[v1alpha1.EventType][]string{}
+	for _, t := range []v1alpha1.EventType{v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed} {
+		var names []string
+		if n.Email != nil && notify.Subscribed(n.Email.Events, t) {
+			names = append(names, "email")
+		}
+		if n.Slack != nil && notify.Subscribed(n.Slack.Events, t) {
+			names = append(names, "slack")
+		}
+		for _, w := range n.Webhooks {
+			if notify.Subscribed(w.Events, t) {
+				names = append(names, "webhook/"+w.Name)
+			}
+		}
+		if len(names) == 0 {
+			names = []string{"events"}
+		}
+		out[t] = names
+	}
+	return out
+}
+
+// DeleteAt is when the object will be deleted, if every reminder goes
+// out on time; zero when it never will.
+func (ev *Evaluation) DeleteAt() time.Time {
+	for _, s := range ev.Steps {
+		if s.Action == ActionDelete {
+			return s.At
+		}
+	}
+	return time.Time{}
+}
+
+// Postponed reports whether the deletion waits past the expiry for the
+// minimum notice.
+func (ev *Evaluation) Postponed() bool {
+	d := ev.DeleteAt()
+	return !d.IsZero() && d.After(ev.Life.ExpiresAt)
+}
+
+// SentStages are the reminder stages the record shows delivered for the
+// current expiry, longest lead first.
+func (ev *Evaluation) SentStages() []string {
+	if ev.Record == nil {
+		return nil
+	}
+	var out []string
+	for _, lead := range ev.Governing.Schedule.Reminders {
+		if _, ok := ev.Record.Sent[expiry.StageKey(lead)]; ok {
+			out = append(out, expiry.StageKey(lead))
+		}
+	}
+	// Stages of a reminder list since changed.
+	for _, k := range slices.Sorted(maps.Keys(ev.Record.Sent)) {
+		if k != expiry.KeyExtended && k != expiry.KeyPostponed && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Flags are short words for what is special about the object: keep,
+// invalid, postponed, dry-run, inactive.
+func (ev *Evaluation) Flags() []string {
+	var f []string
+	if ev.Governing == nil {
+		return f
+	}
+	if ev.Governing.ScheduleErr != nil {
+		f = append(f, "inactive")
+	}
+	if ev.Life.Keep {
+		f = append(f, "keep")
+	}
+	if len(ev.Life.Invalid) > 0 {
+		f = append(f, "invalid")
+	}
+	if ev.Postponed() {
+		f = append(f, "postponed")
+	}
+	if ev.Governing.Spec.Deletion.DryRun {
+		f = append(f, "dry-run")
+	}
+	if !policyReady(ev.Governing.TimeoutPolicy) {
+		f = append(f, "not-ready")
+	}
+	return f
+}
+
+// policyReady reports whether the policy's Ready condition is not False:
+// a policy the controller has not looked at yet counts as ready.
+func policyReady(p *v1alpha1.TimeoutPolicy) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1alpha1.ConditionReady {
+			return c.Status != "False"
+		}
+	}
+	return true
+}
+
+// hasTitle reports whether objects of gk have a title in spec.title: the
+// kinds of the amphitheatre.app group, as the controller reads them.
+func hasTitle(gk schema.GroupKind) bool {
+	return gk.Group == "amphitheatre.app"
+}
+
+func title(obj *unstructured.Unstructured) string {
+	if !hasTitle(obj.GroupVersionKind().GroupKind()) {
+		return ""
+	}
+	t, _, _ := unstructured.NestedString(obj.Object, "spec", "title")
+	return t
+}

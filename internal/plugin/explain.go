@@ -1,0 +1,481 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package plugin
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/match"
+)
+
+// Explanation is explain's JSON and YAML output.
+type Explanation struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Object     Object `json:"object"`
+	// Policy is the governing policy; empty when none governs the object.
+	Policy   string          `json:"policy,omitempty"`
+	Policies []PolicyVerdict `json:"policies"`
+	// Lifetime is absent when no policy with a usable spec governs it.
+	Lifetime  *LifetimeInfo   `json:"lifetime,omitempty"`
+	Notice    *NoticeInfo     `json:"notice,omitempty"`
+	Reminders []ReminderState `json:"reminders,omitempty"`
+	// Next is what the controller will do, in order, if every message
+	// is accepted on time; the deletion is last.
+	Next     []NextStep `json:"next,omitempty"`
+	DeleteAt *Time      `json:"deleteAt,omitempty"`
+	Notes    []string   `json:"notes,omitempty"`
+}
+
+// Object names the explained object.
+type Object struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name"`
+	UID        string `json:"uid"`
+	Title      string `json:"title,omitempty"`
+	Created    Time   `json:"created"`
+}
+
+// PolicyVerdict is what one policy makes of the object.
+type PolicyVerdict struct {
+	Name     string `json:"name"`
+	Priority int32  `json:"priority"`
+	Governs  bool   `json:"governs"`
+	// Reason and Detail say why it does not govern the object.
+	Reason string `json:"reason,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// Ready is the policy's Ready condition, when it has one.
+	Ready string `json:"ready,omitempty"`
+	// Problem says what is wrong with a governing policy that does
+	// nothing: an unusable spec, or channels that cannot be built.
+	Problem string `json:"problem,omitempty"`
+}
+
+// LifetimeInfo is how the expiry was worked out.
+type LifetimeInfo struct {
+	Keep      bool   `json:"keep"`
+	ExpiresAt *Time  `json:"expiresAt,omitempty"`
+	Source    string `json:"source,omitempty"`
+	// Value is the source annotation's value, or the policy's defaultTTL.
+	Value   string        `json:"value,omitempty"`
+	Invalid []InvalidInfo `json:"invalid,omitempty"`
+}
+
+// InvalidInfo is an annotation whose value cannot be used.
+type InvalidInfo struct {
+	Annotation string `json:"annotation"`
+	Value      string `json:"value"`
+	Expected   string `json:"expected"`
+	Fallback   string `json:"fallback"`
+}
+
+// NoticeInfo is the state of the minimum notice.
+type NoticeInfo struct {
+	MinimumNotice string `json:"minimumNotice"`
+	// Owed is set when the object may not be deleted sooner than the
+	// minimum notice after its first delivered reminder.
+	Owed bool `json:"owed"`
+	// GivenAt is when a reminder first reached someone.
+	GivenAt *Time `json:"givenAt,omitempty"`
+	// EarliestDeletion is GivenAt plus the minimum notice.
+	EarliestDeletion *Time `json:"earliestDeletion,omitempty"`
+}
+
+// ReminderState is one reminder stage of the governing policy.
+type ReminderState struct {
+	Stage string `json:"stage"`
+	DueAt Time   `json:"dueAt"`
+	// State: sent, upcoming, due (now), skipped, not-applicable.
+	State    string   `json:"state"`
+	SentAt   *Time    `json:"sentAt,omitempty"`
+	Channels []string `json:"channels,omitempty"`
+	Detail   string   `json:"detail,omitempty"`
+}
+
+// NextStep is one thing the controller will do.
+type NextStep struct {
+	At        Time     `json:"at"`
+	Action    string   `json:"action"`
+	Stage     string   `json:"stage,omitempty"`
+	Announces *Time    `json:"announces,omitempty"`
+	Channels  []string `json:"channels,omitempty"`
+}
+
+func newExplainCommand(o *Options) *cobra.Command {
+	var output string
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "explain [KIND/]NAME",
+		Short: "Say why an object expires when it does",
+		Long: `Say why an object expires when it does: which TimeoutPolicy governs it and
+why the others do not, which annotation or default set its expiry, what
+the minimum notice requires, which reminders were sent and which are due,
+and what the controller will do next, and when.
+
+NAME is the object's name or, for a Playbook, its title. KIND/NAME
+(playbook/2b1e7c9e-...) picks the kind when several are governed.`,
+		Example: `  kubectl timeout explain 2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10
+  kubectl timeout explain "Weekend demo"
+  kubectl timeout explain configmap/scratch -n dev -o json`,
+		Args: exactArgs(1, "[KIND/]NAME"),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeNames(cmd.Context(), o)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output, "text", "json", "yaml"); err != nil {
+				return err
+			}
+			r, err := parseRef(args[0])
+			if err != nil {
+				return err
+			}
+			s, err := newSession(o, all)
+			if err != nil {
+				return err
+			}
+			if err := s.loadPolicies(cmd.Context()); err != nil {
+				return err
+			}
+			f, err := s.find(cmd.Context(), r)
+			if err != nil {
+				return err
+			}
+			ev, err := s.evaluate(cmd.Context(), f.kind, f.obj)
+			if err != nil {
+				return err
+			}
+			x := Explain(ev)
+			if output != "text" {
+				return writeStructured(o.Out, output, x)
+			}
+			writeExplanation(o.Out, x, ev.Now)
+			if ev.Governing == nil {
+				return withCode(ExitNotGoverned, "%s is not governed by any TimeoutPolicy", f)
+			}
+			return nil
+		},
+	}
+	outputFlag(cmd, &output, "text", "json", "yaml")
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "Look for a namespaced object in every namespace")
+	return cmd
+}
+
+// exactArgs is cobra.ExactArgs with a usage error that names the arguments.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError("%s takes %s, got %d arguments\nSee 'kubectl timeout %s --help'.", cmd.Name(), what, len(args), cmd.Name())
+		}
+		return nil
+	}
+}
+
+// Explain turns an evaluation into its explanation.
+func Explain(ev *Evaluation) Explanation {
+	obj := ev.Object
+	apiVersion, kindName := ev.GVK.ToAPIVersionAndKind()
+	x := Explanation{
+		APIVersion: "timeout.amphitheatre.app/v1alpha1", Kind: "Explanation",
+		Object: Object{APIVersion: apiVersion, Kind: kindName, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+			UID: string(obj.GetUID()), Title: title(obj), Created: Time(obj.GetCreationTimestamp().Time)},
+		Policies: []PolicyVerdict{},
+	}
+	for _, v := range ev.Verdicts {
+		pv := PolicyVerdict{Name: v.Policy.Name, Priority: v.Policy.Spec.Priority, Governs: v.Governs, Ready: readyStatus(v.Policy)}
+		if v.Mismatch != nil {
+			pv.Reason, pv.Detail = string(v.Mismatch.Reason), v.Mismatch.Detail
+		}
+		if v.Governs {
+			if v.Candidate.ScheduleErr != nil {
+				pv.Problem = "its spec cannot be used, so it governs the object and does nothing to it: " + v.Candidate.ScheduleErr.Error()
+			} else if c := readyCondition(v.Policy); c != nil && c.Status == metav1.ConditionFalse {
+				pv.Problem = fmt.Sprintf("it is not Ready (%s): %s", c.Reason, c.Message)
+			}
+		}
+		x.Policies = append(x.Policies, pv)
+	}
+	if ev.Governing == nil {
+		return x
+	}
+	x.Policy = ev.Governing.Name
+	if ev.Governing.ScheduleErr != nil {
+		x.Notes = append(x.Notes, "Nothing happens to the object until the policy's spec is fixed.")
+		return x
+	}
+	spec := ev.Governing.Spec
+	life := ev.Life
+	li := &LifetimeInfo{Keep: life.Keep, Source: life.Source}
+	for _, inv := range life.Invalid {
+		li.Invalid = append(li.Invalid, InvalidInfo{Annotation: inv.Annotation, Value: inv.Value, Expected: inv.Expected, Fallback: inv.Fallback})
+	}
+	x.Lifetime = li
+	if life.Keep {
+		li.Source = expiry.AnnotationKeep
+		li.Value = obj.GetAnnotations()[expiry.AnnotationKeep]
+		x.Notes = append(x.Notes, "The object is kept: it never expires. `kubectl timeout unkeep` puts it back under its policy.")
+		return x
+	}
+	li.ExpiresAt = timePtr(life.ExpiresAt)
+	if life.Source == expiry.SourceDefault {
+		li.Value = expiry.FormatDuration(ev.Governing.Schedule.DefaultTTL)
+	} else {
+		li.Value = obj.GetAnnotations()[life.Source]
+	}
+
+	schedule := ev.Governing.Schedule
+	notice := &NoticeInfo{MinimumNotice: expiry.FormatDuration(schedule.MinimumNotice)}
+	rec := ev.Record
+	applies := func(lead time.Duration) bool { return !life.ExpiresAt.Add(-lead).Before(rec.Since) }
+	given := rec.NoticeAt
+	for _, lead := range schedule.Reminders {
+		// A record edited by hand may have lost its notice time; the
+		// planner counts the stages it shows sent, and so do we.
+		if d, ok := rec.Sent[expiry.StageKey(lead)]; ok && applies(lead) && rec.NoticeAt.IsZero() && (given.IsZero() || d.At.Before(given)) {
+			given = d.At
+		}
+	}
+	anyApplies := false
+	for _, lead := range schedule.Reminders {
+		anyApplies = anyApplies || applies(lead)
+	}
+	notice.Owed = schedule.MinimumNotice > 0 && (anyApplies || !given.IsZero())
+	if !given.IsZero() {
+		notice.GivenAt = timePtr(given)
+		if notice.Owed {
+			notice.EarliestDeletion = timePtr(given.Add(schedule.MinimumNotice))
+		}
+	}
+	x.Notice = notice
+
+	scheduled := map[string]Step{}
+	for _, s := range ev.Steps {
+		if s.Stage != "" {
+			scheduled[s.Stage] = s
+		}
+	}
+	var shortestSent time.Duration
+	for _, lead := range schedule.Reminders {
+		if _, ok := rec.Sent[expiry.StageKey(lead)]; ok && applies(lead) {
+			shortestSent = lead
+		}
+	}
+	for _, lead := range schedule.Reminders {
+		key := expiry.StageKey(lead)
+		due := life.ExpiresAt.Add(-lead)
+		rs := ReminderState{Stage: key, DueAt: Time(due)}
+		d, sent := rec.Sent[key]
+		step, planned := scheduled[key]
+		switch {
+		case sent:
+			rs.State, rs.SentAt, rs.Channels = "sent", timePtr(d.At), d.Channels
+			if planned {
+				rs.Detail = "still owed to " + strings.Join(step.Channels, ", ")
+			}
+		case !applies(lead):
+			rs.State = "not-applicable"
+			if rec.Since.Equal(obj.GetCreationTimestamp().Time) {
+				rs.Detail = "it would fall due before the object was created"
+			} else {
+				rs.Detail = "it fell due before the expiry was last moved (" + formatTime(rec.Since) + ")"
+			}
+		case planned && !step.At.After(ev.Now):
+			rs.State, rs.Channels = "due", step.Channels
+			rs.Detail = "due now; the controller sends it as soon as a channel accepts it"
+		case planned:
+			rs.State, rs.Channels = "upcoming", step.Channels
+		case shortestSent > 0 && lead > shortestSent:
+			rs.State = "skipped"
+			rs.Detail = "a later reminder has already gone out"
+		default:
+			rs.State = "skipped"
+			rs.Detail = "a more urgent reminder was due by the time the object was seen"
+		}
+		x.Reminders = append(x.Reminders, rs)
+	}
+
+	for _, s := range ev.Steps {
+		ns := NextStep{At: Time(s.At), Action: s.Action, Stage: s.Stage, Channels: s.Channels}
+		if s.Action != ActionDelete {
+			ns.Announces = timePtr(s.Announces)
+		}
+		if s.Action == ActionDelete && spec.Deletion.DryRun {
+			ns.Action = "would-delete"
+		}
+		x.Next = append(x.Next, ns)
+	}
+	x.DeleteAt = timePtr(ev.DeleteAt())
+
+	if spec.Deletion.DryRun {
+		x.Notes = append(x.Notes, "The policy is in dry-run mode: at expiry the controller records a WouldDelete Event and deletes nothing.")
+	}
+	if spec.Deletion.Archive {
+		x.Notes = append(x.Notes, "The policy archives the object's manifest before deleting it; `kubectl timeout restore` can bring it back.")
+	}
+	if spec.Deletion.MaxPerMinute > 0 {
+		x.Notes = append(x.Notes, fmt.Sprintf("The policy deletes at most %d objects a minute: in a burst the deletion may come a little later.", spec.Deletion.MaxPerMinute))
+	}
+	if ev.RecordUnreadable {
+		x.Notes = append(x.Notes, "The controller's record ("+expiry.AnnotationReminders+") does not parse: the controller plans as if nothing had been sent, so reminders may be sent again.")
+	}
+	if ev.Postponed() {
+		x.Notes = append(x.Notes, "The deletion waits past the expiry for the minimum notice.")
+	}
+	if notice.Owed && notice.GivenAt == nil && !ev.Now.Before(life.ExpiresAt) {
+		x.Notes = append(x.Notes, "Notice is owed and no reminder has reached anyone yet: the object is not deleted until one has, and then not before the minimum notice has passed.")
+	}
+	return x
+}
+
+func readyCondition(p *v1alpha1.TimeoutPolicy) *metav1.Condition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == v1alpha1.ConditionReady {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func readyStatus(p *v1alpha1.TimeoutPolicy) string {
+	if c := readyCondition(p); c != nil {
+		return string(c.Status)
+	}
+	return ""
+}
+
+func writeExplanation(w io.Writer, x Explanation, now time.Time) {
+	o := x.Object
+	head := strings.ToLower(o.Kind) + "/" + o.Name
+	if o.Namespace != "" {
+		head += " in namespace " + o.Namespace
+	}
+	if o.Title != "" && o.Title != o.Name {
+		head += fmt.Sprintf(" %q", o.Title)
+	}
+	fmt.Fprintln(w, head)
+	fmt.Fprintf(w, "  created %s (%s)\n", formatTime(time.Time(o.Created)), relative(time.Time(o.Created), now))
+
+	fmt.Fprintln(w, "\nPolicies:")
+	if len(x.Policies) == 0 {
+		fmt.Fprintln(w, "  there are no TimeoutPolicies")
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	for _, p := range x.Policies {
+		switch {
+		case p.Governs:
+			fmt.Fprintf(tw, "  %s\tgoverns it (priority %d)\n", p.Name, p.Priority)
+			if p.Problem != "" {
+				fmt.Fprintf(tw, "  \t%s\n", p.Problem)
+			}
+		case p.Reason == string(match.OtherKind) || p.Reason == string(match.Deleting) || p.Reason == string(match.InvalidSelector):
+			fmt.Fprintf(tw, "  %s\tdoes not apply: it %s\n", p.Name, p.Detail)
+		case p.Reason == string(match.Outranked):
+			fmt.Fprintf(tw, "  %s\t%s\n", p.Name, p.Detail)
+		default:
+			fmt.Fprintf(tw, "  %s\tdoes not select it: %s\n", p.Name, p.Detail)
+		}
+	}
+	_ = tw.Flush()
+	if x.Policy == "" {
+		fmt.Fprintln(w, "\nNo policy governs it: the timeout-controller leaves it alone.")
+		return
+	}
+
+	if l := x.Lifetime; l != nil {
+		fmt.Fprintln(w, "\nLifetime:")
+		switch {
+		case l.Keep:
+			fmt.Fprintf(w, "  kept: %s is %q; it never expires\n", expiry.AnnotationKeep, l.Value)
+		case l.Source == expiry.SourceDefault:
+			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
+			fmt.Fprintf(w, "  set by the policy's defaultTTL %s, counted from creation\n", l.Value)
+		default:
+			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
+			fmt.Fprintf(w, "  set by the annotation %s=%q", l.Source, l.Value)
+			if l.Source != expiry.AnnotationExpiresAt {
+				fmt.Fprint(w, ", counted from creation")
+			}
+			fmt.Fprintln(w)
+		}
+		for _, inv := range l.Invalid {
+			fmt.Fprintf(w, "  invalid: %s=%q: expected %s; %s\n", inv.Annotation, inv.Value, inv.Expected, inv.Fallback)
+		}
+	}
+
+	if n := x.Notice; n != nil {
+		fmt.Fprintln(w, "\nMinimum notice:")
+		switch {
+		case n.MinimumNotice == "0s":
+			fmt.Fprintln(w, "  none: the policy sets minimumNotice to 0s")
+		case !n.Owed:
+			fmt.Fprintf(w, "  %s, not owed: no reminder applies to this lifetime\n", n.MinimumNotice)
+		case n.GivenAt == nil:
+			fmt.Fprintf(w, "  %s, owed: no reminder has reached anyone yet; the deletion comes at least %s after the first one does\n", n.MinimumNotice, n.MinimumNotice)
+		default:
+			fmt.Fprintf(w, "  %s, owed: first given %s, so not deleted before %s\n", n.MinimumNotice,
+				formatTime(time.Time(*n.GivenAt)), formatTime(time.Time(*n.EarliestDeletion)))
+		}
+	}
+
+	if len(x.Reminders) > 0 {
+		fmt.Fprintln(w, "\nReminders:")
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		for _, r := range x.Reminders {
+			line := fmt.Sprintf("  %s\tdue %s\t%s", r.Stage, formatTime(time.Time(r.DueAt)), r.State)
+			switch r.State {
+			case "sent":
+				line += fmt.Sprintf(" %s via %s", formatTime(time.Time(*r.SentAt)), strings.Join(r.Channels, ", "))
+			case "upcoming":
+				line += fmt.Sprintf(" (%s) via %s", relative(time.Time(r.DueAt), now), strings.Join(r.Channels, ", "))
+			}
+			if r.Detail != "" {
+				line += ": " + r.Detail
+			}
+			fmt.Fprintln(tw, line)
+		}
+		_ = tw.Flush()
+	} else if x.Lifetime != nil && !x.Lifetime.Keep {
+		fmt.Fprintln(w, "\nReminders:\n  none: the policy has no reminders")
+	}
+
+	if len(x.Next) > 0 {
+		fmt.Fprintln(w, "\nWhat happens next (if every message is accepted on time):")
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		for _, s := range x.Next {
+			when := formatTime(time.Time(s.At)) + "\t(" + relative(time.Time(s.At), now) + ")"
+			var what string
+			switch s.Action {
+			case ActionDelete:
+				what = "deleted"
+			case "would-delete":
+				what = "WouldDelete Event (dry run; not deleted)"
+			case string(v1alpha1.EventReminder):
+				what = fmt.Sprintf("%s reminder via %s, announcing deletion at %s", s.Stage, strings.Join(s.Channels, ", "), formatTime(time.Time(*s.Announces)))
+			default:
+				what = fmt.Sprintf("%s message via %s, announcing deletion at %s", s.Action, strings.Join(s.Channels, ", "), formatTime(time.Time(*s.Announces)))
+			}
+			fmt.Fprintf(tw, "  %s\t%s\n", when, what)
+		}
+		_ = tw.Flush()
+	}
+	if len(x.Notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range x.Notes {
+			fmt.Fprintln(w, "Note: "+n)
+		}
+	}
+}

@@ -1,0 +1,337 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+)
+
+// Item is one governed object in list's JSON and YAML output.
+type Item struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name"`
+	UID        string `json:"uid"`
+	Title      string `json:"title,omitempty"`
+	Created    Time   `json:"created"`
+	// ExpiresAt is absent for kept objects and under a policy whose spec
+	// cannot be used.
+	ExpiresAt *Time `json:"expiresAt,omitempty"`
+	// DeleteAt is when the object will be deleted if reminders go out on
+	// time: the expiry, or later when the deletion waits for the minimum
+	// notice.
+	DeleteAt *Time `json:"deleteAt,omitempty"`
+	// SecondsLeft is the time left before DeleteAt; negative when it is
+	// past.
+	SecondsLeft *int64 `json:"secondsLeft,omitempty"`
+	// Source is the annotation that set the expiry, or "defaultTTL".
+	Source        string   `json:"source,omitempty"`
+	RemindersSent []string `json:"remindersSent"`
+	Policy        string   `json:"policy"`
+	Flags         []string `json:"flags"`
+}
+
+// Time is a time written in UTC, RFC 3339.
+type Time time.Time
+
+// MarshalJSON writes t in UTC.
+func (t Time) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Time(t).UTC().Format(time.RFC3339Nano))
+}
+
+// UnmarshalJSON reads an RFC 3339 time.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	var tt time.Time
+	if err := json.Unmarshal(b, &tt); err != nil {
+		return err
+	}
+	*t = Time(tt)
+	return nil
+}
+
+func timePtr(t time.Time) *Time {
+	if t.IsZero() {
+		return nil
+	}
+	tt := Time(t)
+	return &tt
+}
+
+// ItemList is list's JSON and YAML output.
+type ItemList struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Items      []Item `json:"items"`
+}
+
+func itemOf(ev *Evaluation) Item {
+	obj := ev.Object
+	apiVersion, kindName := ev.GVK.ToAPIVersionAndKind()
+	it := Item{
+		APIVersion: apiVersion, Kind: kindName,
+		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID()),
+		Title:         title(obj),
+		Created:       Time(obj.GetCreationTimestamp().Time),
+		Policy:        ev.Governing.Name,
+		RemindersSent: ev.SentStages(),
+		Flags:         ev.Flags(),
+	}
+	if it.RemindersSent == nil {
+		it.RemindersSent = []string{}
+	}
+	if it.Flags == nil {
+		it.Flags = []string{}
+	}
+	if !ev.Life.Keep && ev.Governing.ScheduleErr == nil {
+		it.ExpiresAt = timePtr(ev.Life.ExpiresAt)
+		it.Source = ev.Life.Source
+		if d := ev.DeleteAt(); !d.IsZero() {
+			it.DeleteAt = timePtr(d)
+			left := int64(d.Sub(ev.Now) / time.Second)
+			it.SecondsLeft = &left
+		}
+	}
+	return it
+}
+
+type listOptions struct {
+	output         string
+	selector       string
+	policy         string
+	expiringWithin string
+	allNamespaces  bool
+}
+
+func newListCommand(o *Options) *cobra.Command {
+	var lo listOptions
+	cmd := &cobra.Command{
+		Use:   "list [KIND]",
+		Short: "List governed objects, soonest deletion first",
+		Long: `List every object a TimeoutPolicy governs, soonest deletion first; kept
+objects come last. KIND (playbooks, configmaps, ...) limits the list to one
+kind; without it, every kind a policy targets is listed.
+
+LEFT is the time left before the deletion, which is the expiry unless the
+deletion waits for the minimum notice (flag "postponed"). FLAGS:
+  keep        the object is kept (timeout.amphitheatre.app/keep)
+  invalid     an annotation has a value that cannot be used (see explain)
+  postponed   expired, and deleted once the minimum notice has passed
+  dry-run     the policy reports instead of deleting
+  not-ready   the policy is not Ready: nothing is deleted under it now
+  inactive    the policy's spec cannot be used: nothing expires under it`,
+		Example: `  kubectl timeout list
+  kubectl timeout list playbooks --expiring-within 3d
+  kubectl timeout list configmaps -n dev --policy scratch -l app=demo
+  kubectl timeout list -o json`,
+		Args: cobra.MaximumNArgs(1),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeKinds(cmd.Context(), o)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kindArg := ""
+			if len(args) == 1 {
+				kindArg = args[0]
+			}
+			return runList(cmd.Context(), o, lo, kindArg)
+		},
+	}
+	outputFlag(cmd, &lo.output, "table", "wide", "json", "yaml")
+	cmd.Flags().StringVarP(&lo.selector, "selector", "l", "", "Label selector: only objects with these labels (e.g. app=demo,tier!=prod)")
+	cmd.Flags().StringVar(&lo.policy, "policy", "", "Only objects this TimeoutPolicy governs")
+	cmd.Flags().StringVar(&lo.expiringWithin, "expiring-within", "", "Only objects deleted within this long from now (e.g. 3d, 36h); kept objects are left out")
+	cmd.Flags().BoolVarP(&lo.allNamespaces, "all-namespaces", "A", false, "List namespaced kinds in every namespace")
+	_ = cmd.RegisterFlagCompletionFunc("policy", func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+		return completePolicies(cmd.Context(), o)
+	})
+	return cmd
+}
+
+func runList(ctx context.Context, o *Options, lo listOptions, kindArg string) error {
+	if err := checkOutput(lo.output, "table", "wide", "json", "yaml"); err != nil {
+		return err
+	}
+	var within time.Duration
+	if lo.expiringWithin != "" {
+		d, err := expiry.ParseDuration(lo.expiringWithin)
+		if err != nil {
+			return usageError("--expiring-within: %v", err)
+		}
+		within = d
+	}
+	s, err := newSession(o, lo.allNamespaces)
+	if err != nil {
+		return err
+	}
+	if err := s.loadPolicies(ctx); err != nil {
+		return err
+	}
+	if lo.policy != "" && !slices.ContainsFunc(s.policies, func(p v1alpha1.TimeoutPolicy) bool { return p.Name == lo.policy }) {
+		return withCode(ExitNotFound, "no TimeoutPolicy called %q", lo.policy)
+	}
+	kinds, err := s.targetKinds(kindArg)
+	if err != nil {
+		return err
+	}
+	var evs []*Evaluation
+	for _, k := range kinds {
+		items, err := s.list(ctx, k, lo.selector)
+		if err != nil {
+			return err
+		}
+		for i := range items {
+			if items[i].GetDeletionTimestamp() != nil {
+				continue
+			}
+			ev, err := s.evaluate(ctx, k, &items[i])
+			if err != nil {
+				return err
+			}
+			if ev.Governing == nil || (lo.policy != "" && ev.Governing.Name != lo.policy) {
+				continue
+			}
+			if lo.expiringWithin != "" {
+				d := ev.DeleteAt()
+				if d.IsZero() || d.Sub(ev.Now) > within {
+					continue
+				}
+			}
+			evs = append(evs, ev)
+		}
+	}
+	sortEvaluations(evs)
+
+	switch lo.output {
+	case "json", "yaml":
+		list := ItemList{APIVersion: "timeout.amphitheatre.app/v1alpha1", Kind: "GovernedObjectList", Items: []Item{}}
+		for _, ev := range evs {
+			list.Items = append(list.Items, itemOf(ev))
+		}
+		return writeStructured(o.Out, lo.output, list)
+	}
+	if len(evs) == 0 {
+		fmt.Fprintln(o.ErrOut, "No governed objects found.")
+		return nil
+	}
+	return writeTable(o.Out, evs, lo.output == "wide")
+}
+
+// sortEvaluations orders objects by deletion time, soonest first; those
+// never deleted last, by name.
+func sortEvaluations(evs []*Evaluation) {
+	slices.SortStableFunc(evs, func(a, b *Evaluation) int {
+		da, db := a.DeleteAt(), b.DeleteAt()
+		switch {
+		case da.IsZero() && db.IsZero():
+			return strings.Compare(a.Object.GetNamespace()+"/"+a.Object.GetName(), b.Object.GetNamespace()+"/"+b.Object.GetName())
+		case da.IsZero():
+			return 1
+		case db.IsZero():
+			return -1
+		}
+		return da.Compare(db)
+	})
+}
+
+func writeStructured(w io.Writer, format string, v any) error {
+	if format == "yaml" {
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func writeTable(w io.Writer, evs []*Evaluation, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	anyNamespaced := slices.ContainsFunc(evs, func(ev *Evaluation) bool { return ev.Object.GetNamespace() != "" })
+	header := []string{}
+	if anyNamespaced {
+		header = append(header, "NAMESPACE")
+	}
+	header = append(header, "NAME", "TITLE", "CREATED", "EXPIRES (UTC)", "LEFT", "REMINDERS", "POLICY", "FLAGS")
+	if wide {
+		header = append(header, "SOURCE", "DELETE AT", "NEXT")
+	}
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, ev := range evs {
+		it := itemOf(ev)
+		row := []string{}
+		if anyNamespaced {
+			row = append(row, dash(it.Namespace))
+		}
+		created, expires, left := "", "-", "-"
+		if wide {
+			created = formatTime(time.Time(it.Created))
+		} else {
+			created = Age(ev.Now.Sub(time.Time(it.Created))) + " ago"
+		}
+		if it.ExpiresAt != nil {
+			if wide {
+				expires = formatTime(time.Time(*it.ExpiresAt))
+			} else {
+				expires = time.Time(*it.ExpiresAt).UTC().Format("2006-01-02 15:04")
+			}
+		}
+		if it.DeleteAt != nil {
+			left = Left(time.Time(*it.DeleteAt).Sub(ev.Now))
+		}
+		row = append(row, strings.ToLower(it.Kind)+"/"+it.Name, dash(truncate(it.Title, 32)), created, expires, left,
+			dash(strings.Join(it.RemindersSent, ",")), it.Policy, dash(strings.Join(it.Flags, ",")))
+		if wide {
+			deleteAt := "-"
+			if it.DeleteAt != nil {
+				deleteAt = formatTime(time.Time(*it.DeleteAt))
+			}
+			row = append(row, dash(it.Source), deleteAt, dash(nextStep(ev)))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	return tw.Flush()
+}
+
+// nextStep says in a few words what the controller does next.
+func nextStep(ev *Evaluation) string {
+	if len(ev.Steps) == 0 {
+		return ""
+	}
+	s := ev.Steps[0]
+	what := s.Action
+	if s.Stage != "" {
+		what = s.Stage + " reminder"
+	}
+	return what + " " + formatTime(s.At)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func formatTime(t time.Time) string {
+	return t.UTC().Format(time.RFC3339)
+}
