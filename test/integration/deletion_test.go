@@ -82,6 +82,24 @@ func TestArchivesThenDeletesAndAuditsEachStep(t *testing.T) {
 	if r := recs[1]; r.Detail != path {
 		t.Errorf("archive record %+v names another file than %s", r, path)
 	}
+	// The metrics count what happened; their labels never name the object.
+	for _, m := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"timeout_controller_archives_total", map[string]string{"result": "ok"}},
+		{"timeout_controller_deletions_total", map[string]string{"result": "deleted"}},
+		{"timeout_controller_notifications_total", map[string]string{"channel": "events", "type": "reminder", "result": "sent"}},
+	} {
+		if v := counter(t, m.name, m.labels); v < 1 {
+			t.Errorf("%s%v = %v, want at least 1", m.name, m.labels, v)
+		}
+	}
+	for _, h := range []string{"timeout_controller_deletion_lag_seconds", "timeout_controller_reminder_lag_seconds"} {
+		if m := metric(t, h, nil); m == nil || m.GetHistogram().GetSampleCount() < 1 {
+			t.Errorf("%s has no sample", h)
+		}
+	}
 	for _, r := range recs {
 		if r.Policy != "archive" || r.ExpiresAt == nil || !r.ExpiresAt.Equal(pb.after(4*time.Second)) ||
 			r.Object.Kind != "Playbook" || r.Object.Name != pb.GetName() || r.Object.APIVersion != "amphitheatre.app/v1" {
@@ -275,6 +293,13 @@ func auditRecords(t *testing.T, uid types.UID) []audit.Record {
 // the given labels.
 func counter(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
+	return metric(t, name, labels).GetCounter().GetValue()
+}
+
+// metric returns the in-process controller's metric with the given
+// labels, or nil.
+func metric(t *testing.T, name string, labels map[string]string) *dto.Metric {
+	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -285,11 +310,11 @@ func counter(t *testing.T, name string, labels map[string]string) float64 {
 		}
 		for _, m := range f.GetMetric() {
 			if matchLabels(m, labels) {
-				return m.GetCounter().GetValue()
+				return m
 			}
 		}
 	}
-	return 0
+	return nil
 }
 
 func matchLabels(m *dto.Metric, want map[string]string) bool {
