@@ -5,6 +5,7 @@ package controller
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
 // slowSecrets counts reads and takes a while over each, as the API server
@@ -46,5 +48,41 @@ func TestChannelsAreBuiltOnceWhenEveryWorkerMissesAtOnce(t *testing.T) {
 	wg.Wait()
 	if n := secrets.reads.Load(); n != 1 {
 		t.Errorf("16 workers at once read the Secret %d times, want 1", n)
+	}
+}
+
+// secretsByKey returns each Secret key's value from a map.
+type secretsByKey map[string]string
+
+func (s secretsByKey) Get(_ context.Context, _, _, key string) ([]byte, error) {
+	return []byte(s[key]), nil
+}
+
+// The plugin plans with notify.ChannelNames, from the spec alone: the
+// channels the controller builds from the same spec must carry the same
+// names for the same message types.
+func TestBuiltChannelsCarryThePlannedNames(t *testing.T) {
+	secrets := secretsByKey{"url": "https://hooks.slack.com/services/T0/B0/x", "key": "a signing key"}
+	ref := func(key string) v1alpha1.SecretKeySelector {
+		return v1alpha1.SecretKeySelector{Namespace: "timeout-system", Name: "channels", Key: key}
+	}
+	spec := v1alpha1.Notifications{
+		Email: &v1alpha1.EmailNotifications{Host: "smtp.example.com", From: "timeout@example.com", Events: []v1alpha1.EventType{v1alpha1.EventReminder}},
+		Slack: &v1alpha1.SlackNotifications{WebhookURLSecretRef: ref("url")},
+		Webhooks: []v1alpha1.WebhookNotifications{
+			{Name: "portal", URL: "https://portal.example.com/hook", SecretRef: ref("key")},
+			{Name: "deletions", URL: "https://audit.example.com/hook", SecretRef: ref("key"), Events: []v1alpha1.EventType{v1alpha1.EventDeleted}},
+		},
+	}
+	for name, spec := range map[string]v1alpha1.Notifications{"every channel": spec, "none": {}} {
+		t.Run(name, func(t *testing.T) {
+			set, err := buildChannels(context.Background(), spec, secrets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := notify.ChannelNames(spec); !reflect.DeepEqual(set.names, want) {
+				t.Errorf("built %v, planned %v", set.names, want)
+			}
+		})
 	}
 }

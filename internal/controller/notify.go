@@ -31,11 +31,6 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
-// eventsChannel is the channel name under which a Kubernetes Event counts
-// as the reminder: only when a policy configures no channel that reaches
-// people.
-const eventsChannel = "events"
-
 // channelsTTL is how long a policy's channels are reused before they are
 // built again, which picks up rotated Secrets.
 const channelsTTL = time.Minute
@@ -44,13 +39,10 @@ const channelsTTL = time.Minute
 // channel refused.
 const maxRetryDelay = 5 * time.Minute
 
-// recorded are the message types whose deliveries the record keeps.
-var recorded = []v1alpha1.EventType{v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed}
-
 // channelSet is a policy's notifiers, by name, and its templates.
 type channelSet struct {
 	// names are, per recorded message type, the channels that carry it, or
-	// eventsChannel when none does.
+	// notify.EventsChannel when none does.
 	names     map[v1alpha1.EventType][]string
 	notifiers map[string]notify.Notifier
 	templates *notify.Templates
@@ -121,15 +113,17 @@ func buildChannels(ctx context.Context, spec v1alpha1.Notifications, secrets not
 		set.notifiers[n.Name()] = n
 	}
 	// Only a channel that carries reminders can give notice, and a message
-	// counts as delivered once the channels that carry it took it.
-	for _, t := range recorded {
+	// counts as delivered once the channels that carry it took it. For the
+	// channels of the spec these are the names notify.ChannelNames plans
+	// with (the plugin does); channels registered otherwise count too.
+	for _, t := range notify.Recorded {
 		for _, n := range notifiers {
 			if n.Accepts(t) {
 				set.names[t] = append(set.names[t], n.Name())
 			}
 		}
 		if len(set.names[t]) == 0 {
-			set.names[t] = []string{eventsChannel}
+			set.names[t] = []string{notify.EventsChannel}
 		}
 	}
 	return set, nil

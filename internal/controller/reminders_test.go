@@ -215,8 +215,8 @@ func TestAChannelThatDoesNotCarryRemindersGivesNoNotice(t *testing.T) {
 		t.Fatalf("record = %v, %v", rec, err)
 	}
 	// The Kubernetes Event is the reminder, and says so.
-	if got := rec.Sent["30m"].Channels; !slices.Equal(got, []string{eventsChannel}) {
-		t.Errorf("30m reminder delivered via %v, want only %q", got, eventsChannel)
+	if got := rec.Sent["30m"].Channels; !slices.Equal(got, []string{notify.EventsChannel}) {
+		t.Errorf("30m reminder delivered via %v, want only %q", got, notify.EventsChannel)
 	}
 }
 

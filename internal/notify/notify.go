@@ -147,3 +147,39 @@ func Build(ctx context.Context, spec v1alpha1.Notifications, secrets Secrets) ([
 func Subscribed(events []v1alpha1.EventType, t v1alpha1.EventType) bool {
 	return len(events) == 0 || slices.Contains(events, t)
 }
+
+// EventsChannel is the name under which a Kubernetes Event counts as the
+// message: only for a message type no configured channel carries.
+const EventsChannel = "events"
+
+// Recorded are the message types whose deliveries the record on the
+// object keeps.
+var Recorded = []v1alpha1.EventType{v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed}
+
+// ChannelNames returns, per recorded message type, the names of the
+// channels spec configures that carry it ("email", "slack",
+// "webhook/<name>", the names their Notifiers have), or EventsChannel when
+// none does. It reads no Secret: the controller and the plugin both plan
+// from it.
+func ChannelNames(spec v1alpha1.Notifications) map[v1alpha1.EventType][]string {
+	out := map[v1alpha1.EventType][]string{}
+	for _, t := range Recorded {
+		var names []string
+		if spec.Email != nil && Subscribed(spec.Email.Events, t) {
+			names = append(names, "email")
+		}
+		if spec.Slack != nil && Subscribed(spec.Slack.Events, t) {
+			names = append(names, "slack")
+		}
+		for _, w := range spec.Webhooks {
+			if Subscribed(w.Events, t) {
+				names = append(names, "webhook/"+w.Name)
+			}
+		}
+		if len(names) == 0 {
+			names = []string{EventsChannel}
+		}
+		out[t] = names
+	}
+	return out
+}

@@ -92,7 +92,7 @@ func Evaluate(obj *unstructured.Unstructured, gvk schema.GroupVersionKind, names
 	if ev.Life.Keep {
 		return ev, nil
 	}
-	ev.Channels = ChannelNames(ev.Governing.Spec.Notifications)
+	ev.Channels = notify.ChannelNames(ev.Governing.Spec.Notifications)
 	stored, err := expiry.ParseRecord(obj.GetAnnotations()[expiry.AnnotationReminders])
 	if err != nil {
 		ev.RecordUnreadable, stored = true, nil
@@ -138,34 +138,6 @@ func simulate(life expiry.Lifetime, schedule expiry.Schedule, record *expiry.Rec
 		}
 	}
 	return steps
-}
-
-// ChannelNames returns, per message type the controller records, the
-// names of the channels that carry it: "email", "slack", "webhook/<name>",
-// or "events" (the Kubernetes Event) when no configured channel does. They
-// are the names the controller's notifiers have, worked out from the spec
-// without reading any Secret.
-func ChannelNames(n v1alpha1.Notifications) map[v1alpha1.EventType][]string {
-	out := map[v1alpha1.EventType][]string{}
-	for _, t := range []v1alpha1.EventType{v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed} {
-		var names []string
-		if n.Email != nil && notify.Subscribed(n.Email.Events, t) {
-			names = append(names, "email")
-		}
-		if n.Slack != nil && notify.Subscribed(n.Slack.Events, t) {
-			names = append(names, "slack")
-		}
-		for _, w := range n.Webhooks {
-			if notify.Subscribed(w.Events, t) {
-				names = append(names, "webhook/"+w.Name)
-			}
-		}
-		if len(names) == 0 {
-			names = []string{"events"}
-		}
-		out[t] = names
-	}
-	return out
 }
 
 // DeleteAt is when the object will be deleted, if every reminder goes

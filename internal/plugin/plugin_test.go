@@ -216,29 +216,6 @@ func TestEvaluateUnderAPolicyWithAnUnusableSpec(t *testing.T) {
 	}
 }
 
-func TestChannelNames(t *testing.T) {
-	n := v1alpha1.Notifications{
-		Email: &v1alpha1.EmailNotifications{Events: []v1alpha1.EventType{v1alpha1.EventReminder}},
-		Slack: &v1alpha1.SlackNotifications{},
-		Webhooks: []v1alpha1.WebhookNotifications{
-			{Name: "audit"},
-			{Name: "deletions", Events: []v1alpha1.EventType{v1alpha1.EventDeleted}},
-		},
-	}
-	got := ChannelNames(n)
-	want := map[v1alpha1.EventType][]string{
-		v1alpha1.EventReminder:  {"email", "slack", "webhook/audit"},
-		v1alpha1.EventExtended:  {"slack", "webhook/audit"},
-		v1alpha1.EventPostponed: {"slack", "webhook/audit"},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("ChannelNames = %v, want %v", got, want)
-	}
-	if got := ChannelNames(v1alpha1.Notifications{}); !reflect.DeepEqual(got[v1alpha1.EventReminder], []string{"events"}) {
-		t.Errorf("without channels: %v", got)
-	}
-}
-
 func TestAge(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		0:                             "0s",
