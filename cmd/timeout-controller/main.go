@@ -5,14 +5,17 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -77,8 +80,14 @@ func run() error {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
+	// Only the typed objects the controller reads or refers to: Secrets
+	// (core/v1), the Leases that leader election records Events about
+	// (coordination/v1), Events (events/v1) and TimeoutPolicies. Governed
+	// objects are read as metadata or unstructured and need no entry.
 	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(corev1.AddToScheme(scheme))
+	utilruntime.Must(coordinationv1.AddToScheme(scheme))
+	utilruntime.Must(eventsv1.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
 	cfg, err := ctrl.GetConfig()
@@ -121,7 +130,12 @@ func run() error {
 	opts.Audit = auditLog
 
 	ctx := ctrl.SetupSignalHandler()
-	if err := controller.Setup(ctx, mgr, opts); err != nil {
+	// What Setup starts (the Event recorder) outlives the signal until the
+	// manager returns: reconciles that finish during the graceful shutdown
+	// still record their Events.
+	setupCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	if err := controller.Setup(setupCtx, mgr, opts); err != nil {
 		return err
 	}
 	ctrl.Log.Info("starting", "workers", opts.Workers, "qps", qps, "burst", burst)

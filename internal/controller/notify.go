@@ -197,10 +197,14 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 
 	// A send still under way when the next thing falls due is abandoned:
 	// a slow receiver must not make the deletion late.
-	sendCtx := ctx
+	// A shutdown does not cut it short: the Lease is held until the
+	// workers return, and a message a channel accepted must be recorded
+	// before the next leader plans, or it is sent again.
+	sendCtx, cancelSend := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+	defer cancelSend()
 	if plan.Deadline.After(ev.now) {
 		var cancel context.CancelFunc
-		sendCtx, cancel = context.WithDeadline(ctx, plan.Deadline)
+		sendCtx, cancel = context.WithDeadline(sendCtx, plan.Deadline)
 		defer cancel()
 	}
 	_, alreadySent := ev.record.Sent[plan.Key]
@@ -232,7 +236,9 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		for _, name := range done {
 			r.retries.reset(retryKeyOf(name))
 		}
-		if err := r.recordDelivery(ctx, key, obj, ev, d.applyTo); err != nil {
+		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancel()
+		if err := r.recordDelivery(recordCtx, key, obj, ev, d.applyTo); err != nil {
 			return ctrl.Result{}, r.writeFailed(key, obj, err)
 		}
 	}
@@ -407,6 +413,13 @@ func (r *ObjectReconciler) announce(ctx context.Context, key Key, obj *metav1.Pa
 	}
 }
 
+// sendTimeout bounds a recorded message's sends when no deadline does;
+// recordTimeout bounds writing the record, shutdown or not.
+const (
+	sendTimeout   = 30 * time.Second
+	recordTimeout = 10 * time.Second
+)
+
 // announceTimeout bounds the sending of a one-off message, waiting for a
 // free slot included.
 const announceTimeout = 30 * time.Second
@@ -427,7 +440,19 @@ func (r *ObjectReconciler) slots() chan struct{} {
 // slow receiver must not delay the next deletion.
 func (r *ObjectReconciler) announceLater(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, t v1alpha1.EventType, detail string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), announceTimeout)
-	r.announcing.Go(func() {
+	r.mu.Lock()
+	if r.draining {
+		// Shutting down: sent before the worker returns, which the
+		// manager waits for.
+		r.mu.Unlock()
+		defer cancel()
+		r.announce(ctx, key, obj, ev, t, detail)
+		return
+	}
+	r.announcing.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.announcing.Done()
 		defer cancel()
 		// A burst of deletions must not open a connection per message.
 		slots := r.slots()
@@ -438,7 +463,17 @@ func (r *ObjectReconciler) announceLater(ctx context.Context, key Key, obj *meta
 			return
 		}
 		r.announce(ctx, key, obj, ev, t, detail)
-	})
+	}()
+}
+
+// drainAnnouncements waits, at shutdown, for the one-off messages sent in
+// the background; those announced from now on are sent before their
+// reconcile returns.
+func (r *ObjectReconciler) drainAnnouncements() {
+	r.mu.Lock()
+	r.draining = true
+	r.mu.Unlock()
+	r.announcing.Wait()
 }
 
 // message builds the message of type t about the object. Its ID is the

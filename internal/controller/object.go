@@ -71,6 +71,7 @@ type ObjectReconciler struct {
 	retries       retries
 	pending       pendingDeliveries
 	announcing    sync.WaitGroup
+	draining      bool
 	announceSlots chan struct{}
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -150,6 +150,16 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		return fmt.Errorf("watch policies: %w", err)
 	}
 
+	// The manager waits for this, like the workers, before it releases
+	// the Lease.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		objects.drainAnnouncements()
+		return nil
+	})); err != nil {
+		return err
+	}
+
 	policies := &PolicyReconciler{
 		Client:         mgr.GetClient(),
 		RESTMapper:     mgr.GetRESTMapper(),
@@ -248,12 +258,14 @@ func allPolicies(c client.Reader) handler.MapFunc {
 // newRecorder returns an events.k8s.io/v1 recorder whose Events about
 // cluster-scoped objects go to clusterNamespace.
 func newRecorder(ctx context.Context, mgr manager.Manager, clusterNamespace string) (events.EventRecorder, error) {
-	cs, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	// The events/v1 client alone: kubernetes.NewForConfigAndClient would
+	// build a REST client for every API group, running code in each.
+	cs, err := eventsv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
 		return nil, fmt.Errorf("create events client: %w", err)
 	}
 	b := events.NewBroadcaster(clusterScopedSink{
-		EventSink: &events.EventSinkImpl{Interface: cs.EventsV1()},
+		EventSink: &events.EventSinkImpl{Interface: cs},
 		namespace: clusterNamespace,
 	})
 	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
