@@ -1,7 +1,7 @@
 // Copyright 2026 The Amphitheatre Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command demo starts a local control plane, the timeout controller, a mail inbox and a webhook receiver, and narrates the reminders people get and the Playbooks expiring on time.
+// Command demo starts a local control plane, the timeout controller, a mail inbox and a webhook receiver, and narrates the reminders people get, the Playbooks expiring on time, what kubectl timeout shows and changes, the audit trail and a restore from the archive.
 package main
 
 import (
@@ -78,16 +78,16 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 	if err != nil {
 		return err
 	}
+	w := newWorkdir(tmp)
 	defer func() {
 		_ = os.RemoveAll(tmp)
-		n.say("removed %s", tmp)
+		n.say("removed %s, and with it the kubeconfig, the controller's log, the audit log and the archive", tmp)
 	}()
 
 	n.say("starting a local control plane (etcd and kube-apiserver) and building the controller")
-	bin := filepath.Join(tmp, "timeout-controller")
 	built := make(chan error, 1)
 	go func() {
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/timeout-controller")
+		build := exec.CommandContext(ctx, "go", "build", "-o", w.bin, "./cmd/timeout-controller")
 		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {
 			built <- fmt.Errorf("build the controller: %w\n%s", err, out)
@@ -121,14 +121,14 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 	}
 	n.say("control plane up at %s", cfg.Host)
 
-	kubeconfig := filepath.Join(tmp, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+	if err := os.WriteFile(w.kubeconfig, env.KubeConfig, 0o600); err != nil {
 		return err
 	}
-	n.more("kubeconfig: %s", kubeconfig)
+	n.more("kubeconfig: %s", w.kubeconfig)
 	n.more("to look around from another terminal while the demo runs:")
-	n.more("  export KUBECONFIG=%s", kubeconfig)
+	n.more("  export KUBECONFIG=%s", w.kubeconfig)
 	n.more("  kubectl get playbooks -w")
+	n.more("  go run ./cmd/kubectl-timeout list    # the plugin, from this repository")
 
 	// Started before the controller, so that they stop after it: nothing
 	// it sends while it shuts down meets a closed port.
@@ -142,8 +142,7 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 	}()
 	n.say("mail inbox (SMTP, no TLS, no auth) at %s; webhook receiver at %s", rc.mailAddr(), rc.webhookURL)
 
-	logPath := filepath.Join(tmp, "controller.log")
-	c, err := startController(bin, kubeconfig, logPath)
+	c, err := startController(w)
 	if err != nil {
 		return err
 	}
@@ -152,7 +151,7 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 		// wrong, unless the person stopped the demo themselves.
 		stoppedByUser := ctx.Err() != nil && !errors.Is(context.Cause(ctx), errTimeLimit)
 		if err != nil && !stoppedByUser {
-			n.tail(logPath, 10)
+			n.tail(w.log, 10)
 		}
 		if err := c.stop(); err != nil {
 			n.say("stopping the controller: %v", err)
@@ -160,9 +159,39 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 		}
 		n.say("stopped the controller")
 	}()
-	n.say("controller running (pid %d), logging to %s", c.cmd.Process.Pid, logPath)
+	n.say("controller running (pid %d), logging to %s", c.cmd.Process.Pid, w.log)
+	n.more("audit trail: %s; archive: %s", w.audit, w.archive)
 
+	s.files = w
+	s.kubectl = newKubectl(n, w.kubeconfig, w.cache)
 	return s.play(ctx, cfg, c, rc)
+}
+
+// workdir is the demo's temporary directory and the files in it; the
+// demo removes all of it when it ends.
+type workdir struct {
+	dir        string
+	bin        string
+	kubeconfig string
+	// log is the controller's log, audit its audit trail (JSON Lines) and
+	// archive the directory it writes manifests to before deleting.
+	log     string
+	audit   string
+	archive string
+	// cache is the plugin's discovery cache.
+	cache string
+}
+
+func newWorkdir(dir string) *workdir {
+	return &workdir{
+		dir:        dir,
+		bin:        filepath.Join(dir, "timeout-controller"),
+		kubeconfig: filepath.Join(dir, "kubeconfig"),
+		log:        filepath.Join(dir, "controller.log"),
+		audit:      filepath.Join(dir, "audit.jsonl"),
+		archive:    filepath.Join(dir, "archive"),
+		cache:      filepath.Join(dir, "kube-cache"),
+	}
 }
 
 // proc is the timeout-controller process.
@@ -172,13 +201,15 @@ type proc struct {
 	err  error
 }
 
-func startController(bin, kubeconfig, logPath string) (*proc, error) {
-	log, err := os.Create(logPath)
+func startController(w *workdir) (*proc, error) {
+	log, err := os.Create(w.log)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin,
-		"--kubeconfig", kubeconfig,
+	cmd := exec.Command(w.bin,
+		"--kubeconfig", w.kubeconfig,
+		"--audit-log", w.audit,
+		"--archive-dir", w.archive,
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
 		"--cluster-event-namespace", eventNamespace,

@@ -7,7 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,8 +54,10 @@ const (
 	notifyWhom = "alice@demo.local, #team-amp"
 	// extendAfter comes 2s after the 10s Playbook's 6s reminder and 4s
 	// before its expiry, so the controller reminds it of the old date and
-	// the patch always lands before it would delete it.
+	// the plugin's patch always lands before it would delete it.
 	extendAfter = 6 * time.Second
+	// extendBy is how much later `kubectl timeout extend` moves its expiry.
+	extendBy = "20s"
 	// lateAfter is how far past its expiry (or postponed deletion time) a
 	// deletion still counts as on time; the controller normally deletes
 	// within milliseconds.
@@ -115,6 +117,8 @@ type story struct {
 	n        *narrator
 	cast     []*role
 	schedule expiry.Schedule
+	files    *workdir
+	kubectl  *kubectl
 
 	onTime, late, early, lost int
 
@@ -123,7 +127,8 @@ type story struct {
 	reminders  map[string]int
 	duplicates int
 	refused    int
-	// problems are what went wrong with the reminders, found at the end.
+	// problems are what went wrong with the reminders, the audit trail or
+	// the archive, found at the end.
 	problems []string
 }
 
@@ -137,11 +142,12 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 	}
 
 	// Watch before creating anything, so nothing is missed.
-	playbooks, err := cl.Watch(ctx, playbookList())
+	w, err := cl.Watch(ctx, playbookList())
 	if err != nil {
 		return fmt.Errorf("watch Playbooks: %w", err)
 	}
-	defer playbooks.Stop()
+	defer w.Stop()
+	playbooks := stamp(ctx, w)
 	events, err := cl.Watch(ctx, &eventsv1.EventList{}, client.InNamespace(eventNamespace))
 	if err != nil {
 		return fmt.Errorf("watch Events: %w", err)
@@ -170,6 +176,7 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 					SecretRef: v1alpha1.SecretKeySelector{Namespace: secretNamespace, Name: secretName, Key: secretKey},
 				}},
 			},
+			Deletion: v1alpha1.Deletion{Archive: true},
 		},
 	}
 	if err := cl.Create(ctx, policy); err != nil {
@@ -182,6 +189,7 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 	s.n.more("reminders %s before expiry, by mail to %s (SMTP %s) and as signed CloudEvents to webhook %s",
 		joinDurations(s.schedule.Reminders, " and "), mailTo, rc.mailAddr(), webhookName)
 	s.n.more("minimumNotice %s: nothing is deleted sooner than %s after its first reminder reached someone", minimumNotice, minimumNotice)
+	s.n.more("deletion.archive: each Playbook's manifest goes to the archive before it is deleted")
 	if err := waitReady(ctx, cl, c); err != nil {
 		return err
 	}
@@ -211,9 +219,17 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 		r.due = len(r.stages)
 	}
 	extendAt := time.Now().Add(extendAfter)
-	s.table(extended, extendAt)
-
 	extend := time.After(time.Until(extendAt))
+	s.table(extended, extendAt)
+	s.n.say("what the plugin makes of them, from the same code the controller decides with:")
+	if _, err := s.kubectl.run(ctx, "list"); err != nil {
+		return err
+	}
+	s.n.say("why short-notice will outlive its expiry:")
+	if _, err := s.kubectl.run(ctx, "explain", "short-notice"); err != nil {
+		return err
+	}
+
 	var grace <-chan time.Time
 	graceOver := false
 	for len(s.pending()) > 0 || (!s.settled() && !graceOver) {
@@ -233,7 +249,7 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 			}
 		case m := <-rc.messages:
 			s.onMessage(m)
-		case ev, ok := <-playbooks.ResultChan():
+		case ev, ok := <-playbooks:
 			if err := s.onPlaybook(ctx, ev, ok); err != nil {
 				return err
 			}
@@ -302,7 +318,7 @@ func (s *story) table(extended *role, extendAt time.Time) {
 		case len(r.life.Invalid) > 0:
 			why += ", as the annotation is invalid: expect a Warning"
 		case r == extended:
-			why += fmt.Sprintf(", until it is extended to 30s at %s", s.n.at(extendAt))
+			why += fmt.Sprintf(", until it is extended by %s at %s", extendBy, s.n.at(extendAt))
 		case len(r.stages) == 0:
 			why += fmt.Sprintf("; shorter than the shortest lead (%s): no reminder applies, so no notice is owed", expiry.FormatDuration(s.shortestLead()))
 		case r.stages[0] < s.schedule.MinimumNotice:
@@ -358,16 +374,18 @@ func source(l expiry.Lifetime) string {
 	return l.Source
 }
 
+// extend moves r's expiry through the plugin, as its owner would, and
+// works out the reminders it is owed from then on.
 func (s *story) extend(ctx context.Context, cl client.Client, r *role) error {
 	was := r.life.ExpiresAt
-	orig := r.obj.DeepCopy()
-	ann := r.obj.GetAnnotations()
-	ann[expiry.AnnotationTTL] = "30s"
-	r.obj.SetAnnotations(ann)
-	if err := cl.Patch(ctx, r.obj, client.MergeFrom(orig)); err != nil {
-		return fmt.Errorf("extend Playbook %s: %w", r.title, err)
+	s.n.say("extending %s by %s through the plugin, %.1fs before it would expire:", r.title, extendBy, time.Until(was).Seconds())
+	if _, err := s.kubectl.run(ctx, "extend", r.title, extendBy); err != nil {
+		return err
 	}
 	now := time.Now()
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(r.obj), r.obj); err != nil {
+		return fmt.Errorf("read Playbook %s after its extension: %w", r.title, err)
+	}
 	r.extendedAt, r.wasExpiring = now, was
 	// The old date's stages that fell due before now were owed; the others
 	// never will be. The new date's stages count from now.
@@ -380,8 +398,7 @@ func (s *story) extend(ctx context.Context, cl client.Client, r *role) error {
 	r.life = s.lifetime(r.obj)
 	r.stages = s.stagesOf(r.life, now)
 	r.due = sent + len(r.stages)
-	s.n.say("extending %s: a merge patch sets %s from 10s to 30s; it now expires at %s instead of %s",
-		r.title, expiry.AnnotationTTL, s.n.at(r.life.ExpiresAt), s.n.at(was))
+	s.n.say("%s now expires at %s instead of %s, set by %s", r.title, s.n.at(r.life.ExpiresAt), s.n.at(was), source(r.life))
 	if sent > 0 {
 		s.n.more("it was reminded of the old date, so an extended message follows;")
 	}
@@ -389,14 +406,15 @@ func (s *story) extend(ctx context.Context, cl client.Client, r *role) error {
 	return nil
 }
 
-func (s *story) onPlaybook(ctx context.Context, ev watch.Event, ok bool) error {
+func (s *story) onPlaybook(ctx context.Context, sev stamped, ok bool) error {
+	ev := sev.Event
 	if err := watchEnded(ctx, "Playbook", ev, ok); err != nil {
 		return err
 	}
 	if ev.Type != watch.Deleted {
 		return nil
 	}
-	now := time.Now()
+	now := sev.at
 	u, _ := ev.Object.(*unstructured.Unstructured)
 	r := s.role(u.GetName())
 	if r == nil {
@@ -460,7 +478,7 @@ func (s *story) onEvent(ctx context.Context, ev watch.Event, ok bool) error {
 }
 
 // onMessage tells of a message that reached the demo, and keeps it for
-// the audit at the end.
+// the reckoning at the end.
 func (s *story) onMessage(m message) {
 	if m.refused != "" {
 		s.refused++
@@ -546,38 +564,34 @@ func watchEnded(ctx context.Context, kind string, ev watch.Event, ok bool) error
 }
 
 func (s *story) finale(ctx context.Context, cl client.Client) error {
-	s.n.say("every Playbook that expires is gone; the final list:")
+	s.n.say("every Playbook that expires is gone")
+	s.reached()
+	if err := s.trail(ctx); err != nil {
+		return err
+	}
+	if err := s.restore(ctx, cl); err != nil {
+		return err
+	}
+	s.n.say("the final list:")
+	if _, err := s.kubectl.run(ctx, "list"); err != nil {
+		return err
+	}
 	list := playbookList()
 	if err := cl.List(ctx, list); err != nil {
 		return fmt.Errorf("list Playbooks: %w", err)
 	}
-	rows := []string{"NAME\tTITLE\tANNOTATIONS\tAGE"}
-	left := map[string]bool{}
-	for _, u := range list.Items {
-		left[u.GetName()] = true
-		title, _, _ := unstructured.NestedString(u.Object, "spec", "title")
-		var anns []string
-		for k, v := range u.GetAnnotations() {
-			anns = append(anns, k+"="+v)
-		}
-		sort.Strings(anns)
-		age := time.Since(u.GetCreationTimestamp().Time).Round(time.Second)
-		rows = append(rows, u.GetName()+"\t"+title+"\t"+strings.Join(anns, ",")+"\t"+age.String())
-	}
-	s.n.table(rows)
 	for _, r := range s.cast {
-		if r.life.Keep && left[r.obj.GetName()] {
+		if r.life.Keep && slices.ContainsFunc(list.Items, func(u unstructured.Unstructured) bool { return u.GetUID() == r.obj.GetUID() }) {
 			s.n.say("%s is still there, as %s asks", r.title, expiry.AnnotationKeep)
 		}
 	}
-	s.audit()
 	return nil
 }
 
-// audit tells what reached people about each Playbook, and finds the
+// reached tells what reached people about each Playbook, and finds the
 // reminders that went wrong: missing before a deletion, more than were
 // due, or arriving after the deletion.
-func (s *story) audit() {
+func (s *story) reached() {
 	s.n.say("what reached people, duplicates left out:")
 	rows := []string{"TITLE\tREMINDERS DUE\tBY MAIL\tBY WEBHOOK\tSLOWEST REMINDER\tOTHER MESSAGES (BOTH WAYS)"}
 	for _, r := range s.cast {
@@ -726,7 +740,7 @@ func (s *story) summary() string {
 		line += fmt.Sprintf(", %d webhook requests refused", s.refused)
 	}
 	if len(s.problems) > 0 {
-		line += fmt.Sprintf(", %d reminder problems", len(s.problems))
+		line += fmt.Sprintf(", %d problems", len(s.problems))
 	}
 	return line
 }
@@ -746,7 +760,7 @@ func (s *story) verdict() error {
 		errs = append(errs, fmt.Errorf("the webhook receiver refused %d requests", s.refused))
 	}
 	if len(s.problems) > 0 {
-		errs = append(errs, fmt.Errorf("%d reminder problems: see above", len(s.problems)))
+		errs = append(errs, fmt.Errorf("%d problems: see above", len(s.problems)))
 	}
 	return errors.Join(errs...)
 }
@@ -806,4 +820,29 @@ func playbookList() *unstructured.UnstructuredList {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(playbookGVK.GroupVersion().WithKind(playbookGVK.Kind + "List"))
 	return list
+}
+
+// stamped is a watch event and the time it reached the demo.
+type stamped struct {
+	watch.Event
+	at time.Time
+}
+
+// stamp forwards w's events with the time each arrived, so that the
+// deletion times the story reports stay true while the narration is busy
+// with something else, such as a plugin command. The channel is closed
+// when w's is.
+func stamp(ctx context.Context, w watch.Interface) <-chan stamped {
+	out := make(chan stamped, 256)
+	go func() {
+		defer close(out)
+		for ev := range w.ResultChan() {
+			select {
+			case out <- stamped{Event: ev, at: time.Now()}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
 }
