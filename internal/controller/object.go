@@ -87,7 +87,6 @@ type reported struct {
 	deletionFailed time.Time
 	noticeNotGiven time.Time
 	archiveFailed  time.Time
-	throttled      time.Time
 	writeFailed    bool
 }
 
