@@ -66,7 +66,7 @@ control-plane: ## Build etcd and kube-apiserver into bin/ (cached) and print the
 
 .PHONY: test
 test: tools ## Run every test: unit, fuzz seeds, and integration against a real API server.
-	KUBEBUILDER_ASSETS="$(ASSETS)" go test -count=1 ./...
+	assets=$(ASSETS) && KUBEBUILDER_ASSETS="$$assets" go test -count=1 ./...
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no API server).
@@ -79,11 +79,11 @@ fuzz: ## Fuzz the duration and annotation parsers for a minute each.
 
 .PHONY: demo
 demo: ## Start a local control plane and watch Playbooks expire (Ctrl-C stops it).
-	KUBEBUILDER_ASSETS="$(ASSETS)" go run ./hack/demo
+	assets=$(ASSETS) && KUBEBUILDER_ASSETS="$$assets" go run ./hack/demo
 
 .PHONY: bench
 bench: ## Measure lag, memory, CPU, cold start and API calls on a local control plane; e.g. BENCH_FLAGS="-n 10000 -expiring 1000".
-	KUBEBUILDER_ASSETS="$(ASSETS)" go run ./hack/bench $(BENCH_FLAGS)
+	assets=$(ASSETS) && KUBEBUILDER_ASSETS="$$assets" go run ./hack/bench $(BENCH_FLAGS)
 
 .PHONY: verify
 verify: lint ## Fail when generated files are stale or go mod tidy would change anything.

@@ -96,7 +96,7 @@ func Write(dir string, obj *unstructured.Unstructured, h Header) (string, error)
 	buf.WriteByte('\n')
 	buf.Write(body)
 
-	if err := writeFileSync(path, buf.Bytes()); err != nil {
+	if err := writeFileSync(dir, path, buf.Bytes()); err != nil {
 		return "", fmt.Errorf("archive %s: %w", path, err)
 	}
 	return path, nil
@@ -175,7 +175,7 @@ func List(dir string) ([]Entry, error) {
 }
 
 // Prune removes the archived files written before cutoff and returns how
-// many it removed.
+// many it removed. Temporary files a crash left behind go too.
 func Prune(dir string, cutoff time.Time) (int, error) {
 	entries, err := List(dir)
 	if err != nil {
@@ -183,6 +183,17 @@ func Prune(dir string, cutoff time.Time) (int, error) {
 	}
 	removed := 0
 	var errs []error
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasPrefix(d.Name(), tmpPrefix) {
+			return nil
+		}
+		if info, err := d.Info(); err == nil && info.ModTime().Before(cutoff) {
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		return nil
+	})
 	for _, e := range entries {
 		if !e.ModTime.Before(cutoff) {
 			continue
@@ -279,13 +290,22 @@ func parsePath(dir, path string) (Entry, bool) {
 }
 
 // writeFileSync writes data to path through a temporary file in the same
-// directory, fsyncs it, renames it into place and fsyncs the directory.
-func writeFileSync(path string, data []byte) error {
+// directory, fsyncs it, renames it into place and fsyncs the directory, and
+// the parent of each directory it had to create under root, so that the
+// file survives a crash once writeFileSync returns.
+func writeFileSync(root, path string, data []byte) error {
 	dir := filepath.Dir(path)
+	var created []string
+	for d := dir; d != root && len(d) > len(root); d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		created = append(created, d)
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
+	tmp, err := os.CreateTemp(dir, tmpPrefix+"*")
 	if err != nil {
 		return err
 	}
@@ -304,6 +324,21 @@ func writeFileSync(path string, data []byte) error {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tmpPrefix starts the names of files being written.
+const tmpPrefix = ".tmp-"
+
+func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

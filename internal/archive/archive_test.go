@@ -4,6 +4,8 @@
 package archive
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -216,6 +218,21 @@ func TestPrune(t *testing.T) {
 	left, _ := List(dir)
 	if len(left) != 1 || left[0].Path != paths[2] {
 		t.Errorf("left %+v", left)
+	}
+
+	// A temporary file a crash left behind goes too, once old enough.
+	stale := filepath.Join(filepath.Dir(paths[2]), tmpPrefix+"123")
+	if err := os.WriteFile(stale, []byte("half a manifest"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(stale, t0, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Prune(dir, t0.Add(90*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the stale temporary file is still there: %v", err)
 	}
 }
 

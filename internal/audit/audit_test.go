@@ -23,9 +23,15 @@ func TestFileLogAppendsOneLinePerRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A disk that takes its time to sync, so that writers pile up behind
+	// it, as in a burst of deletions: they must share fsyncs.
 	syncs := 0
 	inner := l.sync
-	l.sync = func() error { syncs++; return inner() }
+	l.sync = func() error {
+		syncs++
+		time.Sleep(5 * time.Millisecond)
+		return inner()
+	}
 
 	const writers, each = 8, 50
 	var wg sync.WaitGroup
@@ -71,8 +77,8 @@ func TestFileLogAppendsOneLinePerRecord(t *testing.T) {
 	if want := 1 + writers*each; lines != want {
 		t.Fatalf("%d lines, want %d", lines, want)
 	}
-	if syncs == 0 || syncs > writers*each {
-		t.Fatalf("%d syncs for %d records", syncs, writers*each)
+	if records := writers * each; syncs == 0 || syncs > records/2 {
+		t.Fatalf("%d fsyncs for %d records from %d writers at once, want them shared", syncs, records, writers)
 	}
 	t.Logf("%d records, %d fsyncs", writers*each, syncs)
 }

@@ -236,7 +236,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		for _, name := range done {
 			r.retries.reset(retryKeyOf(name))
 		}
-		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 		defer cancel()
 		if err := r.recordDelivery(recordCtx, key, obj, ev, d.applyTo); err != nil {
 			return ctrl.Result{}, r.writeFailed(key, obj, err)
@@ -414,10 +414,13 @@ func (r *ObjectReconciler) announce(ctx context.Context, key Key, obj *metav1.Pa
 }
 
 // sendTimeout bounds a recorded message's sends when no deadline does;
-// recordTimeout bounds writing the record, shutdown or not.
+// writeTimeout bounds writing its record, or a delete, shutdown or not.
+// Together they stay under the default --graceful-shutdown-timeout (30 s),
+// so that what is under way at SIGTERM is finished and recorded before the
+// Lease is released.
 const (
-	sendTimeout   = 30 * time.Second
-	recordTimeout = 10 * time.Second
+	sendTimeout  = 20 * time.Second
+	writeTimeout = 5 * time.Second
 )
 
 // announceTimeout bounds the sending of a one-off message, waiting for a

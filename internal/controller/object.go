@@ -122,7 +122,10 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		// An extension (or a shortening) starts a new record: write it now,
 		// so that the moment it took effect stays put. The patch brings the
 		// next reconcile.
-		if err := r.recordDelivery(ctx, key, obj, ev, func(*expiry.Record) {}); err != nil {
+		// Not cut short by a shutdown: a failure would be reported.
+		writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+		defer cancel()
+		if err := r.recordDelivery(writeCtx, key, obj, ev, func(*expiry.Record) {}); err != nil {
 			return ctrl.Result{}, r.writeFailed(key, obj, err)
 		}
 		if !ev.previous.IsZero() {
@@ -375,7 +378,11 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 	if propagation == "" {
 		propagation = metav1.DeletePropagationBackground
 	}
-	err := r.Client.Delete(ctx, obj,
+	// A delete under way at SIGTERM finishes, so that what it did is
+	// reported and announced, not mistaken for a failure.
+	deleteCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	err := r.Client.Delete(deleteCtx, obj,
 		client.Preconditions{UID: &obj.UID, ResourceVersion: &obj.ResourceVersion},
 		client.PropagationPolicy(propagation))
 	switch {

@@ -47,6 +47,9 @@ type PolicyReconciler struct {
 	Channels *Channels
 	// ArchiveDir is the controller's archive; empty when it has none.
 	ArchiveDir string
+	// DryRun is the controller's --dry-run: nothing is deleted, so
+	// nothing is archived either.
+	DryRun bool
 
 	watches *watches
 }
@@ -87,7 +90,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			"Notification channels cannot be used, so nothing is deleted under this policy: "+err.Error())
 		return ctrl.Result{RequeueAfter: channelsTTL}, r.patchStatus(ctx, orig, policy, ReasonInvalidPolicy)
 	}
-	if policy.Spec.Deletion.Archive && !policy.Spec.Deletion.DryRun && r.ArchiveDir == "" {
+	if policy.Spec.Deletion.Archive && !policy.Spec.Deletion.DryRun && !r.DryRun && r.ArchiveDir == "" {
 		r.setReady(policy, metav1.ConditionFalse, v1alpha1.ReasonArchiveUnavailable,
 			"deletion.archive is set but the controller runs without --archive-dir, so nothing is deleted under this policy")
 		return ctrl.Result{}, r.patchStatus(ctx, orig, policy, ReasonInvalidPolicy)

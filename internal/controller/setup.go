@@ -46,7 +46,7 @@ import (
 // +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=timeoutpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=timeoutpolicies/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 //
 // In its own namespace only (test/install checks that this is enough):
 // Secrets, which --secret-namespace confines to that namespace; the
@@ -168,6 +168,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		StatusInterval: opts.StatusInterval,
 		Channels:       channels,
 		ArchiveDir:     opts.ArchiveDir,
+		DryRun:         opts.DryRun,
 		watches:        w,
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
