@@ -517,7 +517,7 @@ type replica struct {
 	state    *os.ProcessState
 }
 
-func startReplica(t *testing.T, bin, dir, name, kubeconfig, ns string) *replica {
+func startReplica(t *testing.T, bin, dir, name, kubeconfig, ns string, extra ...string) *replica {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -536,22 +536,23 @@ func startReplica(t *testing.T, bin, dir, name, kubeconfig, ns string) *replica 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.cmd = exec.Command(bin,
-		"--kubeconfig="+kubeconfig,
+	args := []string{
+		"--kubeconfig=" + kubeconfig,
 		"--leader-elect",
-		"--leader-election-namespace="+ns,
-		"--leader-elect-lease-duration="+haLease.String(),
-		"--leader-elect-renew-deadline="+haRenew.String(),
-		"--leader-elect-retry-period="+haRetry.String(),
-		"--graceful-shutdown-timeout="+haShutdown.String(),
+		"--leader-election-namespace=" + ns,
+		"--leader-elect-lease-duration=" + haLease.String(),
+		"--leader-elect-renew-deadline=" + haRenew.String(),
+		"--leader-elect-retry-period=" + haRetry.String(),
+		"--graceful-shutdown-timeout=" + haShutdown.String(),
 		"--metrics-bind-address=0",
-		"--health-probe-bind-address="+probe,
-		"--cluster-event-namespace="+eventNamespace,
-		"--secret-namespace="+ns,
-		"--audit-log="+r.auditPath,
+		"--health-probe-bind-address=" + probe,
+		"--cluster-event-namespace=" + eventNamespace,
+		"--secret-namespace=" + ns,
+		"--audit-log=" + r.auditPath,
 		"--workers=4",
 		"--zap-time-encoding=rfc3339nano",
-	)
+	}
+	r.cmd = exec.Command(bin, append(args, extra...)...)
 	r.cmd.Stdout, r.cmd.Stderr = out, out
 	if err := r.cmd.Start(); err != nil {
 		t.Fatalf("start replica %s: %v", name, err)
