@@ -200,7 +200,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 }
 
 // readiness is ready once the caches have synced and, on the leader, the
-// controllers run. A standby with synced caches is ready: it can take over.
+// controllers' group has started. A standby holds no watch until it leads,
+// so it is ready as soon as it runs.
 func readiness(mgr manager.Manager, leading *atomic.Bool) healthz.Checker {
 	return func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
