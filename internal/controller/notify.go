@@ -187,7 +187,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 			plan.At.Add(-ev.schedule.MinimumNotice).UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
 	}
 	ref := reference(key.GVK, obj)
-	if plan.Event == v1alpha1.EventPostponed && r.firstPostponement(key, obj.UID, plan.At) {
+	if plan.Event == v1alpha1.EventPostponed && r.first(key, obj.UID, reportPostponed, plan.At) {
 		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Postponed, Result: audit.OK,
 			Detail: "deletion postponed to " + plan.At.UTC().Format(time.RFC3339) + ": " + msg.Detail})
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
@@ -260,7 +260,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 			"Sending %s failed %s; retrying with backoff", describeMessage(plan), strings.Join(firstFailures, "; "))
 	}
 	if plan.Event == v1alpha1.EventReminder && len(sent) == 0 && ev.record.NoticeAt.IsZero() &&
-		!ev.now.Before(ev.life.ExpiresAt) && r.firstNoticeNotGiven(key, obj.UID, ev.life.ExpiresAt) {
+		!ev.now.Before(ev.life.ExpiresAt) && r.first(key, obj.UID, reportNoticeNotGiven, ev.life.ExpiresAt) {
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonNoticeNotGiven, actionDelete,
 			"Expired at %s but no reminder has reached anyone yet: deletion waits until one has and the minimum notice of policy %s (%s) has passed",
 			ev.life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))

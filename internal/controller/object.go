@@ -79,16 +79,26 @@ type ObjectReconciler struct {
 // stays wrong is warned about once and a dry run reports once per expiry.
 // Only objects with something to remember have an entry.
 type reported struct {
-	uid            types.UID
-	invalid        string
-	recipients     string
-	wouldDelete    time.Time
-	postponed      time.Time
-	deletionFailed time.Time
-	noticeNotGiven time.Time
-	archiveFailed  time.Time
-	writeFailed    bool
+	uid        types.UID
+	invalid    string
+	recipients string
+	// at holds, per kind of report, the expiry (or postponed time) it was
+	// last made for.
+	at          [reportKinds]time.Time
+	writeFailed bool
 }
+
+// report is a kind of thing said once per expiry.
+type report int
+
+const (
+	reportWouldDelete report = iota
+	reportPostponed
+	reportDeletionFailed
+	reportNoticeNotGiven
+	reportArchiveFailed
+	reportKinds
+)
 
 // Reconcile plans the next action for one object and carries it out when
 // it is due.
@@ -353,7 +363,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 		ev.record.Title = titleOf(u)
 	}
 	if ev.dryRun(r.DryRun) {
-		if r.firstWouldDelete(key, obj.UID, life.ExpiresAt) {
+		if r.first(key, obj.UID, reportWouldDelete, life.ExpiresAt) {
 			why := "the policy is in dry-run mode"
 			if r.DryRun {
 				why = "the controller runs with --dry-run"
@@ -397,7 +407,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 		reason := string(apierrors.ReasonForError(err))
 		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.DeletionFailed, Result: audit.Error, Error: err.Error()})
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonDeletionFailed, actionDelete, "Delete failed: %s", reason)
-		if r.firstDeletionFailure(key, obj.UID, life.ExpiresAt) {
+		if r.first(key, obj.UID, reportDeletionFailed, life.ExpiresAt) {
 			r.announceLater(ctx, key, obj, ev, v1alpha1.EventDeletionFailed, "the API server answered "+reason)
 		}
 		return ctrl.Result{}, fmt.Errorf("delete %s: %w", key, err)
@@ -435,11 +445,7 @@ func (r *ObjectReconciler) archive(ctx context.Context, key Key, obj *metav1.Par
 	path, err := archive.Write(r.ArchiveDir, u, archive.Header{ArchivedAt: r.Clock.Now(), ExpiresAt: ev.life.ExpiresAt, Policy: ev.policy.Name})
 	if err != nil {
 		archives.WithLabelValues(audit.Error).Inc()
-		if r.remember(key, obj.UID, func(s *reported) bool {
-			first := !s.archiveFailed.Equal(ev.life.ExpiresAt)
-			s.archiveFailed = ev.life.ExpiresAt
-			return first
-		}) {
+		if r.first(key, obj.UID, reportArchiveFailed, ev.life.ExpiresAt) {
 			r.audit(ctx, key, obj, ev, audit.Record{Type: audit.ArchiveFailed, Result: audit.Error, Error: err.Error()})
 			r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonArchiveFailed, actionDelete,
 				"Expired at %s but not deleted: policy %s archives before deleting and the archive failed: %v; retrying with backoff",
@@ -509,10 +515,12 @@ func (r *ObjectReconciler) warnInvalid(ctx context.Context, key Key, obj *metav1
 		"%s; %s", strings.Join(problems, "; "), outcome)
 }
 
-func (r *ObjectReconciler) firstWouldDelete(key Key, uid types.UID, at time.Time) bool {
+// first reports whether what is reported for the time at is said for the
+// first time about the object, and remembers that it has been.
+func (r *ObjectReconciler) first(key Key, uid types.UID, what report, at time.Time) bool {
 	return r.remember(key, uid, func(s *reported) bool {
-		first := !s.wouldDelete.Equal(at)
-		s.wouldDelete = at
+		first := !s.at[what].Equal(at)
+		s.at[what] = at
 		return first
 	})
 }
@@ -555,30 +563,6 @@ func (r *ObjectReconciler) warnRecipients(key Key, obj *metav1.PartialObjectMeta
 	}
 	r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonInvalidRecipient, actionNotify,
 		"annotation %s: %s; the other recipients are still told", notify.AnnotationNotify, errors.Join(problems...).Error())
-}
-
-func (r *ObjectReconciler) firstDeletionFailure(key Key, uid types.UID, at time.Time) bool {
-	return r.remember(key, uid, func(s *reported) bool {
-		first := !s.deletionFailed.Equal(at)
-		s.deletionFailed = at
-		return first
-	})
-}
-
-func (r *ObjectReconciler) firstNoticeNotGiven(key Key, uid types.UID, at time.Time) bool {
-	return r.remember(key, uid, func(s *reported) bool {
-		first := !s.noticeNotGiven.Equal(at)
-		s.noticeNotGiven = at
-		return first
-	})
-}
-
-func (r *ObjectReconciler) firstPostponement(key Key, uid types.UID, at time.Time) bool {
-	return r.remember(key, uid, func(s *reported) bool {
-		first := !s.postponed.Equal(at)
-		s.postponed = at
-		return first
-	})
 }
 
 func (r *ObjectReconciler) forget(key Key) {
