@@ -33,34 +33,17 @@ func TestFreshRead(t *testing.T) {
 	r := &ObjectReconciler{APIReader: reader}
 	key := Key{GVK: gvk, NamespacedName: types.NamespacedName{Name: "2b1e7c9e"}}
 
-	tests := []struct {
-		name      string
-		full      bool
-		wantTitle string
-	}{
-		{"reads the metadata alone when neither title nor archive is wanted", false, ""},
-		{"reads the metadata and the whole object in one request", true, "hello-go"},
+	obj, u, err := r.freshRead(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			gets = 0
-			obj, u, err := r.freshRead(context.Background(), key, tt.full)
-			if err != nil {
-				t.Fatal(err)
-			}
-			title := ""
-			if u != nil {
-				title = titleOf(u)
-			}
-			if gets != 1 {
-				t.Errorf("%d reads, want 1", gets)
-			}
-			if title != tt.wantTitle {
-				t.Errorf("title %q, want %q", title, tt.wantTitle)
-			}
-			if obj.UID != pb.GetUID() || obj.ResourceVersion == "" || obj.Annotations["timeout.amphitheatre.app/ttl"] != "1h" {
-				t.Errorf("metadata %+v lacks the UID, resourceVersion or annotations the delete preconditions and plan need", obj.ObjectMeta)
-			}
-		})
+	if gets != 1 {
+		t.Errorf("%d reads, want the metadata and the title in one", gets)
+	}
+	if title := titleOf(u); title != "hello-go" {
+		t.Errorf("title %q, want %q", title, "hello-go")
+	}
+	if obj.UID != pb.GetUID() || obj.ResourceVersion == "" || obj.Annotations["timeout.amphitheatre.app/ttl"] != "1h" {
+		t.Errorf("metadata %+v lacks the UID, resourceVersion or annotations the delete preconditions and plan need", obj.ObjectMeta)
 	}
 }

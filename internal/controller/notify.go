@@ -174,7 +174,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		return ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, ev.now)}, nil
 	}
 
-	if ev.record.Title == "" && key.GVK.GroupKind() == playbooks {
+	if ev.needsTitle(key) {
 		ev.record.Title = r.title(ctx, key)
 	}
 	msg := r.message(key, obj, ev, plan.Event, plan.At, plan.Key)
@@ -416,8 +416,10 @@ func (r *ObjectReconciler) announce(ctx context.Context, key Key, obj *metav1.Pa
 // sendTimeout bounds a recorded message's sends when no deadline does;
 // writeTimeout bounds writing its record, or a delete, shutdown or not.
 // Together they stay under the default --graceful-shutdown-timeout (30 s),
-// so that what is under way at SIGTERM is finished and recorded before the
-// Lease is released.
+// so that a recorded message under way at SIGTERM is finished and recorded
+// before the Lease is released. One-off messages (expired, deleted) get
+// announceTimeout each: those still sending when the shutdown timeout runs
+// out are lost, never repeated.
 const (
 	sendTimeout  = 20 * time.Second
 	writeTimeout = 5 * time.Second
@@ -489,12 +491,9 @@ func (r *ObjectReconciler) message(key Key, obj *metav1.PartialObjectMetadata, e
 	}
 	apiVersion, kind := key.GVK.ToAPIVersionAndKind()
 	o := notify.Object{APIVersion: apiVersion, Kind: kind, Name: obj.Name, Namespace: obj.Namespace, UID: obj.UID}
-	if ev.record != nil {
-		o.Title = ev.record.Title
-	}
 	var expiresAt time.Time
 	if ev.record != nil {
-		expiresAt = ev.record.ExpiresAt
+		o.Title, expiresAt = ev.record.Title, ev.record.ExpiresAt
 	}
 	return notify.Message{
 		ID:         notify.NewID(obj.UID, expiresAt, t, idStage(t, stage, at)),
@@ -542,12 +541,12 @@ func extendHint(key Key, obj *metav1.PartialObjectMetadata, at time.Time) string
 }
 
 // title reads a Playbook's spec.title, which the metadata-only cache does
-// not hold. It is read once per object, at its first message, and kept in
-// the record.
+// not hold, for its first message; the record keeps it from then on. A
+// Playbook without a title (or whose read failed) is read again for its
+// next message.
 func (r *ObjectReconciler) title(ctx context.Context, key Key) string {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(key.GVK)
-	if err := r.APIReader.Get(ctx, key.NamespacedName, u); err != nil {
+	_, u, err := r.freshRead(ctx, key)
+	if err != nil {
 		return ""
 	}
 	return titleOf(u)

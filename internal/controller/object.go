@@ -247,10 +247,12 @@ func (ev *evaluation) plan() expiry.Plan {
 func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) (*evaluation, error) {
 	gvk := key.GVK
 	var policies v1alpha1.TimeoutPolicyList
-	if err := r.Client.List(ctx, &policies); err != nil {
+	// Read only: the evaluation keeps pointers into the list, and nothing
+	// changes them.
+	if err := r.Client.List(ctx, &policies, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list policies: %w", err)
 	}
-	matched, err := match.Matching(match.Candidates(policies.Items, gvk), r.describe(ctx, gvk, obj))
+	matched, err := match.Matching(match.Candidates(policies.Items, gvk), r.describe(ctx, obj))
 	if err != nil || len(matched) == 0 {
 		return nil, err
 	}
@@ -297,13 +299,14 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 	return ev, nil
 }
 
-func (r *ObjectReconciler) describe(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) match.Object {
+func (r *ObjectReconciler) describe(ctx context.Context, obj *metav1.PartialObjectMetadata) match.Object {
 	return match.Object{
 		Labels:     obj.Labels,
 		Namespaced: obj.Namespace != "",
-		NamespaceLabels: func() (map[string]string, error) {
+		// Read once, however many candidates select by namespace.
+		NamespaceLabels: sync.OnceValues(func() (map[string]string, error) {
 			return namespaceLabels(ctx, r.Client, obj.Namespace)
-		},
+		}),
 	}
 }
 
@@ -320,7 +323,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 
 	var u *unstructured.Unstructured
 	if ev.needsTitle(key) || ev.archives(r.DryRun) {
-		fresh, whole, err := r.freshRead(ctx, key, true)
+		fresh, whole, err := r.freshRead(ctx, key)
 		if err != nil {
 			if apierrors.IsNotFound(err) {
 				return ctrl.Result{}, nil
@@ -338,16 +341,16 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 			return ctrl.Result{}, err
 		}
 		plan := ev.plan()
+		if plan.Action != expiry.Delete {
+			r.Caps.forget(key)
+		}
 		switch plan.Action {
 		case expiry.Keep:
-			r.Caps.forget(key)
 			return ctrl.Result{}, nil
 		case expiry.Wait:
-			r.Caps.forget(key)
 			log.Info("expiry moved", "expiresAt", ev.life.ExpiresAt, "source", ev.life.Source)
 			return ctrl.Result{RequeueAfter: expiry.After(plan.At, ev.now)}, nil
 		case expiry.Notify:
-			r.Caps.forget(key)
 			// The fresh read shows something the cache had not: a message
 			// due first (the record or the notice changed).
 			return r.notify(ctx, key, fresh, ev, plan)
@@ -490,11 +493,7 @@ func (r *ObjectReconciler) warnInvalid(ctx context.Context, key Key, obj *metav1
 	for _, inv := range life.Invalid {
 		sig.WriteString(inv.Annotation + "=" + inv.Value + "\n")
 	}
-	if !r.remember(key, obj.UID, func(s *reported) bool {
-		changed := s.invalid != sig.String()
-		s.invalid = sig.String()
-		return changed
-	}) || sig.Len() == 0 {
+	if !r.changed(key, obj.UID, sig.String(), func(s *reported) *string { return &s.invalid }) || sig.Len() == 0 {
 		return
 	}
 	outcome := "it is kept"
@@ -522,6 +521,17 @@ func (r *ObjectReconciler) first(key Key, uid types.UID, what report, at time.Ti
 		first := !s.at[what].Equal(at)
 		s.at[what] = at
 		return first
+	})
+}
+
+// changed reports whether the warnings about the object, summed up in sig,
+// differ from those field says were last given, and remembers sig.
+func (r *ObjectReconciler) changed(key Key, uid types.UID, sig string, field func(*reported) *string) bool {
+	return r.remember(key, uid, func(s *reported) bool {
+		last := field(s)
+		changed := *last != sig
+		*last = sig
+		return changed
 	})
 }
 
@@ -554,11 +564,7 @@ func (r *ObjectReconciler) warnRecipients(key Key, obj *metav1.PartialObjectMeta
 	for _, p := range problems {
 		sig.WriteString(p.Error() + "\n")
 	}
-	if !r.remember(key, obj.UID, func(s *reported) bool {
-		changed := s.recipients != sig.String()
-		s.recipients = sig.String()
-		return changed
-	}) || sig.Len() == 0 {
+	if !r.changed(key, obj.UID, sig.String(), func(s *reported) *string { return &s.recipients }) || sig.Len() == 0 {
 		return
 	}
 	r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonInvalidRecipient, actionNotify,
@@ -574,18 +580,15 @@ func (r *ObjectReconciler) forget(key Key) {
 	r.Caps.forget(key)
 }
 
-// freshRead reads the object from the API server. full reads the whole
-// object too, for its title or its archive, in the same request.
-func (r *ObjectReconciler) freshRead(ctx context.Context, key Key, full bool) (*metav1.PartialObjectMetadata, *unstructured.Unstructured, error) {
-	obj := newMetadata(key.GVK)
-	if !full {
-		return obj, nil, r.APIReader.Get(ctx, key.NamespacedName, obj)
-	}
+// freshRead reads the whole object from the API server, and its metadata
+// from the same response.
+func (r *ObjectReconciler) freshRead(ctx context.Context, key Key) (*metav1.PartialObjectMetadata, *unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(key.GVK)
 	if err := r.APIReader.Get(ctx, key.NamespacedName, u); err != nil {
 		return nil, nil, err
 	}
+	obj := newMetadata(key.GVK)
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 		return nil, nil, fmt.Errorf("read the metadata of %s: %w", key, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/clock"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 )
@@ -40,7 +41,7 @@ func TestArchiveIsPrunedAtStart(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- pruneArchive(dir, 30*24*time.Hour, logr.Discard()).Start(ctx) }()
+	go func() { done <- pruneArchive(dir, 30*24*time.Hour, clock.RealClock{}, logr.Discard()).Start(ctx) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if _, err := os.Stat(old); errors.Is(err, fs.ErrNotExist) {

@@ -182,7 +182,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		return fmt.Errorf("create policy controller: %w", err)
 	}
 	if opts.ArchiveDir != "" && opts.ArchiveRetention > 0 {
-		if err := mgr.Add(pruneArchive(opts.ArchiveDir, opts.ArchiveRetention, mgr.GetLogger())); err != nil {
+		if err := mgr.Add(pruneArchive(opts.ArchiveDir, opts.ArchiveRetention, opts.Clock, mgr.GetLogger())); err != nil {
 			return err
 		}
 	}
@@ -222,13 +222,13 @@ func readiness(mgr manager.Manager, leading *atomic.Bool) healthz.Checker {
 
 // pruneArchive removes archived manifests older than retention, at start
 // and every hour, on the leader (the one replica that writes them).
-func pruneArchive(dir string, retention time.Duration, log logr.Logger) manager.Runnable {
+func pruneArchive(dir string, retention time.Duration, clock clock.PassiveClock, log logr.Logger) manager.Runnable {
 	return manager.RunnableFunc(func(ctx context.Context) error {
 		log = log.WithValues("archive", dir)
 		tick := time.NewTicker(time.Hour)
 		defer tick.Stop()
 		for {
-			removed, err := archive.Prune(dir, time.Now().Add(-retention))
+			removed, err := archive.Prune(dir, clock.Now().Add(-retention))
 			if err != nil {
 				log.Error(err, "prune the archive")
 			} else if removed > 0 {
