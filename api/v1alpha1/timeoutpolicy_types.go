@@ -52,9 +52,11 @@ type Deletion struct {
 	Archive bool `json:"archive,omitempty"`
 
 	// MaxPerMinute caps how many of this policy's objects are deleted per
-	// minute. Expiries beyond it wait their turn, in order of expiry; none
-	// is skipped. Zero means no cap (the controller's global cap,
-	// --max-deletions-per-minute, still applies).
+	// minute. Expiries beyond it wait their turn, in the order the
+	// controller comes to them (the order of expiry, except for a backlog
+	// after a restart or a change of the cap); none is skipped. Zero means
+	// no cap (the controller's global cap, --max-deletions-per-minute,
+	// still applies).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MaxPerMinute int32 `json:"maxPerMinute,omitempty"`

@@ -80,8 +80,6 @@ func Write(dir string, obj *unstructured.Unstructured, h Header) (string, error)
 
 	manifest := obj.DeepCopy()
 	stripServerFields(manifest)
-	manifest.SetUID("")
-	unstructured.RemoveNestedField(manifest.Object, "status")
 	body, err := yaml.Marshal(manifest.Object)
 	if err != nil {
 		return "", fmt.Errorf("archive %s: %w", path, err)
@@ -177,34 +175,32 @@ func List(dir string) ([]Entry, error) {
 // Prune removes the archived files written before cutoff and returns how
 // many it removed. Temporary files a crash left behind go too.
 func Prune(dir string, cutoff time.Time) (int, error) {
-	entries, err := List(dir)
-	if err != nil {
-		return 0, err
-	}
 	removed := 0
 	var errs []error
-	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasPrefix(d.Name(), tmpPrefix) {
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		archived := false
+		switch _, ok := parsePath(dir, path); {
+		case strings.HasPrefix(d.Name(), tmpPrefix):
+		case ok && strings.HasSuffix(path, ext):
+			archived = true
+		default:
 			return nil
 		}
-		if info, err := d.Info(); err == nil && info.ModTime().Before(cutoff) {
-			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, err)
-			}
+		info, err := d.Info()
+		if err != nil || !info.ModTime().Before(cutoff) {
+			return err
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		} else if archived {
+			removed++
 		}
 		return nil
 	})
-	for _, e := range entries {
-		if !e.ModTime.Before(cutoff) {
-			continue
-		}
-		if err := os.Remove(e.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-			continue
-		}
-		removed++
-	}
-	return removed, errors.Join(errs...)
+	return removed, errors.Join(append(errs, err)...)
 }
 
 // ForRestore returns obj as it should be created again: without the fields
@@ -214,12 +210,10 @@ func Prune(dir string, cutoff time.Time) (int, error) {
 func ForRestore(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	out := obj.DeepCopy()
 	stripServerFields(out)
-	out.SetUID("")
 	out.SetGeneration(0)
 	out.SetDeletionTimestamp(nil)
 	out.SetDeletionGracePeriodSeconds(nil)
 	out.SetOwnerReferences(nil)
-	unstructured.RemoveNestedField(out.Object, "status")
 	unstructured.RemoveNestedField(out.Object, "metadata", "creationTimestamp")
 	if a := out.GetAnnotations(); a != nil {
 		delete(a, expiry.AnnotationExpiresAt)
@@ -232,10 +226,15 @@ func ForRestore(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	return out
 }
 
+// stripServerFields removes what the API server keeps about an object
+// rather than what describes it: managedFields, resourceVersion, uid and
+// status.
 func stripServerFields(obj *unstructured.Unstructured) {
 	obj.SetManagedFields(nil)
 	obj.SetResourceVersion("")
 	obj.SetSelfLink("")
+	obj.SetUID("")
+	unstructured.RemoveNestedField(obj.Object, "status")
 }
 
 func kindDir(gk schema.GroupKind) string {
