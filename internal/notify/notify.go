@@ -148,9 +148,18 @@ func Subscribed(events []v1alpha1.EventType, t v1alpha1.EventType) bool {
 	return len(events) == 0 || slices.Contains(events, t)
 }
 
-// EventsChannel is the name under which a Kubernetes Event counts as the
-// message: only for a message type no configured channel carries.
-const EventsChannel = "events"
+// The names of the channels: what Notifier.Name returns, and what the
+// record, the audit trail and the metrics call them. EventsChannel is the
+// Kubernetes Event, which counts as the message only for a message type no
+// configured channel carries.
+const (
+	ChannelEmail  = "email"
+	ChannelSlack  = "slack"
+	EventsChannel = "events"
+)
+
+// WebhookChannel is the name of the webhook called name.
+func WebhookChannel(name string) string { return "webhook/" + name }
 
 // Recorded are the message types whose deliveries the record on the
 // object keeps.
@@ -166,14 +175,14 @@ func ChannelNames(spec v1alpha1.Notifications) map[v1alpha1.EventType][]string {
 	for _, t := range Recorded {
 		var names []string
 		if spec.Email != nil && Subscribed(spec.Email.Events, t) {
-			names = append(names, "email")
+			names = append(names, ChannelEmail)
 		}
 		if spec.Slack != nil && Subscribed(spec.Slack.Events, t) {
-			names = append(names, "slack")
+			names = append(names, ChannelSlack)
 		}
 		for _, w := range spec.Webhooks {
 			if Subscribed(w.Events, t) {
-				names = append(names, "webhook/"+w.Name)
+				names = append(names, WebhookChannel(w.Name))
 			}
 		}
 		if len(names) == 0 {

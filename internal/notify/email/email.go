@@ -123,7 +123,7 @@ func New(cfg Config) (notify.Notifier, error) {
 	return &notifier{cfg: cfg, addr: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)), tls: tc}, nil
 }
 
-func (n *notifier) Name() string { return "email" }
+func (n *notifier) Name() string { return notify.ChannelEmail }
 
 func (n *notifier) Accepts(t v1alpha1.EventType) bool { return notify.Subscribed(n.cfg.Events, t) }
 

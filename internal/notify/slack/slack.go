@@ -115,7 +115,7 @@ type notifier struct {
 	client *http.Client
 }
 
-func (n *notifier) Name() string { return "slack" }
+func (n *notifier) Name() string { return notify.ChannelSlack }
 
 func (n *notifier) Accepts(t v1alpha1.EventType) bool { return notify.Subscribed(n.events, t) }
 

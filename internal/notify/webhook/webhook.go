@@ -198,7 +198,7 @@ func urlSecrets(u *url.URL) []string {
 }
 
 // Name implements notify.Notifier.
-func (n *notifier) Name() string { return "webhook/" + n.name }
+func (n *notifier) Name() string { return notify.WebhookChannel(n.name) }
 
 // Accepts implements notify.Notifier.
 func (n *notifier) Accepts(t v1alpha1.EventType) bool { return notify.Subscribed(n.events, t) }
