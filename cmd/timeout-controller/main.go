@@ -65,9 +65,10 @@ func run() error {
 	flag.StringVar(&opts.ArchiveDir, "archive-dir", "", "Directory (on a volume) that policies with deletion.archive write each object's manifest to before deleting it; empty turns archiving off.")
 	flag.DurationVar(&opts.ArchiveRetention, "archive-retention", 30*24*time.Hour, "How long archived manifests are kept; 0 keeps them forever.")
 	// Sized with `make bench` on two cores (docs/performance.md): 1,000
-	// objects expiring in the same second need 1,000 reads and 1,000
-	// deletes, each through its own client's limiter; 500 at once and 200
-	// a second let them all through faster than the API server can take
+	// objects expiring in the same second need 1,000 deletes (and, for
+	// Playbooks no message has named yet, 1,000 reads of their titles),
+	// each kind through its own client's limiter; 500 at once and 200 a
+	// second let them all through faster than the API server can take
 	// them, and 64 workers keep it busy while etcd commits.
 	flag.Float64Var(&qps, "kube-api-qps", 200, "Requests per second the controller may send to the API server, per client.")
 	flag.IntVar(&burst, "kube-api-burst", 500, "Requests the controller may send to the API server in a burst above --kube-api-qps, per client.")

@@ -294,7 +294,10 @@ func TestHAFailoverAndGracefulShutdown(t *testing.T) {
 		return leases.released(third.identity), nil
 	})
 	for _, r := range []*replica{first, second, third} {
-		if data, err := os.ReadFile(r.logPath); err == nil && strings.Contains(string(data), string(key)) {
+		data, err := os.ReadFile(r.logPath)
+		if err != nil {
+			t.Errorf("read %s's log to look for the signing key: %v", r.name, err)
+		} else if strings.Contains(string(data), string(key)) {
 			t.Errorf("the signing key is in %s's log", r.name)
 		}
 	}

@@ -227,6 +227,15 @@ func mergePatch(t *testing.T, gvr schema.GroupVersionResource, namespace, name, 
 	}
 }
 
+// awaitPolicy waits until the named policy's status satisfies cond.
+func awaitPolicy(t *testing.T, name, what string, cond func(*v1alpha1.TimeoutPolicy) bool) {
+	t.Helper()
+	eventually(t, 10*time.Second, "policy "+name+" "+what, func() (bool, error) {
+		p, err := getPolicy(name)
+		return err == nil && cond(p), err
+	})
+}
+
 func getPolicy(name string) (*v1alpha1.TimeoutPolicy, error) {
 	p := &v1alpha1.TimeoutPolicy{}
 	err := k8s.Get(context.Background(), types.NamespacedName{Name: name}, p)

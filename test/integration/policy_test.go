@@ -179,6 +179,15 @@ func TestAnInvalidPolicyKeepsItsObjects(t *testing.T) {
 	broken.Priority = 10
 	createPolicy(t, "broken-high", broken)
 	createPolicy(t, "broken-low", playbookPolicy("broken", "1s"))
+	// Both taken up by the controller, so that keeping the object is its
+	// decision, not a policy it has not seen yet.
+	awaitPolicy(t, "broken-high", "rejected as invalid", func(p *v1alpha1.TimeoutPolicy) bool {
+		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonInvalidSpec
+	})
+	awaitPolicy(t, "broken-low", "ready", func(p *v1alpha1.TimeoutPolicy) bool {
+		return meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionReady)
+	})
 
 	pb := create(t, playbooks, newPlaybook("broken", "orphan", nil))
 	pb.expectKept(t, 3*time.Second)
@@ -201,12 +210,18 @@ func TestEditingAPolicyReplansItsObjects(t *testing.T) {
 
 func TestDeletingAPolicyLeavesItsObjectsAlone(t *testing.T) {
 	t.Parallel()
-	p := createPolicy(t, "deleted-policy", playbookPolicy("deleted-policy", "3s"))
+	p := createPolicy(t, "deleted-policy", playbookPolicy("deleted-policy", "6s"))
 	pb := create(t, playbooks, newPlaybook("deleted-policy", "orphaned", nil))
+	// Governed first: the policy's deletion, not its never being seen,
+	// must be what spares the object.
+	awaitPolicy(t, "deleted-policy", "tracking the Playbook", func(p *v1alpha1.TimeoutPolicy) bool { return p.Status.Tracked == 1 })
+	if time.Now().After(pb.after(6 * time.Second)) {
+		t.Fatal("the policy took up the Playbook only after it expired; the machine is too slow for this test")
+	}
 	if err := k8s.Delete(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-	pb.expectKept(t, 5*time.Second)
+	pb.expectKept(t, time.Until(pb.after(9*time.Second)))
 }
 
 func TestOverlappingPoliciesFollowPriorityAndReportIt(t *testing.T) {

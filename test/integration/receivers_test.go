@@ -127,7 +127,9 @@ type receiver struct {
 	failures int
 	// slow delays the answer to deliveries about these subjects.
 	slow map[string]time.Duration
-	bad  []string
+	// started counts the deliveries begun, per subject, answered or not.
+	started map[string]int
+	bad     []string
 }
 
 type cloudEvent struct {
@@ -156,6 +158,10 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(body, &peek)
 	rc.mu.Lock()
 	delay := rc.slow[peek.Subject]
+	if rc.started == nil {
+		rc.started = map[string]int{}
+	}
+	rc.started[peek.Subject]++
 	rc.mu.Unlock()
 	time.Sleep(delay)
 
@@ -210,6 +216,13 @@ func (rc *receiver) slowFor(subject string, d time.Duration) {
 	}
 	rc.slow[subject] = d
 	rc.mu.Unlock()
+}
+
+// begun returns how many deliveries about subject have begun.
+func (rc *receiver) begun(subject string) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.started[subject]
 }
 
 func (rc *receiver) failNext(n int) {

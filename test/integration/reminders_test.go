@@ -313,6 +313,9 @@ func TestASlowReceiverDoesNotDelayOtherObjects(t *testing.T) {
 	// The slow delivery is still under way at expiry: it is abandoned
 	// rather than allowed to make the deletion late.
 	slow.expectDeletedOnTime(t, slow.after(6*time.Second))
+	if rc.begun(slow.GetName()) == 0 {
+		t.Fatal("the slow receiver was never sent the reminder: nothing was slow")
+	}
 }
 
 func TestSecretsStayOutOfEventsStatusAndLogs(t *testing.T) {

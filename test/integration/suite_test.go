@@ -175,6 +175,7 @@ var secrets []string
 
 func secretsInLog() []string {
 	if logPath == "" {
+		fmt.Fprintln(os.Stderr, "the controller log went to standard error (TEST_LOG=stderr or no temporary file): secrets in it were not looked for")
 		return nil
 	}
 	data, err := os.ReadFile(logPath)
