@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -97,10 +98,8 @@ func Evaluate(obj *unstructured.Unstructured, gvk schema.GroupVersionKind, names
 	if err != nil {
 		ev.RecordUnreadable, stored = true, nil
 	}
+	// stored was parsed for this evaluation alone: nothing else holds it.
 	ev.Record = stored.For(ev.Life.ExpiresAt, created, now)
-	if ev.Record == stored {
-		ev.Record = stored.Clone()
-	}
 	ev.Steps = simulate(ev.Life, ev.Governing.Schedule, ev.Record, ev.Channels, now)
 	return ev, nil
 }
@@ -201,21 +200,11 @@ func (ev *Evaluation) Flags() []string {
 	if ev.Governing.Spec.Deletion.DryRun {
 		f = append(f, "dry-run")
 	}
-	if !policyReady(ev.Governing.TimeoutPolicy) {
+	// A policy the controller has not looked at yet counts as ready.
+	if meta.IsStatusConditionFalse(ev.Governing.Status.Conditions, v1alpha1.ConditionReady) {
 		f = append(f, "not-ready")
 	}
 	return f
-}
-
-// policyReady reports whether the policy's Ready condition is not False:
-// a policy the controller has not looked at yet counts as ready.
-func policyReady(p *v1alpha1.TimeoutPolicy) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1alpha1.ConditionReady {
-			return c.Status != "False"
-		}
-	}
-	return true
 }
 
 // hasTitle reports whether objects of gk have a title in spec.title: the

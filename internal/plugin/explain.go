@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
@@ -37,7 +38,17 @@ type Explanation struct {
 	Notes    []string   `json:"notes,omitempty"`
 }
 
-// Object names the explained object.
+// objectOf names the object ev is about.
+func objectOf(ev *Evaluation) Object {
+	obj := ev.Object
+	apiVersion, kind := ev.GVK.ToAPIVersionAndKind()
+	return Object{
+		APIVersion: apiVersion, Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+		UID: string(obj.GetUID()), Title: title(obj), Created: Time(obj.GetCreationTimestamp().Time),
+	}
+}
+
+// Object names the explained or listed object.
 type Object struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -188,11 +199,9 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 // Explain turns an evaluation into its explanation.
 func Explain(ev *Evaluation) Explanation {
 	obj := ev.Object
-	apiVersion, kindName := ev.GVK.ToAPIVersionAndKind()
 	x := Explanation{
 		APIVersion: "timeout.amphitheatre.app/v1alpha1", Kind: "Explanation",
-		Object: Object{APIVersion: apiVersion, Kind: kindName, Namespace: obj.GetNamespace(), Name: obj.GetName(),
-			UID: string(obj.GetUID()), Title: title(obj), Created: Time(obj.GetCreationTimestamp().Time)},
+		Object:   objectOf(ev),
 		Policies: []PolicyVerdict{},
 	}
 	for _, v := range ev.Verdicts {
@@ -203,7 +212,7 @@ func Explain(ev *Evaluation) Explanation {
 		if v.Governs {
 			if v.Candidate.ScheduleErr != nil {
 				pv.Problem = "its spec cannot be used, so it governs the object and does nothing to it: " + v.Candidate.ScheduleErr.Error()
-			} else if c := readyCondition(v.Policy); c != nil && c.Status == metav1.ConditionFalse {
+			} else if c := meta.FindStatusCondition(v.Policy.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
 				pv.Problem = fmt.Sprintf("it is not Ready (%s): %s", c.Reason, c.Message)
 			}
 		}
@@ -341,17 +350,8 @@ func Explain(ev *Evaluation) Explanation {
 	return x
 }
 
-func readyCondition(p *v1alpha1.TimeoutPolicy) *metav1.Condition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == v1alpha1.ConditionReady {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 func readyStatus(p *v1alpha1.TimeoutPolicy) string {
-	if c := readyCondition(p); c != nil {
+	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 		return string(c.Status)
 	}
 	return ""

@@ -22,13 +22,8 @@ import (
 
 // Item is one governed object in list's JSON and YAML output.
 type Item struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Namespace  string `json:"namespace,omitempty"`
-	Name       string `json:"name"`
-	UID        string `json:"uid"`
-	Title      string `json:"title,omitempty"`
-	Created    Time   `json:"created"`
+	// Object's fields come first, at the top level of the JSON.
+	Object
 	// ExpiresAt is absent for kept objects and under a policy whose spec
 	// cannot be used.
 	ExpiresAt *Time `json:"expiresAt,omitempty"`
@@ -80,13 +75,8 @@ type ItemList struct {
 }
 
 func itemOf(ev *Evaluation) Item {
-	obj := ev.Object
-	apiVersion, kindName := ev.GVK.ToAPIVersionAndKind()
 	it := Item{
-		APIVersion: apiVersion, Kind: kindName,
-		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID()),
-		Title:         title(obj),
-		Created:       Time(obj.GetCreationTimestamp().Time),
+		Object:        objectOf(ev),
 		Policy:        ev.Governing.Name,
 		RemindersSent: ev.SentStages(),
 		Flags:         ev.Flags(),

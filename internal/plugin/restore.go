@@ -107,6 +107,11 @@ func runRestore(ctx context.Context, o *Options, arg, dir string, dryRun bool, o
 	if k.namespaced && obj.GetNamespace() == "" {
 		return fmt.Errorf("%s: a namespaced %s without a namespace", path, gvk.Kind)
 	}
+	// Read before the create: a restore that worked must not be reported
+	// as failed because the policies could not be read afterwards.
+	if err := s.loadPolicies(ctx); err != nil {
+		return err
+	}
 	created, err := s.dyn.Resource(k.resource).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
 	if apierrors.IsAlreadyExists(err) {
 		return withCode(ExitRefused, "%s/%s exists already: restore never replaces an object; delete it first if the archived one should take its place",
@@ -114,10 +119,6 @@ func runRestore(ctx context.Context, o *Options, arg, dir string, dryRun bool, o
 	}
 	if err != nil {
 		return fmt.Errorf("create %s/%s: %w", strings.ToLower(gvk.Kind), obj.GetName(), err)
-	}
-
-	if err := s.loadPolicies(ctx); err != nil {
-		return err
 	}
 	ev, err := s.evaluate(ctx, k, created)
 	if err != nil {
