@@ -70,7 +70,7 @@ If the controller deleted it first, the command says so and exits with 8.`,
 				if err != nil {
 					return usageError("--until %q: %v", until, err)
 				}
-				target = func(time.Time, time.Time) time.Time { return t }
+				target = func(time.Time, time.Time) time.Time { return ceilSecond(t) }
 			default:
 				return usageError("extend takes [KIND/]NAME and either DURATION or --until TIME\nSee 'kubectl timeout extend --help'.")
 			}

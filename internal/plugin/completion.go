@@ -40,8 +40,8 @@ func completePolicies(ctx context.Context, o *Options) ([]string, cobra.ShellCom
 	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
-// completeNames suggests the governed objects as KIND/NAME, with their
-// titles as descriptions.
+// completeNames suggests the objects of the targeted kinds as KIND/NAME,
+// with their titles as descriptions, without evaluating them.
 func completeNames(ctx context.Context, o *Options) ([]string, cobra.ShellCompDirective) {
 	s, err := newSession(o, false)
 	if err != nil || s.loadPolicies(ctx) != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/match"
 )
 
 // Item is one governed object in list's JSON and YAML output.
@@ -173,12 +174,18 @@ func runList(ctx context.Context, o *Options, lo listOptions, kindArg string) er
 	if err := s.loadPolicies(ctx); err != nil {
 		return err
 	}
-	if lo.policy != "" && !slices.ContainsFunc(s.policies, func(p v1alpha1.TimeoutPolicy) bool { return p.Name == lo.policy }) {
+	named := slices.IndexFunc(s.policies, func(p v1alpha1.TimeoutPolicy) bool { return p.Name == lo.policy })
+	if lo.policy != "" && named < 0 {
 		return withCode(ExitNotFound, "no TimeoutPolicy called %q", lo.policy)
 	}
 	kinds, err := s.targetKinds(kindArg)
 	if err != nil {
 		return err
+	}
+	if named >= 0 {
+		// Only the policy's own kind can hold objects it governs.
+		target := match.TargetGVK(&s.policies[named]).GroupKind()
+		kinds = slices.DeleteFunc(kinds, func(k kind) bool { return k.gvk.GroupKind() != target })
 	}
 	var evs []*Evaluation
 	for _, k := range kinds {
