@@ -4,11 +4,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -44,7 +41,7 @@ func (s *story) trail(ctx context.Context) error {
 	deadline := time.Now().Add(eventGrace)
 	for {
 		var err error
-		if recs, err = readTrail(s.files.audit); err != nil {
+		if recs, err = audit.ReadFile(s.files.audit); err != nil {
 			return err
 		}
 		if (count(recs, audit.Notified) >= len(s.seen) && count(recs, audit.Deleted) >= deleted) || time.Now().After(deadline) {
@@ -223,32 +220,6 @@ func (s *story) restore(ctx context.Context, cl client.Client) error {
 		s.problem("the restored %s kept its old expiry (%s)", r.title, s.n.at(life.ExpiresAt))
 	}
 	return nil
-}
-
-// readTrail reads the complete records of an audit trail.
-func readTrail(path string) ([]audit.Record, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read the audit trail: %w", err)
-	}
-	// A line being written has no newline yet.
-	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
-		data = data[:i]
-	} else {
-		data = nil
-	}
-	var recs []audit.Record
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
-		var rec audit.Record
-		if err := json.Unmarshal(line, &rec); err != nil {
-			return nil, fmt.Errorf("read the audit trail: %w", err)
-		}
-		recs = append(recs, rec)
-	}
-	return recs, nil
 }
 
 func count(recs []audit.Record, t audit.Type) int {

@@ -187,3 +187,27 @@ func (l *Log) Close() error {
 	}
 	return l.close()
 }
+
+// ReadFile reads the records of the audit trail at path, in the order they
+// were written. A last line still being written (no newline yet) is left
+// out; any other line that is not a record is an error.
+func ReadFile(path string) ([]Record, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the audit trail: %w", err)
+	}
+	// A last line still being written has no newline yet.
+	data = data[:max(bytes.LastIndexByte(data, '\n'), 0)]
+	var recs []Record
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var r Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil, fmt.Errorf("read the audit trail: %q is not a record: %w", line, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
+}

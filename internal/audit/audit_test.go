@@ -104,3 +104,35 @@ func TestNilLogWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestReadFileLeavesOutTheLineBeingWritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write(Record{Type: Archived, Result: OK}, Record{Type: Deleted, Result: OK}); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Close()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString(`{"type":"notif`)
+	_ = f.Close()
+
+	recs, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].Type != Archived || recs[1].Type != Deleted {
+		t.Fatalf("read %+v", recs)
+	}
+	if err := os.WriteFile(path, []byte("not json\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(path); err == nil {
+		t.Fatal("a line that is not a record must be an error")
+	}
+}

@@ -4,9 +4,7 @@
 package integration
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -315,25 +313,15 @@ func TestACapSpreadsABurstOfExpiries(t *testing.T) {
 // the order they were written.
 func auditRecords(t *testing.T, uid types.UID) []audit.Record {
 	t.Helper()
-	f, err := os.Open(auditPath)
+	all, err := audit.ReadFile(auditPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = f.Close() }()
 	var recs []audit.Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		var r audit.Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("audit log line is not a record: %v: %s", err, sc.Bytes())
-		}
+	for _, r := range all {
 		if r.Object.UID == uid {
 			recs = append(recs, r)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return recs
 }

@@ -4,10 +4,7 @@
 package integration
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"os"
 	"testing"
 	"time"
 
@@ -60,22 +57,16 @@ func TestTheGlobalDryRunDeletesNothing(t *testing.T) {
 	mustContain(t, would.Note, "not deleted because the controller runs with --dry-run", "policy "+test)
 	var found bool
 	eventually(t, 5*time.Second, "a would-delete audit record", func() (bool, error) {
-		f, err := os.Open(r.auditPath)
-		if err != nil {
-			return false, err
-		}
-		defer func() { _ = f.Close() }()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			var rec audit.Record
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Object.UID == pb.GetUID() {
+		recs, err := audit.ReadFile(r.auditPath)
+		for _, rec := range recs {
+			if rec.Object.UID == pb.GetUID() {
 				if rec.Type == audit.Deleted {
-					t.Fatalf("audit record of a deletion under --dry-run: %s", sc.Bytes())
+					t.Fatalf("audit record of a deletion under --dry-run: %+v", rec)
 				}
 				found = found || rec.Type == audit.WouldDelete
 			}
 		}
-		return found, sc.Err()
+		return found, err
 	})
 	r.mustRun(t)
 }
