@@ -283,20 +283,14 @@ func (s *story) lifetime(u *unstructured.Unstructured) expiry.Lifetime {
 }
 
 // stagesOf returns the reminder leads that apply to a lifetime that took
-// effect at since (the creation, or an extension): those that fall due at
-// or after it. A Playbook that lives less than a lead gets no reminder for
-// it.
+// effect at since (the creation, or an extension), as the controller reads
+// them: those that fall due at or after it. A Playbook that lives less than
+// a lead gets no reminder for it.
 func (s *story) stagesOf(l expiry.Lifetime, since time.Time) []time.Duration {
 	if l.Keep {
 		return nil
 	}
-	var out []time.Duration
-	for _, lead := range s.schedule.Reminders {
-		if !l.ExpiresAt.Add(-lead).Before(since) {
-			out = append(out, lead)
-		}
-	}
-	return out
+	return expiry.NoticeOf(expiry.Input{Life: l, Schedule: s.schedule, Record: &expiry.Record{ExpiresAt: l.ExpiresAt, Since: since}}).Stages
 }
 
 func (s *story) table(extended *role, extendAt time.Time) {

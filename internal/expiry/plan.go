@@ -4,6 +4,7 @@
 package expiry
 
 import (
+	"slices"
 	"time"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
@@ -57,6 +58,52 @@ type Plan struct {
 	Deadline time.Time
 }
 
+// Notice is what an object's record says of the reminders and the notice
+// its current expiry owes.
+type Notice struct {
+	// Stages are the reminder leads that apply: those that fall due at or
+	// after the record's Since, longest first.
+	Stages []time.Duration
+	// Sent says whether any of them went out, and ShortestSent is the
+	// shortest that did.
+	Sent         bool
+	ShortestSent time.Duration
+	// Given is when a reminder first reached someone; zero when none has.
+	Given time.Time
+	// Owed says the minimum notice applies: a stage applies, or a reminder
+	// has gone out (the promise holds through extensions).
+	Owed bool
+}
+
+// Applies reports whether the reminder with the given lead applies.
+func (n Notice) Applies(lead time.Duration) bool {
+	return slices.Contains(n.Stages, lead)
+}
+
+// NoticeOf reads the notice state of in's object. Next plans from it, and
+// the plugin explains with it.
+func NoticeOf(in Input) Notice {
+	rec := in.Record
+	n := Notice{Given: rec.NoticeAt}
+	for _, lead := range in.Schedule.Reminders {
+		if !in.Life.ExpiresAt.Add(-lead).Before(rec.Since) {
+			n.Stages = append(n.Stages, lead)
+		}
+	}
+	for _, lead := range n.Stages {
+		if d, ok := rec.Sent[StageKey(lead)]; ok {
+			n.ShortestSent, n.Sent = lead, true
+			// A record edited by hand may have lost its notice time: the
+			// stages it shows sent are notice all the same.
+			if rec.NoticeAt.IsZero() && (n.Given.IsZero() || d.At.Before(n.Given)) {
+				n.Given = d.At
+			}
+		}
+	}
+	n.Owed = in.Schedule.MinimumNotice > 0 && (len(n.Stages) > 0 || !n.Given.IsZero())
+	return n
+}
+
 // After is how long to wait from now until t. It is always positive, so a
 // requeue can never turn into a hot loop.
 func After(t, now time.Time) time.Duration {
@@ -100,35 +147,14 @@ func Next(in Input) Plan {
 		return Plan{Action: Keep}
 	}
 	expiresAt := l.ExpiresAt
-
-	var stages []time.Duration
-	for _, lead := range in.Schedule.Reminders {
-		if !expiresAt.Add(-lead).Before(rec.Since) {
-			stages = append(stages, lead)
-		}
-	}
-	var shortestSent time.Duration
-	sent := false
-	noticeAt := rec.NoticeAt
-	for _, lead := range stages {
-		if d, ok := rec.Sent[StageKey(lead)]; ok {
-			shortestSent, sent = lead, true
-			// A record edited by hand may have lost its notice time: the
-			// stages it shows sent are notice all the same.
-			if rec.NoticeAt.IsZero() && (noticeAt.IsZero() || d.At.Before(noticeAt)) {
-				noticeAt = d.At
-			}
-		}
-	}
+	n := NoticeOf(in)
+	stages, shortestSent, sent, noticeAt, owed := n.Stages, n.ShortestSent, n.Sent, n.Given, n.Owed
 
 	// When the object may be deleted. Without a delivered reminder, a
 	// notice that is owed cannot have been given: no deletion time yet,
 	// and a stage is then always due by the expiry, so the branch below
 	// keeps trying to deliver it.
 	deleteAt := expiresAt
-	// Notice is owed when a stage applies, and once a reminder has gone
-	// out: the promise holds through extensions.
-	owed := in.Schedule.MinimumNotice > 0 && (len(stages) > 0 || !noticeAt.IsZero())
 	if owed && !noticeAt.IsZero() {
 		if t := noticeAt.Add(in.Schedule.MinimumNotice); t.After(deleteAt) {
 			deleteAt = t

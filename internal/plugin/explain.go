@@ -249,24 +249,14 @@ func Explain(ev *Evaluation) Explanation {
 	schedule := ev.Governing.Schedule
 	notice := &NoticeInfo{MinimumNotice: expiry.FormatDuration(schedule.MinimumNotice)}
 	rec := ev.Record
-	applies := func(lead time.Duration) bool { return !life.ExpiresAt.Add(-lead).Before(rec.Since) }
-	given := rec.NoticeAt
-	for _, lead := range schedule.Reminders {
-		// A record edited by hand may have lost its notice time; the
-		// planner counts the stages it shows sent, and so do we.
-		if d, ok := rec.Sent[expiry.StageKey(lead)]; ok && applies(lead) && rec.NoticeAt.IsZero() && (given.IsZero() || d.At.Before(given)) {
-			given = d.At
-		}
-	}
-	anyApplies := false
-	for _, lead := range schedule.Reminders {
-		anyApplies = anyApplies || applies(lead)
-	}
-	notice.Owed = schedule.MinimumNotice > 0 && (anyApplies || !given.IsZero())
-	if !given.IsZero() {
-		notice.GivenAt = timePtr(given)
+	// The planner's own reading of the record: which stages apply, and the
+	// notice given and owed.
+	state := expiry.NoticeOf(expiry.Input{Life: life, Schedule: schedule, Record: rec, Channels: ev.Channels, Now: ev.Now})
+	notice.Owed = state.Owed
+	if !state.Given.IsZero() {
+		notice.GivenAt = timePtr(state.Given)
 		if notice.Owed {
-			notice.EarliestDeletion = timePtr(given.Add(schedule.MinimumNotice))
+			notice.EarliestDeletion = timePtr(state.Given.Add(schedule.MinimumNotice))
 		}
 	}
 	x.Notice = notice
@@ -277,12 +267,7 @@ func Explain(ev *Evaluation) Explanation {
 			scheduled[s.Stage] = s
 		}
 	}
-	var shortestSent time.Duration
-	for _, lead := range schedule.Reminders {
-		if _, ok := rec.Sent[expiry.StageKey(lead)]; ok && applies(lead) {
-			shortestSent = lead
-		}
-	}
+	shortestSent := state.ShortestSent
 	for _, lead := range schedule.Reminders {
 		key := expiry.StageKey(lead)
 		due := life.ExpiresAt.Add(-lead)
@@ -295,7 +280,7 @@ func Explain(ev *Evaluation) Explanation {
 			if planned {
 				rs.Detail = "still owed to " + strings.Join(step.Channels, ", ")
 			}
-		case !applies(lead):
+		case !state.Applies(lead):
 			rs.State = "not-applicable"
 			if rec.Since.Equal(obj.GetCreationTimestamp().Time) {
 				rs.Detail = "it would fall due before the object was created"
