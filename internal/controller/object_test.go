@@ -956,52 +956,16 @@ func TestObjectReconcilerClusterScoped(t *testing.T) {
 	}
 }
 
-// fakeChannelDomain, among a policy's allowed e-mail domains, gives the
-// policy the fake channel below; no real channel reads that field alone.
-const fakeChannelDomain = "fake-channel.test"
-
-// fakeChannel accepts every message and keeps it.
-type fakeChannel struct {
-	mu   sync.Mutex
-	sent []v1alpha1.EventType
-}
-
-func (c *fakeChannel) Name() string                    { return "fake" }
-func (c *fakeChannel) Accepts(v1alpha1.EventType) bool { return true }
-func (c *fakeChannel) Send(_ context.Context, m notify.Message, _ notify.Content) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sent = append(c.sent, m.Type)
-	return nil
-}
-
-func (c *fakeChannel) messages() []v1alpha1.EventType {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.sent)
-}
-
-var theFakeChannel = &fakeChannel{}
-
-func init() {
-	notify.Register("zz-unit-test", func(_ context.Context, spec v1alpha1.Notifications, _ notify.Secrets) ([]notify.Notifier, error) {
-		if slices.Contains(spec.AllowedEmailDomains, fakeChannelDomain) {
-			return []notify.Notifier{theFakeChannel}, nil
-		}
-		return nil, nil
-	})
-}
-
 func TestObjectReconcilerForgetsWhatOneOffMessagesReported(t *testing.T) {
 	// The Expired and Deleted messages go out after the delete, in the
 	// background; what they find wrong with the object must not be
 	// remembered about an object that is gone.
-	withFakeChannel := func(p *v1alpha1.TimeoutPolicy) {
-		p.Spec.Notifications.AllowedEmailDomains = []string{fakeChannelDomain}
+	theScripted.set(nil, nil)
+	withScripted := func(p *v1alpha1.TimeoutPolicy) {
+		p.Spec.Notifications.AllowedEmailDomains = []string{scriptedDomain}
 	}
 	cm := newConfigMap("scratch", ttl("10m"), annotated(notify.AnnotationNotify, "not-an-address"))
-	h := newHarness(t, t0.Add(time.Hour), newPolicy("told", withFakeChannel), cm)
-	before := len(theFakeChannel.messages())
+	h := newHarness(t, t0.Add(time.Hour), newPolicy("told", withScripted), cm)
 
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
@@ -1011,8 +975,8 @@ func TestObjectReconcilerForgetsWhatOneOffMessagesReported(t *testing.T) {
 	if h.stored(cm) != nil {
 		t.Fatal("not deleted")
 	}
-	if got := theFakeChannel.messages()[before:]; !slices.Contains(got, v1alpha1.EventDeleted) {
-		t.Fatalf("fake channel got %v, want the deleted message: the one-off path did not run", got)
+	if theScripted.count(v1alpha1.EventDeleted) == 0 {
+		t.Fatal("the channel got no deleted message: the one-off path did not run")
 	}
 	if n := h.seenLen(); n != 0 {
 		t.Errorf("seen has %d entries after the object was deleted, want none: %+v", n, h.r.seen)
