@@ -359,7 +359,11 @@ func (cl *cluster) apiMetrics(ctx context.Context) (apiSnapshot, error) {
 		return apiSnapshot{}, fmt.Errorf("read the API server's metrics: %w", err)
 	}
 	s := apiSnapshot{ended: counts{}, open: counts{}, bench: cl.counter.snapshot(), cpu: cpuTimes(cl.pids)}
-	for _, m := range parseMetrics(body, "apiserver_request_total", "apiserver_longrunning_requests") {
+	samples, err := parseMetrics(body, "apiserver_request_total", "apiserver_longrunning_requests")
+	if err != nil {
+		return apiSnapshot{}, fmt.Errorf("the API server's metrics: %w", err)
+	}
+	for _, m := range samples {
 		resource := m.labels["resource"]
 		if !relevant[resource] {
 			continue

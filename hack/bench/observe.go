@@ -4,7 +4,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/hmac"
@@ -18,12 +17,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -189,74 +189,37 @@ type sample struct {
 	value  float64
 }
 
-// parseMetrics returns the samples of the named metrics. It reads only
-// what the API server and controller-runtime write: no timestamps
-// needed, label values quoted with Go-style escapes.
-func parseMetrics(text []byte, names ...string) []sample {
+// parseMetrics returns the samples of the named counters and gauges in a
+// Prometheus text exposition.
+func parseMetrics(text []byte, names ...string) ([]sample, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
+	if err != nil {
+		return nil, fmt.Errorf("read metrics: %w", err)
+	}
 	var out []sample
-	sc := bufio.NewScanner(bytes.NewReader(text))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
+	for _, name := range names {
+		f, ok := families[name]
+		if !ok {
 			continue
 		}
-		end := strings.IndexAny(line, "{ ")
-		if end < 0 || !slices.Contains(names, line[:end]) {
-			continue
-		}
-		s := sample{name: line[:end], labels: map[string]string{}}
-		rest := line[end:]
-		if rest[0] == '{' {
-			rest = rest[1:]
-			for len(rest) > 0 && rest[0] != '}' {
-				eq := strings.IndexByte(rest, '=')
-				if eq < 0 || eq+1 >= len(rest) || rest[eq+1] != '"' {
-					break
-				}
-				key := rest[:eq]
-				value, n := unquote(rest[eq+1:])
-				s.labels[key] = value
-				rest = strings.TrimPrefix(rest[eq+1+n:], ",")
+		for _, m := range f.GetMetric() {
+			s := sample{name: name, labels: map[string]string{}}
+			for _, l := range m.GetLabel() {
+				s.labels[l.GetName()] = l.GetValue()
 			}
-			rest = strings.TrimPrefix(rest, "}")
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			continue
-		}
-		s.value = v
-		out = append(out, s)
-	}
-	return out
-}
-
-// unquote reads the quoted string at the start of s and returns its
-// value and length.
-func unquote(s string) (string, int) {
-	var b strings.Builder
-	for i := 1; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			if i+1 < len(s) {
-				i++
-				if s[i] == 'n' {
-					b.WriteByte('\n')
-				} else {
-					b.WriteByte(s[i])
-				}
+			switch {
+			case m.Counter != nil:
+				s.value = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				s.value = m.GetGauge().GetValue()
+			default:
+				s.value = m.GetUntyped().GetValue()
 			}
-		case '"':
-			return b.String(), i + 1
-		default:
-			b.WriteByte(s[i])
+			out = append(out, s)
 		}
 	}
-	return b.String(), len(s)
+	return out, nil
 }
 
 // ctrlMetrics is what the bench reads of the controller's own metrics,
@@ -281,9 +244,13 @@ func scrapeController(ctx context.Context, addr string) (ctrlMetrics, error) {
 		return ctrlMetrics{}, err
 	}
 	var m ctrlMetrics
-	for _, s := range parseMetrics(body, "controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
+	samples, err := parseMetrics(body, "controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
 		"workqueue_depth", "controller_runtime_active_workers", "go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes",
-		"go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_next_gc_bytes") {
+		"go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_next_gc_bytes")
+	if err != nil {
+		return ctrlMetrics{}, err
+	}
+	for _, s := range samples {
 		switch s.name {
 		case "go_memstats_heap_inuse_bytes":
 			m.HeapInuse = s.value
