@@ -179,7 +179,11 @@ func TestHAFailoverAndGracefulShutdown(t *testing.T) {
 	takeover1 := second.acquiredAt.Sub(killAt)
 	lastRenew := leases.lastRenew(first.identity)
 	t.Logf("SIGKILL: %s took over %s after the kill, %s after %s last renewed", second.name, takeover1, second.acquiredAt.Sub(lastRenew), first.name)
-	if gap := second.acquiredAt.Sub(lastRenew); gap < haLease-50*time.Millisecond {
+	// Both times are wall-clock times written into the Lease, while
+	// client-go waits out the lease on the monotonic clock from when the
+	// standby observed the renewal: allow for the two drifting apart on a
+	// virtual machine (94 ms seen once in about ten runs).
+	if gap := second.acquiredAt.Sub(lastRenew); gap < haLease-250*time.Millisecond {
 		t.Errorf("%s acquired the Lease %s after %s last renewed it, before its %s ran out", second.name, gap, first.name, haLease)
 	}
 	if takeover1 > haTakeoverBound {
