@@ -61,7 +61,8 @@ func TestArchivesThenDeletesAndAuditsEachStep(t *testing.T) {
 	}
 
 	// Each decision is on the trail, in the order it was taken, with the
-	// object's UID: the reminder, the archive, then the deletion.
+	// object's UID: the reminder, the archive, then the deletion, its
+	// intent first.
 	var trail []audit.Type
 	eventually(t, 5*time.Second, "audit records of "+pb.GetName(), func() (bool, error) {
 		trail = nil
@@ -70,7 +71,7 @@ func TestArchivesThenDeletesAndAuditsEachStep(t *testing.T) {
 		}
 		return slices.Contains(trail, audit.Deleted), nil
 	})
-	if want := []audit.Type{audit.Notified, audit.Archived, audit.Deleted}; !slices.Equal(trail, want) {
+	if want := []audit.Type{audit.Notified, audit.Archived, audit.Deleting, audit.Deleted}; !slices.Equal(trail, want) {
 		t.Fatalf("audit trail %v, want %v", trail, want)
 	}
 	recs := auditRecords(t, pb.GetUID())
