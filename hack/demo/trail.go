@@ -165,7 +165,7 @@ func (s *story) checkArchive(deleted int) error {
 	for d := range dirs {
 		where = append(where, d+"/")
 	}
-	s.n.say("the archive, %s: %d manifests, one for each Playbook deleted, as <name>_<uid>.yaml in %s", s.files.archive, len(entries), strings.Join(where, ", "))
+	s.n.say("the archive, %s: %d manifests, one for each Playbook deleted, as <uid>.yaml in %s", s.files.archive, len(entries), strings.Join(where, ", "))
 	if len(entries) != deleted {
 		s.problem("the archive holds %d manifests for the %d Playbooks deleted", len(entries), deleted)
 	}
