@@ -9,7 +9,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	goruntime "runtime"
+	"syscall"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -136,6 +138,7 @@ func run() error {
 	opts.Audit = auditLog
 
 	ctx := ctrl.SetupSignalHandler()
+	reopenOnHangup(ctx, auditLog)
 	// What Setup starts (the Event recorder) outlives the signal until the
 	// manager returns: reconciles that finish during the graceful shutdown
 	// still record their Events.
@@ -146,4 +149,27 @@ func run() error {
 	}
 	ctrl.Log.Info("starting", "workers", opts.Workers, "qps", qps, "burst", burst)
 	return mgr.Start(ctx)
+}
+
+// reopenOnHangup opens the audit file again on each SIGHUP, as a
+// logrotate postrotate script expects; a rename alone is noticed within a
+// second anyway.
+func reopenOnHangup(ctx context.Context, l *audit.Log) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := l.Reopen(); err != nil {
+					ctrl.Log.Error(err, "reopen the audit log")
+					continue
+				}
+				ctrl.Log.Info("audit log reopened")
+			}
+		}
+	}()
 }

@@ -104,10 +104,10 @@ func (s *story) trail(ctx context.Context) error {
 }
 
 // checkRecords finds what is wrong with r's records: a Playbook deleted
-// has one archived record, then one deleted record, and its manifest is
-// in the archive file the first names; any other has neither.
+// has one archived record, then one deleting and one deleted record, and
+// its manifest is in the archive file the first names; any other has none.
 func (s *story) checkRecords(r *role, recs []audit.Record) {
-	var archived, deleted []audit.Record
+	var archived, deleting, deleted []audit.Record
 	for _, rec := range recs {
 		if rec.Object.UID != r.obj.GetUID() {
 			continue
@@ -115,22 +115,26 @@ func (s *story) checkRecords(r *role, recs []audit.Record) {
 		switch rec.Type {
 		case audit.Archived:
 			archived = append(archived, rec)
+		case audit.Deleting:
+			deleting = append(deleting, rec)
 		case audit.Deleted:
 			deleted = append(deleted, rec)
 		}
 	}
 	if !r.deleted {
-		if len(archived)+len(deleted) > 0 {
-			s.problem("%s is not deleted, but the audit trail has %d archived and %d deleted records for it", r.title, len(archived), len(deleted))
+		if len(archived)+len(deleting)+len(deleted) > 0 {
+			s.problem("%s is not deleted, but the audit trail has %d archived, %d deleting and %d deleted records for it",
+				r.title, len(archived), len(deleting), len(deleted))
 		}
 		return
 	}
-	if len(archived) != 1 || len(deleted) != 1 {
-		s.problem("%s was deleted once, and the audit trail has %d archived and %d deleted records for it", r.title, len(archived), len(deleted))
+	if len(archived) != 1 || len(deleting) != 1 || len(deleted) != 1 {
+		s.problem("%s was deleted once, and the audit trail has %d archived, %d deleting and %d deleted records for it",
+			r.title, len(archived), len(deleting), len(deleted))
 		return
 	}
-	if archived[0].Time.After(deleted[0].Time) {
-		s.problem("%s was archived after it was deleted", r.title)
+	if archived[0].Time.After(deleting[0].Time) || deleting[0].Time.After(deleted[0].Time) {
+		s.problem("%s: archived, deleting and deleted records out of order", r.title)
 	}
 	obj, h, err := archive.Read(archived[0].Detail)
 	switch {
@@ -161,7 +165,7 @@ func (s *story) checkArchive(deleted int) error {
 	for d := range dirs {
 		where = append(where, d+"/")
 	}
-	s.n.say("the archive, %s: %d manifests, one for each Playbook deleted, as <name>_<uid>.yaml in %s", s.files.archive, len(entries), strings.Join(where, ", "))
+	s.n.say("the archive, %s: %d manifests, one for each Playbook deleted, as <uid>.yaml in %s", s.files.archive, len(entries), strings.Join(where, ", "))
 	if len(entries) != deleted {
 		s.problem("the archive holds %d manifests for the %d Playbooks deleted", len(entries), deleted)
 	}

@@ -2,22 +2,29 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package archive keeps the manifests of objects the controller deleted,
-// one file each, so that they can be found by name and UID and restored.
+// one file each, so that they can be found by name, title and UID and
+// restored.
 //
 // The layout is
 //
-//	<dir>/<Kind>.<group>/<namespace>/<name>_<uid>.yaml
+//	<dir>/<group>/<Kind>/<uid>.yaml
 //
-// with "_cluster" for the namespace of cluster-scoped objects and "core"
-// for the group of the core API. A file is a YAML manifest preceded by a
-// comment that says when and why it was archived.
+// with "core" for the group of the core API: every part of a path is
+// bounded (a group is at most 253 characters, a UID 36), however long the
+// object's name and namespace. A file is a YAML manifest preceded by a
+// comment, the header, that says what the object was (kind, namespace,
+// name, title) and when and why it was archived; listing reads the
+// headers. Files of the layout before this one,
+// <dir>/<Kind>.<group>/<namespace>/<name>_<uid>.yaml, are still read.
 package archive
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -33,7 +40,8 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
 
-// ClusterScope stands for the namespace of cluster-scoped objects.
+// ClusterScope stands for the namespace of cluster-scoped objects in the
+// earlier layout.
 const ClusterScope = "_cluster"
 
 const (
@@ -41,13 +49,20 @@ const (
 	headerLine = "# timeout-controller archive: "
 )
 
-// Header says when and why an object was archived. It is written as the
-// file's first comment line, in JSON, and read back by Read.
+// Header says what object was archived, when and why. It is written as
+// the file's first comment line, in JSON, and read back by Read. Write
+// fills in the object's identity; files of the earlier layout have none.
 type Header struct {
 	ArchivedAt time.Time `json:"archivedAt"`
 	UID        types.UID `json:"uid"`
 	ExpiresAt  time.Time `json:"expiresAt"`
 	Policy     string    `json:"policy"`
+	Group      string    `json:"group,omitempty"`
+	Kind       string    `json:"kind,omitempty"`
+	Namespace  string    `json:"namespace,omitempty"`
+	Name       string    `json:"name,omitempty"`
+	// Title is the object's spec.title, which people know Playbooks by.
+	Title string `json:"title,omitempty"`
 }
 
 // Entry is one archived object.
@@ -56,9 +71,19 @@ type Entry struct {
 	GroupKind schema.GroupKind
 	Namespace string
 	Name      string
+	Title     string
 	UID       types.UID
 	// ModTime is when the file was written.
 	ModTime time.Time
+}
+
+// Path returns where Write puts the object of kind gk with uid under dir.
+func Path(dir string, gk schema.GroupKind, uid types.UID) string {
+	group := gk.Group
+	if group == "" {
+		group = "core"
+	}
+	return filepath.Join(dir, group, gk.Kind, string(uid)+ext)
 }
 
 // Write stores obj under dir and returns the file's path. The manifest
@@ -75,8 +100,15 @@ func Write(dir string, obj *unstructured.Unstructured, h Header) (string, error)
 	if gk.Kind == "" || obj.GetName() == "" || obj.GetUID() == "" {
 		return "", fmt.Errorf("archive: object needs a kind, a name and a UID")
 	}
+	if strings.ContainsAny(string(obj.GetUID()), `/\`) || strings.HasPrefix(string(obj.GetUID()), ".") {
+		return "", fmt.Errorf("archive: UID %q cannot name a file", obj.GetUID())
+	}
 	h.UID = obj.GetUID()
-	path := filepath.Join(dir, kindDir(gk), namespaceDir(obj.GetNamespace()), fileName(obj.GetName(), obj.GetUID()))
+	h.Group, h.Kind, h.Namespace, h.Name = gk.Group, gk.Kind, obj.GetNamespace(), obj.GetName()
+	if h.Title == "" {
+		h.Title, _, _ = unstructured.NestedString(obj.Object, "spec", "title")
+	}
+	path := Path(dir, gk, obj.GetUID())
 
 	manifest := obj.DeepCopy()
 	stripServerFields(manifest)
@@ -107,9 +139,9 @@ func Read(path string) (*unstructured.Unstructured, Header, error) {
 		return nil, Header{}, err
 	}
 	var h Header
-	if first, _, ok := bytes.Cut(data, []byte("\n")); ok && bytes.HasPrefix(first, []byte(headerLine)) {
-		if err := json.Unmarshal(bytes.TrimPrefix(first, []byte(headerLine)), &h); err != nil {
-			return nil, Header{}, fmt.Errorf("%s: unreadable archive header: %w", path, err)
+	if first, _, ok := bytes.Cut(data, []byte("\n")); ok {
+		if h, err = parseHeader(first); err != nil {
+			return nil, Header{}, fmt.Errorf("%s: %w", path, err)
 		}
 	}
 	// Through JSON and the unstructured decoder, so that integers stay
@@ -132,6 +164,16 @@ func Read(path string) (*unstructured.Unstructured, Header, error) {
 // Find lists the archived objects of kind gk (any kind when empty) called
 // name in namespace (any namespace when empty), newest first.
 func Find(dir string, gk schema.GroupKind, namespace, name string) ([]Entry, error) {
+	return find(dir, gk, namespace, func(e Entry) bool { return e.Name == name })
+}
+
+// FindTitle lists the archived objects of kind gk (any kind when empty)
+// titled title in namespace (any namespace when empty), newest first.
+func FindTitle(dir string, gk schema.GroupKind, namespace, title string) ([]Entry, error) {
+	return find(dir, gk, namespace, func(e Entry) bool { return title != "" && e.Title == title })
+}
+
+func find(dir string, gk schema.GroupKind, namespace string, match func(Entry) bool) ([]Entry, error) {
 	entries, err := List(dir)
 	if err != nil {
 		return nil, err
@@ -139,21 +181,22 @@ func Find(dir string, gk schema.GroupKind, namespace, name string) ([]Entry, err
 	found := entries[:0]
 	for _, e := range entries {
 		if (gk.Kind == "" || strings.EqualFold(gk.Kind, e.GroupKind.Kind) && (gk.Group == "" || gk.Group == e.GroupKind.Group)) &&
-			(namespace == "" || namespace == e.Namespace) && e.Name == name {
+			(namespace == "" || namespace == e.Namespace) && match(e) {
 			found = append(found, e)
 		}
 	}
 	return found, nil
 }
 
-// List returns every archived object under dir, newest first.
+// List returns every archived object under dir, newest first. It reads
+// each file's header; a file whose header cannot be read is left out.
 func List(dir string) ([]Entry, error) {
 	var entries []Entry
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ext) {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ext) || strings.HasPrefix(d.Name(), tmpPrefix) {
 			return err
 		}
-		e, ok := parsePath(dir, path)
+		e, ok := entryOf(dir, path)
 		if !ok {
 			return nil
 		}
@@ -182,9 +225,9 @@ func Prune(dir string, cutoff time.Time) (int, error) {
 			return err
 		}
 		archived := false
-		switch _, ok := parsePath(dir, path); {
+		switch {
 		case strings.HasPrefix(d.Name(), tmpPrefix):
-		case ok && strings.HasSuffix(path, ext):
+		case strings.HasSuffix(path, ext) && inLayout(dir, path):
 			archived = true
 		default:
 			return nil
@@ -237,26 +280,63 @@ func stripServerFields(obj *unstructured.Unstructured) {
 	unstructured.RemoveNestedField(obj.Object, "status")
 }
 
-func kindDir(gk schema.GroupKind) string {
-	group := gk.Group
-	if group == "" {
-		group = "core"
+// maxHeader bounds the header line read when listing: a name and a title
+// of a few hundred bytes each, with room to spare.
+const maxHeader = 64 << 10
+
+func parseHeader(line []byte) (Header, error) {
+	var h Header
+	if !bytes.HasPrefix(line, []byte(headerLine)) {
+		return h, nil
 	}
-	return gk.Kind + "." + group
-}
-
-func namespaceDir(ns string) string {
-	if ns == "" {
-		return ClusterScope
+	if err := json.Unmarshal(bytes.TrimPrefix(line, []byte(headerLine)), &h); err != nil {
+		return Header{}, fmt.Errorf("unreadable archive header: %w", err)
 	}
-	return ns
+	return h, nil
 }
 
-func fileName(name string, uid types.UID) string {
-	return name + "_" + string(uid) + ext
+// readHeader reads the header of the file at path.
+func readHeader(path string) (Header, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Header{}, err
+	}
+	defer func() { _ = f.Close() }()
+	line, err := bufio.NewReaderSize(io.LimitReader(f, maxHeader), maxHeader).ReadSlice('\n')
+	if err != nil {
+		return Header{}, fmt.Errorf("no archive header: %w", err)
+	}
+	return parseHeader(line)
 }
 
-// parsePath reads an entry from a path that follows the layout.
+// inLayout reports whether path is where an archived file goes, in this
+// layout (<group>/<Kind>/<uid>.yaml) or the earlier one.
+func inLayout(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	if err != nil {
+		return false
+	}
+	return len(strings.Split(filepath.ToSlash(rel), "/")) == 3
+}
+
+// entryOf reads the entry of the file at path: from its header, or, for a
+// file of the earlier layout, whose header does not name the object, from
+// its path.
+func entryOf(dir, path string) (Entry, bool) {
+	if !inLayout(dir, path) {
+		return Entry{}, false
+	}
+	h, err := readHeader(path)
+	if err != nil {
+		return Entry{}, false
+	}
+	if h.Name == "" {
+		return parsePath(dir, path)
+	}
+	return Entry{Path: path, GroupKind: schema.GroupKind{Group: h.Group, Kind: h.Kind}, Namespace: h.Namespace, Name: h.Name, Title: h.Title, UID: h.UID}, true
+}
+
+// parsePath reads an entry from a path that follows the earlier layout.
 func parsePath(dir, path string) (Entry, bool) {
 	rel, err := filepath.Rel(dir, path)
 	if err != nil {

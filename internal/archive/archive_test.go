@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,7 +67,7 @@ func TestWriteThenRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := filepath.Join(dir, "Playbook.amphitheatre.app", ClusterScope, "2b1e7c9e_uid-1.yaml"); path != want {
+	if want := filepath.Join(dir, "amphitheatre.app", "Playbook", "uid-1.yaml"); path != want {
 		t.Errorf("path %s, want %s", path, want)
 	}
 	got, gotH, err := Read(path)
@@ -275,5 +276,75 @@ func TestWriteRefusesWhatItCannotName(t *testing.T) {
 	}
 	if _, err := Write(t.TempDir(), served("ConfigMap", "v1", "dev", "cm", ""), Header{}); err == nil {
 		t.Error("no error without a UID")
+	}
+}
+
+// longName returns a DNS-1123 subdomain of n characters, dots included.
+func longName(n int) string {
+	b := []byte(strings.Repeat("abcdefghi.", n/10+1)[:n])
+	b[n-1] = 'z' // a subdomain does not end with a dot
+	return string(b)
+}
+
+func TestArchivesEveryLegalName(t *testing.T) {
+	tests := []struct {
+		name           string
+		kind, apiVer   string
+		namespace, obj string
+	}{
+		{"a cluster-scoped Playbook named with 253 characters", "Playbook", "amphitheatre.app/v1", "", longName(253)},
+		{"a ConfigMap of 253 characters in a namespace of 63", "ConfigMap", "v1", strings.Repeat("n", 63), longName(253)},
+		{"a name of dots and dashes", "Playbook", "amphitheatre.app/v1", "", "a.b-c.d-e.0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			obj := served(tt.kind, tt.apiVer, tt.namespace, tt.obj, "0a4e3c1b-8f5d-4d8e-9a6b-2c7f1e0d9b31")
+			path, err := Write(dir, obj, Header{ArchivedAt: t0, Policy: "p"})
+			if err != nil {
+				t.Fatalf("Write: %v", err)
+			}
+			got, h, err := Read(path)
+			if err != nil || got.GetName() != tt.obj || got.GetNamespace() != tt.namespace {
+				t.Fatalf("Read = %v %v, %v", got.GetNamespace(), got.GetName(), err)
+			}
+			if h.Name != tt.obj || h.Namespace != tt.namespace || h.Kind != tt.kind || h.Title != "Weekend demo" {
+				t.Errorf("header %+v", h)
+			}
+			gk := obj.GroupVersionKind().GroupKind()
+			found, err := Find(dir, gk, tt.namespace, tt.obj)
+			if err != nil || len(found) != 1 || found[0].Path != path || found[0].Name != tt.obj || found[0].GroupKind != gk {
+				t.Fatalf("Find = %+v, %v", found, err)
+			}
+			byTitle, err := FindTitle(dir, schema.GroupKind{}, "", "Weekend demo")
+			if err != nil || len(byTitle) != 1 || byTitle[0].Path != path {
+				t.Fatalf("FindTitle = %+v, %v", byTitle, err)
+			}
+		})
+	}
+}
+
+// Archives written before the layout named files by UID are still found
+// by name, and pruned.
+func TestReadsTheEarlierLayout(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "Playbook.amphitheatre.app", ClusterScope, "old-demo_uid-9.yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	manifest := headerLine + `{"archivedAt":"2026-03-01T09:00:00Z","uid":"uid-9","expiresAt":"2026-03-01T08:00:00Z","policy":"p"}` + "\n" +
+		"apiVersion: amphitheatre.app/v1\nkind: Playbook\nmetadata:\n  name: old-demo\n"
+	if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	found, err := Find(dir, schema.GroupKind{Kind: "Playbook"}, "", "old-demo")
+	if err != nil || len(found) != 1 || found[0].Path != path || found[0].UID != "uid-9" {
+		t.Fatalf("Find = %+v, %v", found, err)
+	}
+	if err := os.Chtimes(path, t0, t0); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Prune(dir, t0.Add(time.Hour)); n != 1 || err != nil {
+		t.Fatalf("Prune = %d, %v", n, err)
 	}
 }

@@ -3,16 +3,20 @@
 
 // Package audit writes the controller's audit trail: one JSON line per
 // decision (a message sent or failed, a deletion postponed, throttled,
-// made or failed, an object archived, an invalid annotation), to standard
-// output or to a file that each record is fsynced to before Write returns.
+// about to be made, made or failed, an object archived, an invalid
+// annotation), to standard output or to a file that each record is fsynced
+// to before Write returns.
 package audit
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,10 +47,17 @@ const (
 	// ArchiveFailed: the manifest could not be archived, so the object was
 	// not deleted.
 	ArchiveFailed Type = "archive-failed"
+	// Deleting: the delete is about to be sent. Written and synced first,
+	// so that a crash before the outcome is written still leaves a trace;
+	// one of Deleted, DeletionFailed or DeleteSuperseded follows.
+	Deleting Type = "deleting"
 	// Deleted: the API server accepted the delete.
 	Deleted Type = "deleted"
 	// DeletionFailed: the API server refused the delete.
 	DeletionFailed Type = "deletion-failed"
+	// DeleteSuperseded: the delete was not made because the object had
+	// changed (an extension won) or was gone already.
+	DeleteSuperseded Type = "delete-superseded"
 	// InvalidAnnotation: an annotation's value could not be used.
 	InvalidAnnotation Type = "invalid-annotation"
 )
@@ -95,10 +106,29 @@ type Log struct {
 	sync  func() error
 	close func() error
 
+	// path is the file's path, empty for standard output; f the file
+	// open at it, and open how to open it again after a rotation.
+	path string
+	f    File
+	open func(string) (File, error)
+	// checked is when the path was last compared with the open file.
+	checked time.Time
+	// torn says the last write may have stopped mid-line, so the next one
+	// starts on a fresh line rather than joining the broken one.
+	torn bool
+
 	mu  sync.Mutex
 	cur *batch
-	// flushing lets one writer at a time write and sync a batch.
+	// flushing lets one writer at a time write, sync, or reopen.
 	flushing sync.Mutex
+}
+
+// File is what a Log writes to: an *os.File, or something else in tests.
+type File interface {
+	io.Writer
+	Sync() error
+	Close() error
+	Stat() (os.FileInfo, error)
 }
 
 type batch struct {
@@ -107,22 +137,82 @@ type batch struct {
 	err  error
 }
 
+// renameCheck is how often the path is compared with the open file to
+// notice a rotation by rename: a stat a second costs nothing next to the
+// fsync of every batch.
+const renameCheck = time.Second
+
 // Open returns a Log writing to standard output for "-" or "", and
 // otherwise appending to the file at dest, which it creates if needed.
+// A file renamed or removed (rotated) is noticed within a second and
+// opened again at dest; Reopen does it at once.
 func Open(dest string) (*Log, error) {
 	if dest == "" || dest == "-" {
 		return New(os.Stdout), nil
 	}
-	f, err := os.OpenFile(dest, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	return openFile(dest, func(path string) (File, error) {
+		return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	})
+}
+
+func openFile(path string, open func(string) (File, error)) (*Log, error) {
+	f, err := open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
-	return &Log{w: f, sync: f.Sync, close: f.Close}, nil
+	l := &Log{path: path, open: open}
+	l.use(f)
+	return l, nil
+}
+
+func (l *Log) use(f File) {
+	l.f, l.w, l.sync, l.close = f, f, f.Sync, f.Close
+	l.torn = false
+	l.checked = time.Now()
 }
 
 // New returns a Log writing to w, without syncing.
 func New(w io.Writer) *Log {
 	return &Log{w: w}
+}
+
+// Reopen closes the file and opens its path again, so that records go to
+// a new file once the old one was renamed away (logrotate, on SIGHUP).
+// It does nothing for standard output.
+func (l *Log) Reopen() error {
+	if l == nil || l.path == "" {
+		return nil
+	}
+	l.flushing.Lock()
+	defer l.flushing.Unlock()
+	return l.reopen()
+}
+
+func (l *Log) reopen() error {
+	f, err := l.open(l.path)
+	if err != nil {
+		return fmt.Errorf("reopen audit log: %w", err)
+	}
+	old := l.f
+	l.use(f)
+	if err := old.Close(); err != nil {
+		return fmt.Errorf("close the rotated audit log: %w", err)
+	}
+	return nil
+}
+
+// rotated reports whether the path no longer names the open file.
+func (l *Log) rotated() bool {
+	if l.path == "" || time.Since(l.checked) < renameCheck {
+		return false
+	}
+	l.checked = time.Now()
+	at, err := os.Stat(l.path)
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	open, err := l.f.Stat()
+	return err == nil && !os.SameFile(at, open)
 }
 
 // Write appends the records, one line each, and returns once they are
@@ -169,9 +259,23 @@ func (l *Log) Write(records ...Record) error {
 }
 
 func (l *Log) flush(p []byte) error {
-	if _, err := l.w.Write(p); err != nil {
+	if l.rotated() {
+		if err := l.reopen(); err != nil {
+			return err
+		}
+	}
+	if l.torn {
+		p = append([]byte{'\n'}, p...)
+	}
+	if n, err := l.w.Write(p); err != nil || n < len(p) {
+		// Part of a line may be on disk: the next write ends it first.
+		l.torn = true
+		if err == nil {
+			err = io.ErrShortWrite
+		}
 		return fmt.Errorf("write audit log: %w", err)
 	}
+	l.torn = false
 	if l.sync != nil {
 		if err := l.sync(); err != nil {
 			return fmt.Errorf("sync audit log: %w", err)
@@ -185,12 +289,15 @@ func (l *Log) Close() error {
 	if l == nil || l.close == nil {
 		return nil
 	}
+	l.flushing.Lock()
+	defer l.flushing.Unlock()
 	return l.close()
 }
 
 // ReadFile reads the records of the audit trail at path, in the order they
 // were written. A last line still being written (no newline yet) is left
-// out; any other line that is not a record is an error.
+// out. A line that is not a record (torn by a failed write) is skipped:
+// the records are returned with a *SkippedError naming its line.
 func ReadFile(path string) ([]Record, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -199,15 +306,38 @@ func ReadFile(path string) ([]Record, error) {
 	// A last line still being written has no newline yet.
 	data = data[:max(bytes.LastIndexByte(data, '\n'), 0)]
 	var recs []Record
+	var skipped []int
+	n := 0
 	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		n++
 		if len(line) == 0 {
 			continue
 		}
 		var r Record
-		if err := json.Unmarshal(line, &r); err != nil {
-			return nil, fmt.Errorf("read the audit trail: %q is not a record: %w", line, err)
+		if err := json.Unmarshal(line, &r); err != nil || r.Type == "" {
+			skipped = append(skipped, n)
+			continue
 		}
 		recs = append(recs, r)
 	}
+	if len(skipped) > 0 {
+		return recs, &SkippedError{Path: path, Lines: skipped}
+	}
 	return recs, nil
+}
+
+// SkippedError names the lines of an audit trail that are not records.
+type SkippedError struct {
+	Path string
+	// Lines are the line numbers, from 1.
+	Lines []int
+}
+
+func (e *SkippedError) Error() string {
+	lines := make([]string, len(e.Lines))
+	for i, n := range e.Lines {
+		lines[i] = strconv.Itoa(n)
+	}
+	return fmt.Sprintf("read the audit trail %s: skipped %d line(s) that are not records (torn by a failed write?): %s",
+		e.Path, len(e.Lines), strings.Join(lines, ", "))
 }

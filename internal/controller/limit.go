@@ -14,6 +14,12 @@ import (
 // every minute/N, and an expiry beyond it gets the next free turn: turns
 // are handed out in the order objects come due, none is skipped, and a
 // turn, once given, is kept while the object waits for it.
+//
+// A turn is given in two steps. A policy's cap queues the policy's own
+// objects, possibly far ahead. The controller-wide cap is a rate over the
+// deletions about to happen: an object takes its global turn only once
+// its policy lets it go, so that one policy's long queue never holds back
+// the objects of another.
 const (
 	capGlobal = "global"
 	capPolicy = "policy"
@@ -42,16 +48,20 @@ func (s *spacing) earliest(now time.Time) time.Time {
 }
 
 func (s *spacing) take(at time.Time) {
-	if s != nil {
+	if s != nil && !at.Add(s.interval).Before(s.next) {
 		s.next = at.Add(s.interval)
 	}
 }
 
-// turn is the time an object may be deleted at, given to it under a cap.
+// turn is the time an object may be deleted at, given to it under the
+// caps.
 type turn struct {
 	uid       types.UID
 	expiresAt time.Time
 	at        time.Time
+	// final is set once at holds a global turn too; until then at is the
+	// turn under the policy's cap alone.
+	final bool
 	// perMinute is the policy's cap the turn was given under: a turn given
 	// under another cap is given again.
 	perMinute int32
@@ -62,17 +72,23 @@ type turn struct {
 type deletionCaps struct {
 	mu       sync.Mutex
 	global   *spacing
-	policies map[string]policyCap
+	policies map[string]*policyCap
 	turns    map[Key]turn
 }
 
 type policyCap struct {
 	perMinute int32
-	spacing   *spacing
+	// queue hands out the policy's turns.
+	queue *spacing
+	// gone spaces the final turns: a global turn can put a deletion later
+	// than its policy turn, and the next one must still keep its distance.
+	gone *spacing
+	// last is the latest final turn, from which a changed cap counts.
+	last time.Time
 }
 
 func newDeletionCaps(globalPerMinute int) *deletionCaps {
-	return &deletionCaps{global: newSpacing(globalPerMinute), policies: map[string]policyCap{}, turns: map[Key]turn{}}
+	return &deletionCaps{global: newSpacing(globalPerMinute), policies: map[string]*policyCap{}, turns: map[Key]turn{}}
 }
 
 // admit returns when the object may be deleted: now when no cap holds it,
@@ -85,31 +101,55 @@ func (c *deletionCaps) admit(key Key, uid types.UID, expiresAt time.Time, policy
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// A retry (the delete conflicted or failed) keeps its turn.
-	if t, ok := c.turns[key]; ok && t.uid == uid && t.expiresAt.Equal(expiresAt) && t.perMinute == perMinute {
-		return t.at, "", false
-	}
-	delete(c.turns, key)
-
 	pc := c.policies[policy]
-	if pc.perMinute != perMinute {
-		pc = policyCap{perMinute: perMinute, spacing: newSpacing(int(perMinute))}
+	if pc == nil || pc.perMinute != perMinute {
+		// A changed cap counts from the last deletion, so that lowering it
+		// does not let two deletions through at once.
+		changed := &policyCap{perMinute: perMinute, queue: newSpacing(int(perMinute)), gone: newSpacing(int(perMinute))}
+		if pc != nil && !pc.last.IsZero() {
+			changed.last = pc.last
+			changed.queue.take(pc.last)
+			changed.gone.take(pc.last)
+		}
+		pc = changed
 		c.policies[policy] = pc
 	}
-	if c.global == nil && pc.spacing == nil {
+	if c.global == nil && pc.queue == nil {
+		delete(c.turns, key)
 		return now, "", false
 	}
-	at = now
-	if g := c.global.earliest(now); g.After(at) {
-		at, limitedBy = g, capGlobal
+
+	t, ok := c.turns[key]
+	if !ok || t.uid != uid || !t.expiresAt.Equal(expiresAt) || t.perMinute != perMinute {
+		// The policy's queue is the first step.
+		t = turn{uid: uid, expiresAt: expiresAt, perMinute: perMinute, at: pc.queue.earliest(now)}
+		pc.queue.take(t.at)
+		if t.at.After(now) {
+			c.turns[key] = t
+			return t.at, capPolicy, true
+		}
 	}
-	if p := pc.spacing.earliest(now); p.After(at) {
-		at, limitedBy = p, capPolicy
+	if t.final || t.at.After(now) {
+		// A retry (the delete conflicted or failed), or an object back
+		// early for its turn, keeps it.
+		return t.at, "", false
 	}
-	c.global.take(at)
-	pc.spacing.take(at)
-	c.turns[key] = turn{uid: uid, expiresAt: expiresAt, at: at, perMinute: perMinute}
-	return at, limitedBy, at.After(now)
+	// The policy lets the object go: now it takes a global turn, and keeps
+	// its distance from the policy's last deletion.
+	t.final = true
+	t.at = now
+	if g := c.global.earliest(now); g.After(t.at) {
+		t.at, limitedBy = g, capGlobal
+	}
+	if p := pc.gone.earliest(now); p.After(t.at) {
+		t.at, limitedBy = p, capPolicy
+	}
+	c.global.take(t.at)
+	pc.gone.take(t.at)
+	pc.queue.take(t.at)
+	pc.last = t.at
+	c.turns[key] = t
+	return t.at, limitedBy, t.at.After(now)
 }
 
 // forget drops the object's turn: it was deleted, or it is no longer due

@@ -395,13 +395,18 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 	// reported and announced, not mistaken for a failure.
 	deleteCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
+	// On the trail (synced) before the delete, so that a crash before its
+	// outcome is written still leaves the attempt on record.
+	r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Deleting, Result: audit.OK, Detail: "propagation " + string(propagation)})
 	err := r.Client.Delete(deleteCtx, obj,
 		client.Preconditions{UID: &obj.UID, ResourceVersion: &obj.ResourceVersion},
 		client.PropagationPolicy(propagation))
 	switch {
 	case apierrors.IsNotFound(err):
+		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.DeleteSuperseded, Result: audit.OK, Detail: "gone already"})
 		return ctrl.Result{}, nil
 	case apierrors.IsConflict(err):
+		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.DeleteSuperseded, Result: audit.OK, Detail: "changed since it was read; evaluating again"})
 		deletions.WithLabelValues("conflict").Inc()
 		log.V(1).Info("object changed before delete; evaluating again")
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil

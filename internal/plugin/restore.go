@@ -35,8 +35,9 @@ func newRestoreCommand(o *Options) *cobra.Command {
 		Long: `Create an object again from the manifest the controller archived before
 deleting it (policies with deletion.archive). ARCHIVE is the path of an
 archived file: on the controller's archive volume, or copied from it with
-kubectl cp. With [KIND/]NAME, the newest archive of that object is looked
-up under --archive-dir (or $` + archiveDirEnv + `).
+kubectl cp. With [KIND/]NAME, the newest archive of the object of that
+name, or else of that title (a Playbook's spec.title), is looked up under
+--archive-dir (or $` + archiveDirEnv + `).
 
 The object is created without the fields the API server sets (uid,
 resourceVersion, creationTimestamp, status, managedFields, owner
@@ -45,10 +46,12 @@ annotation and the controller's record), so it starts a fresh lifetime
 from its new creation: a ttl annotation counts again from now. An object
 of the same name that exists is never replaced (exit code 7).`,
 		Example: `  # from a copy of the archived file
-  kubectl cp timeout-system/timeout-controller-0:/archive/Playbook.amphitheatre.app/_cluster/2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10_4f0c….yaml ./pb.yaml
+  kubectl cp timeout-system/timeout-controller-0:/archive/amphitheatre.app/Playbook/4f0c….yaml ./pb.yaml
   kubectl timeout restore ./pb.yaml
   # by name, with the archive volume mounted here
   kubectl timeout restore playbook/2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10 --archive-dir /mnt/timeout-archive
+  # by title
+  kubectl timeout restore hello-go --archive-dir /mnt/timeout-archive
   # show what would be created
   kubectl timeout restore ./pb.yaml --dry-run`,
 		Args: exactArgs(1, "ARCHIVE or [KIND/]NAME"),
@@ -143,7 +146,8 @@ func runRestore(ctx context.Context, o *Options, arg, dir string, dryRun bool, o
 }
 
 // archivePath returns the file arg names: arg itself when it is a file,
-// or else the newest archive of the object [KIND/]NAME under dir.
+// or else the newest archive of the object [KIND/]NAME under dir, NAME
+// being its name or, failing that, its title.
 func (s *session) archivePath(arg, dir string) (string, error) {
 	if info, err := os.Stat(arg); err == nil && !info.IsDir() {
 		return arg, nil
@@ -167,6 +171,10 @@ func (s *session) archivePath(arg, dir string) (string, error) {
 		namespace = s.namespace
 	}
 	entries, err := archive.Find(dir, gk, namespace, r.name)
+	if err == nil && len(entries) == 0 {
+		// People know Playbooks by their titles, not their UUIDs.
+		entries, err = archive.FindTitle(dir, gk, namespace, r.name)
+	}
 	if err != nil {
 		return "", fmt.Errorf("read the archive %s: %w", dir, err)
 	}

@@ -40,7 +40,7 @@ func TestArchivesThenDeletesAndAuditsEachStep(t *testing.T) {
 	pb.expectDeletedOnTime(t, pb.after(4*time.Second))
 
 	// The archive holds the object as it was, less what the server sets.
-	path := filepath.Join(archiveDir, "Playbook.amphitheatre.app", archive.ClusterScope, pb.GetName()+"_"+string(pb.GetUID())+".yaml")
+	path := archive.Path(archiveDir, playbookKind, pb.GetUID())
 	got, header, err := archive.Read(path)
 	if err != nil {
 		t.Fatalf("no archive of %s: %v", pb.GetName(), err)
@@ -61,7 +61,8 @@ func TestArchivesThenDeletesAndAuditsEachStep(t *testing.T) {
 	}
 
 	// Each decision is on the trail, in the order it was taken, with the
-	// object's UID: the reminder, the archive, then the deletion.
+	// object's UID: the reminder, the archive, then the deletion, its
+	// intent first.
 	var trail []audit.Type
 	eventually(t, 5*time.Second, "audit records of "+pb.GetName(), func() (bool, error) {
 		trail = nil
@@ -70,7 +71,7 @@ func TestArchivesThenDeletesAndAuditsEachStep(t *testing.T) {
 		}
 		return slices.Contains(trail, audit.Deleted), nil
 	})
-	if want := []audit.Type{audit.Notified, audit.Archived, audit.Deleted}; !slices.Equal(trail, want) {
+	if want := []audit.Type{audit.Notified, audit.Archived, audit.Deleting, audit.Deleted}; !slices.Equal(trail, want) {
 		t.Fatalf("audit trail %v, want %v", trail, want)
 	}
 	recs := auditRecords(t, pb.GetUID())
@@ -163,7 +164,7 @@ func TestAnArchiveThatFailsKeepsTheObject(t *testing.T) {
 
 	pb := create(t, playbooks, newPlaybook("archive-fails", "cannot be archived", map[string]string{expiry.AnnotationTTL: "3s"}))
 	// A directory where the archive file should go: the write fails.
-	blocker := filepath.Join(archiveDir, "Playbook.amphitheatre.app", archive.ClusterScope, pb.GetName()+"_"+string(pb.GetUID())+".yaml")
+	blocker := archive.Path(archiveDir, playbookKind, pb.GetUID())
 	if err := os.MkdirAll(filepath.Join(blocker, "in-the-way"), 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -307,6 +308,40 @@ func TestACapSpreadsABurstOfExpiries(t *testing.T) {
 	})
 	t.Logf("%d deleted in the first minute; the %d left were deleted %s after the cap was lifted",
 		len(inFirstMinute), n-len(inFirstMinute), time.Since(lifted).Round(time.Millisecond))
+}
+
+// A policy capped at one deletion a minute, with Playbooks waiting their
+// turns minutes ahead, holds back only its own: a Playbook of an uncapped
+// policy goes at its expiry, under the controller-wide cap too.
+func TestAPolicyCapDelaysOnlyItsOwnObjects(t *testing.T) {
+	t.Parallel()
+	capped := playbookPolicy("cap-one", "1h")
+	capped.Deletion.MaxPerMinute = 1
+	createPolicy(t, "cap-one", capped)
+	createPolicy(t, "cap-free", playbookPolicy("cap-free", "1h"))
+
+	expires := time.Now().Add(3 * time.Second)
+	at := func(d time.Duration) map[string]string {
+		return map[string]string{expiry.AnnotationExpiresAt: expires.Add(d).UTC().Format(time.RFC3339Nano)}
+	}
+	var queued []*tracked
+	for i := range 3 {
+		queued = append(queued, create(t, playbooks, newPlaybook("cap-one", fmt.Sprintf("queued %d", i), at(0))))
+	}
+	free := create(t, playbooks, newPlaybook("cap-free", "free", at(2*time.Second)))
+
+	free.expectDeletedOnTime(t, expires.Add(2*time.Second))
+	gone := 0
+	for _, q := range queued {
+		select {
+		case <-q.gone:
+			gone++
+		default:
+		}
+	}
+	if gone != 1 {
+		t.Fatalf("%d of the capped policy's Playbooks deleted, want the first only", gone)
+	}
 }
 
 // auditRecords returns the audit trail's records about the object uid, in

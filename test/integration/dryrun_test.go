@@ -60,7 +60,7 @@ func TestTheGlobalDryRunDeletesNothing(t *testing.T) {
 		recs, err := audit.ReadFile(r.auditPath)
 		for _, rec := range recs {
 			if rec.Object.UID == pb.GetUID() {
-				if rec.Type == audit.Deleted {
+				if rec.Type == audit.Deleted || rec.Type == audit.Deleting {
 					t.Fatalf("audit record of a deletion under --dry-run: %+v", rec)
 				}
 				found = found || rec.Type == audit.WouldDelete

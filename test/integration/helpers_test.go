@@ -24,6 +24,9 @@ import (
 
 var playbooks = schema.GroupVersionResource{Group: "amphitheatre.app", Version: "v1", Resource: "playbooks"}
 
+// playbookKind is the kind the archive files Playbooks under.
+var playbookKind = schema.GroupKind{Group: "amphitheatre.app", Kind: "Playbook"}
+
 // testLabel marks the objects of one test, and its policies select them by
 // it, so that tests running in parallel never govern each other's objects.
 const testLabel = "e2e.timeout.amphitheatre.app/test"

@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -479,7 +480,7 @@ func TestPluginRestoreRoundTrip(t *testing.T) {
 		t.Fatal("the controller did not delete the Playbook")
 	}
 
-	path := filepath.Join(archiveDir, "Playbook.amphitheatre.app", archive.ClusterScope, created.GetName()+"_"+string(created.GetUID())+".yaml")
+	path := archive.Path(archiveDir, playbookKind, created.GetUID())
 	eventually(t, 5*time.Second, "archive file "+path, func() (bool, error) {
 		_, err := os.Stat(path)
 		return err == nil, nil
@@ -550,4 +551,51 @@ func TestPluginRestoreRoundTrip(t *testing.T) {
 		mustContain(t, kubectlTimeout(t, "restore", "never-archived").expect(t, plugin.ExitUsage).errOut, "--archive-dir")
 		mustContain(t, kubectlTimeout(t, "restore", "/no/such/file.yaml").expect(t, plugin.ExitNotFound).errOut, "no archive file")
 	})
+}
+
+// A cluster-scoped Playbook may be named with up to 253 characters, more
+// than a file name holds: it is archived, deleted, and restored by name
+// and by title all the same.
+func TestPluginRestoresAPlaybookWithTheLongestName(t *testing.T) {
+	t.Parallel()
+	const test = "plugin-restore-long"
+	spec := playbookPolicy(test, "1h")
+	spec.Reminders = []v1alpha1.Duration{}
+	spec.Deletion.Archive = true
+	createPolicy(t, test, spec)
+
+	name := []byte(strings.Repeat("long-name.", 26)[:253])
+	name[252] = 'z'
+	title := "the longest name " + string(uuid.NewUUID())
+	pb := newPlaybook(test, title, map[string]string{expiry.AnnotationExpiresAt: rfc3339(time.Now().Add(2 * time.Second))})
+	pb.SetName(string(name))
+	created := create(t, playbooks, pb)
+	select {
+	case <-created.gone:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the controller did not delete the Playbook")
+	}
+	path := archive.Path(archiveDir, playbookKind, created.GetUID())
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("deleted, and no archive: %v", err)
+	}
+
+	for _, by := range []string{"playbook/" + created.GetName(), title} {
+		res := kubectlTimeout(t, "restore", by, "--archive-dir", archiveDir).expect(t, plugin.ExitOK)
+		mustContain(t, res.out, "restored from "+path)
+		restored, err := getPlaybook(t, created.GetName())
+		if err != nil {
+			t.Fatalf("restore %s: %v", by, err)
+		}
+		if got, _, _ := unstructured.NestedString(restored.Object, "spec", "title"); got != title {
+			t.Errorf("restored title %q", got)
+		}
+		if err := dyn.Resource(playbooks).Delete(context.Background(), created.GetName(), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "the restored Playbook gone", func() (bool, error) {
+			_, err := getPlaybook(t, created.GetName())
+			return apierrors.IsNotFound(err), err
+		})
+	}
 }

@@ -145,6 +145,9 @@ func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, er
 		SecretNamespace:       secretNamespace,
 		Audit:                 auditLog,
 		ArchiveDir:            archiveDir,
+		// A controller-wide cap high enough never to hold a test back, so
+		// that every deletion goes through it as in a capped cluster.
+		MaxDeletionsPerMinute: 60000,
 	})
 	if err != nil {
 		cancel()
