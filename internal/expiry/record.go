@@ -93,8 +93,9 @@ func (r *Record) String() string {
 // For returns the record for the expiry at, given the object's creation
 // time and now. The same expiry keeps the record. A later one starts a new
 // record that keeps the notice already given and, when people had been
-// told of the old date, owes them an extended message; stages that fell
-// due before the extension are not caught up. An earlier one starts afresh
+// told of the old date, owes them an extended message; once notice has
+// been given, stages that fell due before the extension are not caught up,
+// and until it has, notice owed stays owed. An earlier one starts afresh
 // from the object's creation: notice of a later date is no notice of an
 // earlier one.
 func (r *Record) For(at, created, now time.Time) *Record {
@@ -107,6 +108,13 @@ func (r *Record) For(at, created, now time.Time) *Record {
 		return r
 	case at.After(r.ExpiresAt):
 		next := &Record{ExpiresAt: at, Since: now, NoticeAt: r.NoticeAt, Title: r.Title}
+		if r.NoticeAt.IsZero() {
+			// Nobody has been told anything yet: the stages that were owed
+			// stay owed (the most urgent is sent, then the minimum notice
+			// runs), or an extension shorter than the shortest lead would
+			// let the object go at the new date unannounced.
+			next.Since = r.Since
+		}
 		if len(r.Sent) > 0 {
 			next.ExtendedFrom = r.ExpiresAt
 		} else {

@@ -55,3 +55,48 @@ func TestAnEmptyRecordIsReadAsNoRecord(t *testing.T) {
 		t.Errorf("a record reading {} makes the object deletable at expiry without any reminder")
 	}
 }
+
+// Reminders [3d, 2d]; every delivery fails until after the object was
+// extended by an hour at expiry-1d. The stages owed before the extension
+// stay owed: the object is not deleted before a reminder has reached
+// people and the minimum notice has passed since.
+func TestAnExtensionDoesNotReleaseNoticeStillOwed(t *testing.T) {
+	extendAt := expires.Add(-Day)
+	newExpiry := expires.Add(time.Hour)
+	channelsWorkFrom := extendAt.Add(time.Minute)
+
+	var rec *Record
+	var firstReminder time.Time
+	expiry := expires
+	for now := created; now.Before(newExpiry.Add(3 * Day)); now = now.Add(time.Minute) {
+		if !now.Before(extendAt) {
+			expiry = newExpiry
+		}
+		rec = rec.For(expiry, created, now)
+		p := Next(Input{Life: Lifetime{ExpiresAt: expiry}, Schedule: standard, Record: rec, Channels: toAll(people), Now: now})
+		switch p.Action {
+		case Delete:
+			if firstReminder.IsZero() {
+				t.Fatalf("deleted at %s with no reminder delivered", now)
+			}
+			if now.Before(firstReminder.Add(standard.MinimumNotice)) {
+				t.Fatalf("deleted at %s, %s after the first reminder (%s); the minimum notice is %s",
+					now, now.Sub(firstReminder), firstReminder, standard.MinimumNotice)
+			}
+			return
+		case Notify:
+			if now.Before(channelsWorkFrom) {
+				continue
+			}
+			rec = rec.Clone()
+			rec.Delivered(p.Key, p.Event == v1alpha1.EventReminder, p.Channels, now)
+			if p.Event == v1alpha1.EventPostponed {
+				rec.PostponedTo = p.At
+			}
+			if p.Event == v1alpha1.EventReminder && firstReminder.IsZero() {
+				firstReminder = now
+			}
+		}
+	}
+	t.Fatalf("never deleted")
+}
