@@ -18,6 +18,14 @@ const AnnotationReminders = Prefix + "reminders"
 const (
 	KeyExtended  = "extended"
 	KeyPostponed = "postponed"
+	// KeyWouldDelete is the report of a deletion rehearsed under a dry
+	// run: said once per expiry, and the mark that whatever notice was
+	// given then led to no deletion.
+	KeyWouldDelete = "would-delete"
+	// KeyLive is the postponement owed when a rehearsed deletion goes live
+	// (the policy or the controller leaves dry run): people get the
+	// minimum notice from then.
+	KeyLive = "live"
 )
 
 // StageKey is the Record key of the reminder with the given lead: "3d".
@@ -47,7 +55,7 @@ type Record struct {
 	// the object is not deleted before it, whatever the policy says since.
 	PostponedTo time.Time `json:"postponedTo,omitzero"`
 	// Sent maps a message key (a reminder's StageKey, KeyExtended,
-	// KeyPostponed) to its delivery.
+	// KeyPostponed, KeyWouldDelete, KeyLive) to its delivery.
 	Sent map[string]Delivery `json:"sent,omitempty"`
 }
 
