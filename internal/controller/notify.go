@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -181,19 +183,18 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	if plan.Event == v1alpha1.EventReminder {
 		msg.Stage = plan.Key
 	}
-	if plan.Event == v1alpha1.EventPostponed {
+	switch {
+	case plan.Key == expiry.KeyLive:
+		msg.Detail = fmt.Sprintf("its deletion was only rehearsed until now (dry run), and policy %s promises %s of notice before deletion",
+			ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
+	case plan.Event == v1alpha1.EventPostponed:
 		// The postponement is to the first reminder plus the notice.
 		msg.Detail = fmt.Sprintf("the first reminder reached people at %s and policy %s promises %s of notice before deletion",
 			plan.At.Add(-ev.schedule.MinimumNotice).UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
+	case plan.Event == v1alpha1.EventWouldDelete:
+		msg.Detail = "not deleted because " + r.whyRehearsed()
 	}
 	ref := reference(key.GVK, obj)
-	if plan.Event == v1alpha1.EventPostponed && r.first(key, obj.UID, reportPostponed, plan.At) {
-		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Postponed, Result: audit.OK,
-			Detail: "deletion postponed to " + plan.At.UTC().Format(time.RFC3339) + ": " + msg.Detail})
-		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
-			"Expired at %s; deletion postponed to %s because %s", ev.life.ExpiresAt.UTC().Format(time.RFC3339),
-			plan.At.UTC().Format(time.RFC3339), msg.Detail)
-	}
 
 	// A send still under way when the next thing falls due is abandoned:
 	// a slow receiver must not make the deletion late.
@@ -208,7 +209,19 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		defer cancel()
 	}
 	_, alreadySent := ev.record.Sent[plan.Key]
-	sent, skipped, failed := r.deliver(sendCtx, ev, due, msg)
+	var sent, skipped []string
+	failed := failures{}
+	if slices.Equal(due, []string{notify.EventsChannel}) {
+		// No channel carries this type of message: the Kubernetes Event is
+		// the message, and it counts once the API server stored it.
+		if err := r.storeEvent(sendCtx, key, obj, ev, plan, msg); err != nil {
+			failed[notify.EventsChannel] = err.Error()
+		} else {
+			sent = due
+		}
+	} else {
+		sent, skipped, failed = r.deliver(sendCtx, ev, due, msg)
+	}
 	// The time is taken after the sends: the notice starts when the message
 	// was accepted, and backoff counts from then.
 	now := r.Clock.Now()
@@ -218,11 +231,10 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	}
 	r.audit(ctx, key, obj, ev, deliveryRecords(plan.Event, msg.Stage, sent, failed)...)
 	if len(sent) > 0 {
-		// Recorded before the write: where no channel carries reminders,
-		// this Event is the reminder itself.
 		log.Info("notified", "event", plan.Event, "key", plan.Key, "channels", sent, "expiresAt", ev.life.ExpiresAt)
-		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonReminderSent, actionNotify,
-			"Sent %s via %s (%s)", describeMessage(plan), strings.Join(sent, ", "), whenText(plan.At))
+		if !slices.Equal(sent, []string{notify.EventsChannel}) {
+			r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, reasonSent(plan), actionNotify, "%s", sentNote(ev, plan, msg, sent))
+		}
 	}
 	if done := append(slices.Clone(sent), skipped...); len(done) > 0 {
 		// Remembered before the record is written: until the cache shows
@@ -240,6 +252,11 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		defer cancel()
 		if err := r.recordDelivery(recordCtx, key, obj, ev, d.applyTo); err != nil {
 			return ctrl.Result{}, r.writeFailed(key, obj, err)
+		}
+		if !alreadySent && len(sent) > 0 {
+			// Said once per message, when the record first shows it: a
+			// restart reads the record and does not say it again.
+			r.reportFirstDelivery(ctx, key, obj, ev, plan, msg)
 		}
 	}
 	if len(failed) == 0 {
@@ -521,7 +538,7 @@ func idStage(t v1alpha1.EventType, stage string, at time.Time) string {
 // happens, with no record kept on the object.
 func oneOff(t v1alpha1.EventType) bool {
 	switch t {
-	case v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed:
+	case v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed, v1alpha1.EventWouldDelete:
 		return false
 	}
 	return true
@@ -814,3 +831,90 @@ func (r *ObjectReconciler) writeFailed(key Key, obj *metav1.PartialObjectMetadat
 	}
 	return err
 }
+
+// whyRehearsed says why the deletions of the object are only rehearsed.
+func (r *ObjectReconciler) whyRehearsed() string {
+	if r.DryRun {
+		return "the controller runs with --dry-run"
+	}
+	return "the policy is in dry-run mode"
+}
+
+// reasonSent is the reason of the Event that says plan's message went out.
+func reasonSent(plan expiry.Plan) string {
+	if plan.Event == v1alpha1.EventWouldDelete {
+		return ReasonWouldDelete
+	}
+	return ReasonReminderSent
+}
+
+// sentNote is the note of the Event that says plan's message went out via
+// channels.
+func sentNote(ev *evaluation, plan expiry.Plan, msg notify.Message, channels []string) string {
+	if plan.Event == v1alpha1.EventWouldDelete {
+		return fmt.Sprintf("Expired at %s (%s, policy %s); %s", ev.life.ExpiresAt.UTC().Format(time.RFC3339), ev.life.Source, ev.policy.Name, msg.Detail)
+	}
+	return fmt.Sprintf("Sent %s via %s (%s)", describeMessage(plan), strings.Join(channels, ", "), whenText(plan.At))
+}
+
+// reportFirstDelivery records, in the audit trail and an Event, what the
+// first delivery of a postponement or a rehearsal means for the object.
+func (r *ObjectReconciler) reportFirstDelivery(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, plan expiry.Plan, msg notify.Message) {
+	switch plan.Event {
+	case v1alpha1.EventPostponed:
+		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Postponed, Result: audit.OK,
+			Detail: "deletion postponed to " + plan.At.UTC().Format(time.RFC3339) + ": " + msg.Detail})
+		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
+			"Expired at %s; deletion postponed to %s because %s", ev.life.ExpiresAt.UTC().Format(time.RFC3339),
+			plan.At.UTC().Format(time.RFC3339), msg.Detail)
+	case v1alpha1.EventWouldDelete:
+		deletions.WithLabelValues("would_delete").Inc()
+		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.WouldDelete, Result: audit.OK, Detail: r.whyRehearsed()})
+		logf.FromContext(ctx).Info("would delete", "expiresAt", ev.life.ExpiresAt, "policy", ev.policy.Name)
+	}
+}
+
+// maxEventName is the longest name the API server takes for an Event.
+const maxEventName = 253
+
+// storeEvent creates, through the API, the Kubernetes Event that is plan's
+// message where no channel carries its type. Its name is fixed by the
+// message (the object's UID, expiry, type and stage), so that a retry
+// after a lost answer finds it stored instead of creating a second one.
+func (r *ObjectReconciler) storeEvent(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, plan expiry.Plan, msg notify.Message) error {
+	namespace := obj.Namespace
+	if namespace == "" {
+		// Cluster-scoped: the API server takes their Events only in
+		// "default" or "kube-system".
+		namespace = r.ClusterEventNamespace
+		if namespace == "" {
+			namespace = metav1.NamespaceDefault
+		}
+	}
+	prefix := obj.Name
+	if n := maxEventName - len(msg.ID) - 1; len(prefix) > n {
+		prefix = strings.TrimRight(prefix[:n], ".-")
+	}
+	e := &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Namespace: namespace, Name: prefix + "." + msg.ID},
+		EventTime:           metav1.NewMicroTime(r.Clock.Now()),
+		ReportingController: Name,
+		ReportingInstance:   reportingInstance,
+		Action:              actionNotify,
+		Reason:              reasonSent(plan),
+		Regarding:           *reference(key.GVK, obj),
+		Note:                sentNote(ev, plan, msg, []string{notify.EventsChannel}),
+		Type:                corev1.EventTypeNormal,
+	}
+	if err := r.Client.Create(ctx, e); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Event %s/%s: %w", namespace, e.Name, err)
+	}
+	return nil
+}
+
+// reportingInstance names this process in the Events it creates itself,
+// as the Event recorder does.
+var reportingInstance = func() string {
+	host, _ := os.Hostname()
+	return Name + "-" + host
+}()

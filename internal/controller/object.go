@@ -65,6 +65,9 @@ type ObjectReconciler struct {
 	DryRun bool
 	// ArchiveDir is where manifests are archived before deletion.
 	ArchiveDir string
+	// ClusterEventNamespace is where Events about cluster-scoped objects
+	// go; "default" when empty.
+	ClusterEventNamespace string
 
 	mu            sync.Mutex
 	seen          map[Key]reported
@@ -92,9 +95,7 @@ type reported struct {
 type report int
 
 const (
-	reportWouldDelete report = iota
-	reportPostponed
-	reportDeletionFailed
+	reportDeletionFailed report = iota
 	reportNoticeNotGiven
 	reportArchiveFailed
 	reportKinds
@@ -212,6 +213,9 @@ type evaluation struct {
 	unwritten bool
 	channels  *channelSet
 	now       time.Time
+	// rehearse says deletions are only rehearsed: the policy's dryRun or
+	// the controller's --dry-run.
+	rehearse bool
 	// previous is, when recordReset, the expiry the old record was about.
 	previous time.Time
 }
@@ -238,7 +242,7 @@ func (ev *evaluation) needsTitle(key Key) bool {
 
 func (ev *evaluation) plan() expiry.Plan {
 	return expiry.Next(expiry.Input{
-		Life: ev.life, Schedule: ev.schedule, Record: ev.record, Channels: ev.channels.names, Now: ev.now,
+		Life: ev.life, Schedule: ev.schedule, Record: ev.record, Channels: ev.channels.names, DryRun: ev.rehearse, Now: ev.now,
 	})
 }
 
@@ -272,6 +276,7 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 		life:     expiry.Compute(obj.CreationTimestamp.Time, obj.Annotations, c.Schedule.DefaultTTL),
 		channels: channels,
 		now:      r.Clock.Now(),
+		rehearse: r.DryRun || c.Spec.Deletion.DryRun,
 	}
 	record, err := expiry.ParseRecord(obj.Annotations[expiry.AnnotationReminders])
 	if err != nil {
@@ -366,19 +371,9 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 		ev.record.Title = titleOf(u)
 	}
 	if ev.dryRun(r.DryRun) {
-		if r.first(key, obj.UID, reportWouldDelete, life.ExpiresAt) {
-			why := "the policy is in dry-run mode"
-			if r.DryRun {
-				why = "the controller runs with --dry-run"
-			}
-			deletions.WithLabelValues("would_delete").Inc()
-			r.audit(ctx, key, obj, ev, audit.Record{Type: audit.WouldDelete, Result: audit.OK, Detail: why})
-			log.Info("would delete", "expiresAt", life.ExpiresAt, "policy", policy.Name)
-			r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonWouldDelete, actionDelete,
-				"Expired at %s (%s, policy %s); not deleted because %s",
-				life.ExpiresAt.UTC().Format(time.RFC3339), life.Source, policy.Name, why)
-			r.announceLater(ctx, key, obj, ev, v1alpha1.EventWouldDelete, "")
-		}
+		// The planner plans a deletion under a dry run only once the
+		// rehearsal is on the record (the would-delete message): nothing is
+		// left to do until the expiry or the dry run changes.
 		return ctrl.Result{}, nil
 	}
 	if ev.archives(r.DryRun) {

@@ -244,3 +244,60 @@ func TestADeletionThatFallsDueDuringAFailedSendIsNotDelayed(t *testing.T) {
 		t.Error("not deleted on the pass after the expiry")
 	}
 }
+
+// With --dry-run the object was reminded, postponed and reported as
+// would-delete; the controller then runs without the flag. Whatever people
+// were told led to no deletion: they get the minimum notice from then.
+func TestLeavingTheGlobalDryRunGivesTheMinimumNoticeAgain(t *testing.T) {
+	cm := newConfigMap("rehearsed")
+	policy := newPolicy("plain", reminders("30m"), func(p *v1alpha1.TimeoutPolicy) { p.Spec.MinimumNotice = "45m" })
+	h := newHarness(t, t0, policy, cm)
+	h.r.DryRun = true
+	for _, at := range []time.Duration{30 * time.Minute, time.Hour, 75 * time.Minute, 80 * time.Minute} {
+		h.clock.SetTime(t0.Add(at))
+		// A reconcile for the delivery, one more for the watch it brings.
+		for range 2 {
+			if _, err := h.reconcile(cm); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rec, _ := expiry.ParseRecord(h.stored(cm).Annotations[expiry.AnnotationReminders])
+	if _, ok := rec.Sent[expiry.KeyWouldDelete]; !ok {
+		t.Fatalf("record %+v does not show the rehearsal", rec)
+	}
+	drain(h.rec)
+
+	live := t0.Add(90 * time.Minute)
+	h.clock.SetTime(live)
+	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Clock: h.clock}}
+	if _, err := h.reconcile(cm); err != nil {
+		t.Fatal(err)
+	}
+	if h.stored(cm) == nil {
+		t.Fatal("deleted at once when the dry run ended, on notice given during the rehearsal")
+	}
+	deleteAt := live.Add(45 * time.Minute).UTC().Format(time.RFC3339)
+	evs := drain(h.rec)
+	if !slices.ContainsFunc(evs, func(e string) bool {
+		return strings.HasPrefix(e, "Normal DeletionPostponed") && strings.Contains(e, "postponed to "+deleteAt)
+	}) {
+		t.Errorf("Events %q; want a DeletionPostponed that names %s", evs, deleteAt)
+	}
+	for _, at := range []time.Duration{time.Second, 44 * time.Minute} {
+		h.clock.SetTime(live.Add(at))
+		if _, err := h.reconcile(cm); err != nil {
+			t.Fatal(err)
+		}
+		if h.stored(cm) == nil {
+			t.Fatalf("deleted %s after the dry run ended, before the %s announced", at, deleteAt)
+		}
+	}
+	h.clock.SetTime(live.Add(45 * time.Minute))
+	if _, err := h.reconcile(cm); err != nil {
+		t.Fatal(err)
+	}
+	if h.stored(cm) != nil {
+		t.Errorf("not deleted at %s, the time announced", deleteAt)
+	}
+}

@@ -127,6 +127,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Caps:       newDeletionCaps(opts.MaxDeletionsPerMinute),
 		DryRun:     opts.DryRun,
 		ArchiveDir: opts.ArchiveDir,
+
+		ClusterEventNamespace: opts.ClusterEventNamespace,
 	}
 	// Built once: every WithValues copies the logger's encoder and its
 	// buffer, which for every reconcile adds up to most of what a cold

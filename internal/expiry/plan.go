@@ -125,7 +125,10 @@ type Input struct {
 	// carries a type, the Kubernetes Event does, and its name is the only
 	// one for that type.
 	Channels map[v1alpha1.EventType][]string
-	Now      time.Time
+	// DryRun says the deletion is only rehearsed (the policy's dryRun, or
+	// the controller's --dry-run).
+	DryRun bool
+	Now    time.Time
 }
 
 // Next plans what to do about an object.
@@ -140,7 +143,8 @@ type Input struct {
 // the object is deleted no earlier than that long after the first delivered
 // reminder: after its
 // expiry, a postponement message announces the new time. Retries of
-// partly delivered messages never hold up a deletion that is due.
+// partly delivered messages never hold up a deletion that is due. Under a
+// dry run a deletion that is due is reported instead (see deletion).
 func Next(in Input) Plan {
 	l, rec, now := in.Life, in.Record, in.Now
 	if l.Keep {
@@ -169,7 +173,7 @@ func Next(in Input) Plan {
 	// A deletion that is due comes first: a reminder it would overtake
 	// has nothing left to announce, unless it is the notice still owed.
 	if !blocked && !now.Before(deleteAt) {
-		return Plan{Action: Delete, At: expiresAt}
+		return deletion(in, deleteAt)
 	}
 
 	// The next stage to send: the most urgent of those due, or else the
@@ -210,8 +214,14 @@ func Next(in Input) Plan {
 	}
 
 	if !now.Before(expiresAt) && deleteAt.After(expiresAt) {
-		if missing := rec.missing(KeyPostponed, in.Channels[v1alpha1.EventPostponed]); len(missing) > 0 {
-			return Plan{Action: Notify, Event: v1alpha1.EventPostponed, Key: KeyPostponed, At: deleteAt,
+		// Once the postponement on going live is out, it is the one people
+		// are told of: the time it announced is the deletion time.
+		key := KeyPostponed
+		if _, ok := rec.Sent[KeyLive]; ok {
+			key = KeyLive
+		}
+		if missing := rec.missing(key, in.Channels[v1alpha1.EventPostponed]); len(missing) > 0 {
+			return Plan{Action: Notify, Event: v1alpha1.EventPostponed, Key: key, At: deleteAt,
 				Channels: missing, Deadline: deadline}
 		}
 	}
@@ -229,6 +239,29 @@ func Next(in Input) Plan {
 		}
 	}
 	return Plan{Action: Wait, At: deadline}
+}
+
+// deletion plans a deletion that is due at deleteAt. Under a dry run it
+// is rehearsed: reported once, and nothing more. A rehearsed deletion that
+// goes live has had no notice that counts (whatever people were told led
+// to nothing), so it is first postponed by the minimum notice from the
+// moment it goes live; that moment is kept by the postponement's delivery
+// (Record.PostponedTo), and until then nothing is deleted.
+func deletion(in Input, deleteAt time.Time) Plan {
+	rec, expiresAt := in.Record, in.Life.ExpiresAt
+	if in.DryRun {
+		if missing := rec.missing(KeyWouldDelete, in.Channels[v1alpha1.EventWouldDelete]); len(missing) > 0 {
+			return Plan{Action: Notify, Event: v1alpha1.EventWouldDelete, Key: KeyWouldDelete, At: expiresAt, Channels: missing}
+		}
+		return Plan{Action: Delete, At: expiresAt}
+	}
+	_, rehearsed := rec.Sent[KeyWouldDelete]
+	_, announced := rec.Sent[KeyLive]
+	if rehearsed && !announced && in.Schedule.MinimumNotice > 0 {
+		return Plan{Action: Notify, Event: v1alpha1.EventPostponed, Key: KeyLive,
+			At: later(deleteAt, in.Now.Add(in.Schedule.MinimumNotice)), Channels: in.Channels[v1alpha1.EventPostponed]}
+	}
+	return Plan{Action: Delete, At: expiresAt}
 }
 
 func later(a, b time.Time) time.Time {

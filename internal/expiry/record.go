@@ -18,6 +18,14 @@ const AnnotationReminders = Prefix + "reminders"
 const (
 	KeyExtended  = "extended"
 	KeyPostponed = "postponed"
+	// KeyWouldDelete is the report of a deletion rehearsed under a dry
+	// run: said once per expiry, and the mark that whatever notice was
+	// given then led to no deletion.
+	KeyWouldDelete = "would-delete"
+	// KeyLive is the postponement owed when a rehearsed deletion goes live
+	// (the policy or the controller leaves dry run): people get the
+	// minimum notice from then.
+	KeyLive = "live"
 )
 
 // StageKey is the Record key of the reminder with the given lead: "3d".
@@ -47,7 +55,7 @@ type Record struct {
 	// the object is not deleted before it, whatever the policy says since.
 	PostponedTo time.Time `json:"postponedTo,omitzero"`
 	// Sent maps a message key (a reminder's StageKey, KeyExtended,
-	// KeyPostponed) to its delivery.
+	// KeyPostponed, KeyWouldDelete, KeyLive) to its delivery.
 	Sent map[string]Delivery `json:"sent,omitempty"`
 }
 
@@ -93,8 +101,9 @@ func (r *Record) String() string {
 // For returns the record for the expiry at, given the object's creation
 // time and now. The same expiry keeps the record. A later one starts a new
 // record that keeps the notice already given and, when people had been
-// told of the old date, owes them an extended message; stages that fell
-// due before the extension are not caught up. An earlier one starts afresh
+// told of the old date, owes them an extended message; once notice has
+// been given, stages that fell due before the extension are not caught up,
+// and until it has, notice owed stays owed. An earlier one starts afresh
 // from the object's creation: notice of a later date is no notice of an
 // earlier one.
 func (r *Record) For(at, created, now time.Time) *Record {
@@ -107,6 +116,13 @@ func (r *Record) For(at, created, now time.Time) *Record {
 		return r
 	case at.After(r.ExpiresAt):
 		next := &Record{ExpiresAt: at, Since: now, NoticeAt: r.NoticeAt, Title: r.Title}
+		if r.NoticeAt.IsZero() {
+			// Nobody has been told anything yet: the stages that were owed
+			// stay owed (the most urgent is sent, then the minimum notice
+			// runs), or an extension shorter than the shortest lead would
+			// let the object go at the new date unannounced.
+			next.Since = r.Since
+		}
 		if len(r.Sent) > 0 {
 			next.ExtendedFrom = r.ExpiresAt
 		} else {

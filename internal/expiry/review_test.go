@@ -4,6 +4,7 @@
 package expiry
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -53,5 +54,124 @@ func TestAnEmptyRecordIsReadAsNoRecord(t *testing.T) {
 	p = Next(Input{Life: Lifetime{ExpiresAt: expires}, Schedule: standard, Record: r, Channels: toAll(people), Now: expires})
 	if p.Action == Delete {
 		t.Errorf("a record reading {} makes the object deletable at expiry without any reminder")
+	}
+}
+
+// Reminders [3d, 2d]; every delivery fails until after the object was
+// extended by an hour at expiry-1d. The stages owed before the extension
+// stay owed: the object is not deleted before a reminder has reached
+// people and the minimum notice has passed since.
+func TestAnExtensionDoesNotReleaseNoticeStillOwed(t *testing.T) {
+	extendAt := expires.Add(-Day)
+	newExpiry := expires.Add(time.Hour)
+	channelsWorkFrom := extendAt.Add(time.Minute)
+
+	var rec *Record
+	var firstReminder time.Time
+	expiry := expires
+	for now := created; now.Before(newExpiry.Add(3 * Day)); now = now.Add(time.Minute) {
+		if !now.Before(extendAt) {
+			expiry = newExpiry
+		}
+		rec = rec.For(expiry, created, now)
+		p := Next(Input{Life: Lifetime{ExpiresAt: expiry}, Schedule: standard, Record: rec, Channels: toAll(people), Now: now})
+		switch p.Action {
+		case Delete:
+			if firstReminder.IsZero() {
+				t.Fatalf("deleted at %s with no reminder delivered", now)
+			}
+			if now.Before(firstReminder.Add(standard.MinimumNotice)) {
+				t.Fatalf("deleted at %s, %s after the first reminder (%s); the minimum notice is %s",
+					now, now.Sub(firstReminder), firstReminder, standard.MinimumNotice)
+			}
+			return
+		case Notify:
+			if now.Before(channelsWorkFrom) {
+				continue
+			}
+			rec = rec.Clone()
+			rec.Delivered(p.Key, p.Event == v1alpha1.EventReminder, p.Channels, now)
+			if p.Event == v1alpha1.EventPostponed {
+				rec.PostponedTo = p.At
+			}
+			if p.Event == v1alpha1.EventReminder && firstReminder.IsZero() {
+				firstReminder = now
+			}
+		}
+	}
+	t.Fatalf("never deleted")
+}
+
+// A policy with dryRun, defaultTTL 6s, reminders [3s], minimumNotice 8s:
+// reminder, postponed, would-delete; then dryRun is switched off. The
+// notice given during the rehearsal led to no deletion: the object gets
+// the minimum notice again from the moment the deletion goes live.
+func TestGoingLiveOwesTheMinimumNoticeFromThen(t *testing.T) {
+	c := created
+	s := Schedule{DefaultTTL: 6 * time.Second, Reminders: []time.Duration{3 * time.Second}, MinimumNotice: 8 * time.Second}
+	e := c.Add(6 * time.Second)
+	ch := toAll(people)
+	ch[v1alpha1.EventWouldDelete] = people
+	rehearsed := func() *Record {
+		r := (*Record)(nil).For(e, c, c)
+		r.Delivered("3s", true, people, c.Add(3*time.Second))
+		r.Delivered(KeyPostponed, false, people, e)
+		r.PostponedTo = c.Add(11 * time.Second)
+		r.Delivered(KeyWouldDelete, false, people, c.Add(11*time.Second))
+		return r
+	}
+	live := c.Add(15 * time.Second)
+	wentLive := rehearsed()
+	wentLive.Delivered(KeyLive, false, people, live)
+	wentLive.PostponedTo = live.Add(8 * time.Second)
+	noNotice := s
+	noNotice.MinimumNotice = 0
+
+	tests := []struct {
+		name     string
+		schedule Schedule
+		record   *Record
+		dryRun   bool
+		now      time.Time
+		want     Plan
+	}{
+		{
+			name: "reports the rehearsed deletion once under dry run", schedule: s, dryRun: true, now: c.Add(11 * time.Second),
+			record: func() *Record {
+				r := rehearsed()
+				delete(r.Sent, KeyWouldDelete)
+				return r
+			}(),
+			want: Plan{Action: Notify, Event: v1alpha1.EventWouldDelete, Key: KeyWouldDelete, At: e, Channels: people},
+		},
+		{
+			name: "rehearses nothing more once the rehearsal was reported", schedule: s, dryRun: true, now: live,
+			record: rehearsed(), want: Plan{Action: Delete, At: e},
+		},
+		{
+			name: "postpones a rehearsed deletion by the minimum notice when it goes live", schedule: s, now: live,
+			record: rehearsed(),
+			want:   Plan{Action: Notify, Event: v1alpha1.EventPostponed, Key: KeyLive, At: live.Add(8 * time.Second), Channels: people},
+		},
+		{
+			name: "waits for the time announced on going live", schedule: s, now: live.Add(time.Second),
+			record: wentLive, want: Plan{Action: Wait, At: live.Add(8 * time.Second)},
+		},
+		{
+			name: "deletes at the time announced on going live", schedule: s, now: live.Add(8 * time.Second),
+			record: wentLive, want: Plan{Action: Delete, At: e},
+		},
+		{
+			name: "deletes a rehearsed object at once on going live when the minimum notice is off", schedule: noNotice, now: live,
+			record: rehearsed(), want: Plan{Action: Delete, At: e},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Next(Input{Life: Lifetime{ExpiresAt: e}, Schedule: tt.schedule, Record: tt.record, Channels: ch, DryRun: tt.dryRun, Now: tt.now})
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Next() = %+v\nwant     %+v", got, tt.want)
+			}
+		})
 	}
 }

@@ -26,6 +26,9 @@ func TestChannelNames(t *testing.T) {
 		v1alpha1.EventReminder:  {"email", "slack", "webhook/audit"},
 		v1alpha1.EventExtended:  {"slack", "webhook/audit"},
 		v1alpha1.EventPostponed: {"slack", "webhook/audit"},
+		// The rehearsal of a dry run is on the record: going live owes
+		// notice after it.
+		v1alpha1.EventWouldDelete: {"slack", "webhook/audit"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ChannelNames = %v, want %v", got, want)

@@ -163,7 +163,7 @@ func WebhookChannel(name string) string { return "webhook/" + name }
 
 // Recorded are the message types whose deliveries the record on the
 // object keeps.
-var Recorded = []v1alpha1.EventType{v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed}
+var Recorded = []v1alpha1.EventType{v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed, v1alpha1.EventWouldDelete}
 
 // ChannelNames returns, per recorded message type, the names of the
 // channels spec configures that carry it ("email", "slack",

@@ -5,12 +5,14 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
@@ -69,4 +71,71 @@ func TestTheGlobalDryRunDeletesNothing(t *testing.T) {
 		return found, err
 	})
 	r.mustRun(t)
+}
+
+// A policy with dryRun, defaultTTL 6s, reminders [3s] and minimumNotice 8s
+// reminds, postpones and reports would-delete; then dryRun is switched
+// off. The notice given during the rehearsal led to no deletion: the
+// Playbook is kept for the minimum notice from then, and a postponement
+// names the time it goes.
+func TestSwitchingADryRunOffGivesTheMinimumNoticeFromThen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	test := "going-live"
+	spec := playbookPolicy(test, "6s")
+	spec.Reminders = []v1alpha1.Duration{"3s"}
+	spec.MinimumNotice = "8s"
+	spec.Deletion.DryRun = true
+	policy := createPolicy(t, test, spec)
+
+	pb := create(t, playbooks, newPlaybook(test, "rehearsed", nil))
+	eventually(t, 20*time.Second, "the rehearsal on the record", func() (bool, error) {
+		rec, err := recordOf(ctx, pb.GetName())
+		if err != nil || rec == nil {
+			return false, err
+		}
+		_, ok := rec.Sent[expiry.KeyWouldDelete]
+		return ok, nil
+	})
+
+	live := time.Now()
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(policy), policy); err != nil {
+		t.Fatal(err)
+	}
+	policy.Spec.Deletion.DryRun = false
+	if err := k8s.Update(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	pb.expectKept(t, 7*time.Second)
+
+	var postponedTo time.Time
+	eventually(t, 5*time.Second, "the postponement on going live on the record", func() (bool, error) {
+		rec, err := recordOf(ctx, pb.GetName())
+		if err != nil || rec == nil {
+			return false, err
+		}
+		_, ok := rec.Sent[expiry.KeyLive]
+		postponedTo = rec.PostponedTo
+		return ok, nil
+	})
+	if postponedTo.Before(live.Add(8 * time.Second).Truncate(time.Second)) {
+		t.Fatalf("postponed to %s, less than the minimum notice (8s) after going live at %s", postponedTo, live)
+	}
+	var named bool
+	for _, note := range eventNotes(t, eventNamespace, pb.GetName(), "DeletionPostponed") {
+		named = named || strings.Contains(note, "postponed to "+postponedTo.UTC().Format(time.RFC3339))
+	}
+	if !named {
+		t.Errorf("no DeletionPostponed Event names %s: %q", postponedTo, eventNotes(t, eventNamespace, pb.GetName(), "DeletionPostponed"))
+	}
+	pb.expectDeletedOnTime(t, postponedTo)
+}
+
+// recordOf reads the record on the named Playbook from the API server.
+func recordOf(ctx context.Context, name string) (*expiry.Record, error) {
+	u, err := dyn.Resource(playbooks).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return expiry.ParseRecord(u.GetAnnotations()[expiry.AnnotationReminders])
 }

@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
@@ -367,5 +370,101 @@ func TestSecretsStayOutOfEventsStatusAndLogs(t *testing.T) {
 		if strings.Contains(everything, s) {
 			t.Errorf("a secret (%q) appears in an Event or the policy status", s)
 		}
+	}
+}
+
+// With no channel configured, the Kubernetes Event is the reminder: it
+// counts only once the API server stored it. While the API server refuses
+// it, the record shows no reminder; once it takes it, the Event is stored
+// and the record shows the reminder delivered via the Events channel.
+func TestAReminderEventCountsOnlyOnceStored(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	test := "event-stored"
+	pb := newPlaybook(test, "refused", nil)
+	refuseEventsAbout(t, pb.GetName())
+
+	spec := playbookPolicy(test, "1h")
+	// Due the moment the Playbook is created.
+	spec.Reminders = []v1alpha1.Duration{"1h"}
+	createPolicy(t, test, spec)
+	create(t, playbooks, pb)
+
+	deadline := time.Now().Add(3 * time.Second)
+	for ; time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		rec, err := recordOf(ctx, pb.GetName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec == nil {
+			continue
+		}
+		if _, ok := rec.Sent["1h"]; ok {
+			t.Fatalf("record %s shows the reminder given while the API server refuses its Event", rec)
+		}
+	}
+
+	allowEventsAbout(t, pb.GetName())
+	eventually(t, 40*time.Second, "the reminder on the record", func() (bool, error) {
+		rec, err := recordOf(ctx, pb.GetName())
+		if err != nil || rec == nil {
+			return false, err
+		}
+		return slices.Equal(rec.Sent["1h"].Channels, []string{notify.EventsChannel}), nil
+	})
+	findEvent(t, eventNamespace, pb.GetName(), "ReminderSent")
+}
+
+// refuseEventsAbout makes the API server refuse every Event about the
+// named object, until allowEventsAbout or the end of the test.
+func refuseEventsAbout(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	api := clients.AdmissionregistrationV1()
+	policy := &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e.refuse-events." + name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Create},
+					Rule:       admissionv1.Rule{APIGroups: []string{"events.k8s.io"}, APIVersions: []string{"v1"}, Resources: []string{"events"}},
+				},
+			}}},
+			Validations: []admissionv1.Validation{{Expression: fmt.Sprintf("object.regarding.name != %q", name)}},
+		},
+	}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: policy.Name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+		},
+	}
+	if _, err := api.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = api.ValidatingAdmissionPolicies().Delete(context.Background(), policy.Name, metav1.DeleteOptions{})
+	})
+	if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { allowEventsAbout(t, name) })
+	// The API server loads policies asynchronously.
+	eventually(t, 30*time.Second, "Events about "+name+" refused", func() (bool, error) {
+		_, err := clients.EventsV1().Events(eventNamespace).Create(ctx, &eventsv1.Event{
+			ObjectMeta:          metav1.ObjectMeta{GenerateName: "probe-"},
+			EventTime:           metav1.NowMicro(),
+			ReportingController: "e2e", ReportingInstance: "e2e", Action: "Probe", Reason: "Probe", Type: corev1.EventTypeNormal,
+			Regarding: corev1.ObjectReference{Kind: "Playbook", Name: name},
+		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsInvalid(err), nil
+	})
+}
+
+func allowEventsAbout(t *testing.T, name string) {
+	t.Helper()
+	err := clients.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), "e2e.refuse-events."+name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
 	}
 }
