@@ -138,7 +138,7 @@ type receiver struct {
 	// breaks, per subject and event type, how the next delivery fails:
 	// breakUnavailable or breakReset.
 	breaks map[string]string
-	bad     []string
+	bad    []string
 }
 
 type cloudEvent struct {
