@@ -17,6 +17,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,6 +29,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
 )
 
 func main() {
@@ -78,11 +80,21 @@ func run() error {
 	flag.StringVar(&opts.ClusterEventNamespace, "cluster-event-namespace", "default", `Namespace that receives the Events about cluster-scoped objects such as Playbooks: "default" or "kube-system".`)
 	flag.StringVar(&opts.SecretNamespace, "secret-namespace", os.Getenv("POD_NAMESPACE"),
 		"The only namespace the Secrets named in TimeoutPolicies may be in (the pod's own, from POD_NAMESPACE, by default); empty allows any.")
+	flag.StringVar(&opts.OutboxNamespace, "outbox-namespace", os.Getenv("POD_NAMESPACE"),
+		"Namespace the expired and deleted messages are kept in, as ConfigMaps, until every channel accepted them (the pod's own, from POD_NAMESPACE, by default; else --leader-election-namespace, else \"default\").")
+	flag.DurationVar(&opts.NotificationGiveUpAfter, "notification-give-up-after", outbox.DefaultGiveUpAfter,
+		"How long after a deletion its expired and deleted messages are retried on a channel that refuses them before the controller gives up.")
 	flag.DurationVar(&opts.StatusInterval, "policy-status-interval", 30*time.Second, "How often TimeoutPolicy status counts are refreshed from the cache.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if opts.OutboxNamespace == "" {
+		opts.OutboxNamespace = leaderElectionNamespace
+	}
+	if opts.OutboxNamespace == "" {
+		opts.OutboxNamespace = metav1.NamespaceDefault
+	}
 	if profileAddr == "0" {
 		// Nobody will read the heap profile: do not keep its samples.
 		goruntime.MemProfileRate = 0

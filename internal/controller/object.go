@@ -30,6 +30,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/match"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
 )
 
 // Key identifies a governed object in the work queue: one queue serves
@@ -68,6 +69,8 @@ type ObjectReconciler struct {
 	// ClusterEventNamespace is where Events about cluster-scoped objects
 	// go; "default" when empty.
 	ClusterEventNamespace string
+	// Outbox keeps the expired and deleted messages until they are out.
+	Outbox *outbox.Outbox
 
 	mu            sync.Mutex
 	seen          map[Key]reported
@@ -393,9 +396,26 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 	// On the trail (synced) before the delete, so that a crash before its
 	// outcome is written still leaves the attempt on record.
 	r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Deleting, Result: audit.OK, Detail: "propagation " + string(propagation)})
+	// The expired and deleted messages are written down before the
+	// delete, so that a crash right after it loses neither, and handed to
+	// the outbox's sender once it succeeded: a slow receiver must not
+	// delay the next deletion.
+	farewell := r.farewell(key, obj, ev)
+	if farewell != nil {
+		if err := r.Outbox.Prepare(deleteCtx, farewell); err != nil {
+			return ctrl.Result{}, fmt.Errorf("keep the expired and deleted messages of %s: %w", key, err)
+		}
+	}
 	err := r.Client.Delete(deleteCtx, obj,
 		client.Preconditions{UID: &obj.UID, ResourceVersion: &obj.ResourceVersion},
 		client.PropagationPolicy(propagation))
+	if farewell != nil {
+		if err != nil {
+			r.Outbox.Cancel(deleteCtx, obj.UID)
+		} else {
+			r.Outbox.Confirm(obj.UID)
+		}
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.DeleteSuperseded, Result: audit.OK, Detail: "gone already"})
@@ -436,8 +456,6 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 		"Expired at %s (%s, policy %s)", life.ExpiresAt.UTC().Format(time.RFC3339), life.Source, policy.Name)
 	r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeleted, actionDelete,
 		"Deleted %s after expiry (policy %s, propagation %s)", now.Sub(life.ExpiresAt).Round(time.Millisecond), policy.Name, propagation)
-	r.announceLater(ctx, key, obj, ev, v1alpha1.EventExpired, "")
-	r.announceLater(ctx, key, obj, ev, v1alpha1.EventDeleted, "")
 	return ctrl.Result{}, nil
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
 )
 
 var configMaps = schema.GroupResource{Resource: "configmaps"}
@@ -149,6 +150,11 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 		// No policy here configures a channel: the Kubernetes Event is the
 		// only one, and nothing reads a Secret.
 		Channels: &Channels{Clock: h.clock},
+	}
+	h.r.Outbox = &outbox.Outbox{
+		Store:     &outbox.Store{Client: h.client, Reader: h.client, Namespace: "timeout-system"},
+		Deliverer: outboxDeliverer{reader: cached, channels: h.r.Channels, objects: h.r},
+		Objects:   fresh, Recorder: h.rec, Clock: h.clock,
 	}
 	// One-off messages go out in the background; none may outlive the test.
 	t.Cleanup(h.r.announcing.Wait)
@@ -978,7 +984,8 @@ func TestObjectReconcilerForgetsWhatOneOffMessagesReported(t *testing.T) {
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
-	h.r.announcing.Wait()
+	h.r.Outbox.Pass(context.Background())
+	h.r.Outbox.Wait()
 
 	if h.stored(cm) != nil {
 		t.Fatal("not deleted")

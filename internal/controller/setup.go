@@ -33,6 +33,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
 	// The notification channels register themselves.
 	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/email"
 	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/slack"
@@ -56,6 +57,9 @@ import (
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=create,namespace=timeout-system
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;update,resourceNames=timeout-controller.timeout.amphitheatre.app,namespace=timeout-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=timeout-system
+// And the outbox, one ConfigMap per deleted object whose expired and
+// deleted messages are not out yet (listed by label, never cached):
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete,namespace=timeout-system
 
 // Name is the controller's name in Events and logs.
 const Name = "timeout-controller"
@@ -88,6 +92,13 @@ type Options struct {
 	ArchiveRetention time.Duration
 	// Audit receives the audit trail; nil writes none.
 	Audit *audit.Log
+	// OutboxNamespace is where the expired and deleted messages about
+	// deleted objects are kept (as ConfigMaps) until every channel
+	// accepted them: the controller's own namespace.
+	OutboxNamespace string
+	// NotificationGiveUpAfter bounds how long those messages are retried;
+	// outbox.DefaultGiveUpAfter when 0.
+	NotificationGiveUpAfter time.Duration
 }
 
 // Setup adds the policy and object controllers to mgr. The Events they
@@ -116,6 +127,10 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		return err
 	}
 
+	if opts.OutboxNamespace == "" {
+		return errors.New("no outbox namespace: the expired and deleted messages need a namespace to be kept in until they are out")
+	}
+
 	channels := &Channels{Secrets: secretReader{reader: mgr.GetAPIReader(), namespace: opts.SecretNamespace}, Clock: opts.Clock}
 	objects := &ObjectReconciler{
 		Client:     mgr.GetClient(),
@@ -129,6 +144,19 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		ArchiveDir: opts.ArchiveDir,
 
 		ClusterEventNamespace: opts.ClusterEventNamespace,
+	}
+	objects.Outbox = &outbox.Outbox{
+		Store:       &outbox.Store{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: opts.OutboxNamespace},
+		Deliverer:   outboxDeliverer{reader: mgr.GetClient(), channels: channels, objects: objects},
+		Objects:     mgr.GetAPIReader(),
+		Recorder:    recorder,
+		Audit:       opts.Audit,
+		Clock:       opts.Clock,
+		GiveUpAfter: opts.NotificationGiveUpAfter,
+		Log:         mgr.GetLogger().WithValues("controller", "outbox"),
+	}
+	if err := mgr.Add(objects.Outbox); err != nil {
+		return fmt.Errorf("add the outbox: %w", err)
 	}
 	// Built once: every WithValues copies the logger's encoder and its
 	// buffer, which for every reconcile adds up to most of what a cold

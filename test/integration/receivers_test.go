@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/mail"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,8 @@ type mailbox struct {
 	msgs []received
 	// refuse, while set, answers DATA with a temporary failure.
 	refuse bool
+	// refuseNext answers that many DATA with a temporary failure.
+	refuseNext int
 }
 
 type received struct {
@@ -98,7 +101,10 @@ func (s *mailSession) Rcpt(to string, _ *smtp.RcptOptions) error {
 }
 func (s *mailSession) Data(r io.Reader) error {
 	s.box.mu.Lock()
-	refuse := s.box.refuse
+	refuse := s.box.refuse || s.box.refuseNext > 0
+	if s.box.refuseNext > 0 {
+		s.box.refuseNext--
+	}
 	s.box.mu.Unlock()
 	if refuse {
 		_, _ = io.Copy(io.Discard, r)
@@ -129,7 +135,10 @@ type receiver struct {
 	slow map[string]time.Duration
 	// started counts the deliveries begun, per subject, answered or not.
 	started map[string]int
-	bad     []string
+	// breaks, per subject and event type, how the next delivery fails:
+	// breakUnavailable or breakReset.
+	breaks map[string]string
+	bad    []string
 }
 
 type cloudEvent struct {
@@ -162,7 +171,25 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		rc.started = map[string]int{}
 	}
 	rc.started[peek.Subject]++
+	brk := rc.breaks[peek.Subject+" "+peek.Type]
+	delete(rc.breaks, peek.Subject+" "+peek.Type)
 	rc.mu.Unlock()
+	switch brk {
+	case breakUnavailable:
+		http.Error(w, "overloaded", http.StatusServiceUnavailable)
+		return
+	case breakReset:
+		// What a receiver that closed an idle keep-alive connection looks
+		// like to the sender: the connection is reset under the request.
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			if tcp, ok := conn.(*net.TCPConn); ok {
+				_ = tcp.SetLinger(0)
+			}
+			_ = conn.Close()
+		}
+		return
+	}
 	time.Sleep(delay)
 
 	rc.mu.Lock()
@@ -223,6 +250,35 @@ func (rc *receiver) begun(subject string) int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return rc.started[subject]
+}
+
+// The ways breakNext makes a delivery fail.
+const (
+	breakUnavailable = "503"
+	breakReset       = "reset"
+)
+
+// breakNext makes the next delivery of event type typ about subject fail
+// the way how says.
+func (rc *receiver) breakNext(subject, typ, how string) {
+	rc.mu.Lock()
+	if rc.breaks == nil {
+		rc.breaks = map[string]string{}
+	}
+	rc.breaks[subject+" "+"app.amphitheatre.timeout."+typ] = how
+	rc.mu.Unlock()
+}
+
+// ids returns the distinct ids of the accepted events about subject of
+// type typ: receivers drop repeats by id.
+func (rc *receiver) ids(subject, typ string) []string {
+	var out []string
+	for _, e := range rc.events(subject, typ) {
+		if !slices.Contains(out, e.ID) {
+			out = append(out, e.ID)
+		}
+	}
+	return out
 }
 
 func (rc *receiver) failNext(n int) {

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
@@ -39,6 +41,10 @@ import (
 // eventNamespace receives the Events about cluster-scoped objects: not
 // "default", to show the setting works.
 const eventNamespace = "kube-system"
+
+// outboxNamespace keeps the controller's outbox, as the pod's own
+// namespace does in a cluster.
+const outboxNamespace = "timeout-system"
 
 var (
 	k8s     client.Client
@@ -91,6 +97,10 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	auditPath, archiveDir = filepath.Join(dir, "audit.jsonl"), filepath.Join(dir, "archive")
+	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: outboxNamespace}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if _, err := startController(cfg, scheme); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -143,6 +153,7 @@ func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, er
 		ClusterEventNamespace: eventNamespace,
 		StatusInterval:        time.Second,
 		SecretNamespace:       secretNamespace,
+		OutboxNamespace:       outboxNamespace,
 		Audit:                 auditLog,
 		ArchiveDir:            archiveDir,
 		// A controller-wide cap high enough never to hold a test back, so

@@ -1,0 +1,88 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
+)
+
+// farewells are the messages about an object that go out after it is
+// deleted, through the outbox.
+var farewells = []v1alpha1.EventType{v1alpha1.EventExpired, v1alpha1.EventDeleted}
+
+// farewell is the outbox entry holding the expired and deleted messages
+// about obj, over the channels of its policy that carry them; nil when
+// none does.
+func (r *ObjectReconciler) farewell(key Key, obj *metav1.PartialObjectMetadata, ev *evaluation) *outbox.Entry {
+	e := &outbox.Entry{Created: r.Clock.Now(), Policy: ev.policy.Name}
+	for _, t := range farewells {
+		channels := map[string]*outbox.Delivery{}
+		for _, name := range slices.Sorted(maps.Keys(ev.channels.notifiers)) {
+			if ev.channels.notifiers[name].Accepts(t) {
+				channels[name] = &outbox.Delivery{}
+			}
+		}
+		if len(channels) == 0 {
+			continue
+		}
+		msg := r.message(key, obj, ev, t, ev.life.ExpiresAt, "")
+		e.Object = msg.Object
+		e.Messages = append(e.Messages, outbox.Message{Message: msg, Channels: channels})
+	}
+	if len(e.Messages) == 0 {
+		return nil
+	}
+	return e
+}
+
+// outboxDeliverer sends the outbox's messages over the channels of their
+// policy as it is now: a rotated Secret or a fixed URL is picked up.
+type outboxDeliverer struct {
+	reader   client.Reader
+	channels *Channels
+	objects  *ObjectReconciler
+}
+
+func (d outboxDeliverer) Deliver(ctx context.Context, policy string, msg notify.Message, names []string) (map[string]error, error) {
+	p := &v1alpha1.TimeoutPolicy{}
+	if err := d.reader.Get(ctx, types.NamespacedName{Name: policy}, p); err != nil {
+		return nil, fmt.Errorf("get policy %s: %w", policy, err)
+	}
+	set, err := d.channels.get(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("channels of policy %s: %w", policy, err)
+	}
+	results := map[string]error{}
+	var carried []string
+	for _, name := range names {
+		if n, ok := set.notifiers[name]; ok && n.Accepts(msg.Type) {
+			carried = append(carried, name)
+		} else {
+			results[name] = outbox.ErrNotCarried
+		}
+	}
+	if len(carried) == 0 {
+		return results, nil
+	}
+	sent, _, failed := d.objects.deliver(ctx, &evaluation{channels: set}, carried, msg)
+	for _, name := range sent {
+		results[name] = nil
+	}
+	for name, text := range failed {
+		results[name] = errors.New(text)
+	}
+	return results, nil
+}

@@ -1,0 +1,96 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
+)
+
+// told is a policy with the scripted channel and no reminders.
+func told() *v1alpha1.TimeoutPolicy {
+	return newPolicy("told", func(p *v1alpha1.TimeoutPolicy) {
+		p.Spec.Notifications.AllowedEmailDomains = []string{scriptedDomain}
+	})
+}
+
+func (h *harness) outboxEntries() []corev1.ConfigMap {
+	h.t.Helper()
+	var list corev1.ConfigMapList
+	if err := h.client.List(context.Background(), &list, client.InNamespace("timeout-system"), client.MatchingLabels{outbox.LabelEntry: "true"}); err != nil {
+		h.t.Fatal(err)
+	}
+	return list.Items
+}
+
+func (h *harness) sendOutbox() {
+	h.r.Outbox.Pass(context.Background())
+	h.r.Outbox.Wait()
+}
+
+func TestTheExpiredAndDeletedMessagesWaitInTheOutboxForAChannelThatRefusesThem(t *testing.T) {
+	theScripted.set(nil, errors.New("451 try again later"))
+	cm := newConfigMap("scratch", ttl("10m"))
+	h := newHarness(t, t0.Add(time.Hour), told(), cm)
+
+	if _, err := h.reconcile(cm); err != nil {
+		t.Fatal(err)
+	}
+	if h.stored(cm) != nil {
+		t.Fatal("not deleted")
+	}
+	h.sendOutbox()
+	if n := len(h.outboxEntries()); n != 1 {
+		t.Fatalf("%d outbox entries after the channel refused, want 1", n)
+	}
+
+	theScripted.set(nil, nil)
+	h.clock.Step(time.Second)
+	h.sendOutbox()
+	if theScripted.count(v1alpha1.EventExpired) != 1 || theScripted.count(v1alpha1.EventDeleted) != 1 {
+		t.Fatalf("after the channel recovered it got %d expired and %d deleted messages, want one each",
+			theScripted.count(v1alpha1.EventExpired), theScripted.count(v1alpha1.EventDeleted))
+	}
+	if n := len(h.outboxEntries()); n != 0 {
+		t.Errorf("%d outbox entries left after every message was accepted", n)
+	}
+}
+
+func TestADeleteThatFailsLeavesNoOutboxEntry(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"loses a race with an extension", apierrors.NewConflict(configMaps, "scratch", errors.New("the object has been modified"))},
+		{"finds the object gone", apierrors.NewNotFound(configMaps, "scratch")},
+		{"is refused", apierrors.NewForbidden(configMaps, "scratch", errors.New("no"))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			theScripted.set(nil, nil)
+			cm := newConfigMap("scratch", ttl("10m"))
+			h := newHarness(t, t0.Add(time.Hour), told(), cm)
+			h.deleteErr = c.err
+
+			_, _ = h.reconcile(cm)
+			drain(h.rec)
+			if n := len(h.outboxEntries()); n != 0 {
+				t.Fatalf("%d outbox entries after the delete failed, want none", n)
+			}
+			h.clock.Step(time.Hour)
+			h.sendOutbox()
+			if theScripted.count(v1alpha1.EventDeleted) != 0 {
+				t.Error("a deleted message went out about an object that was not deleted")
+			}
+		})
+	}
+}

@@ -1,0 +1,529 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+)
+
+// DefaultGiveUpAfter is how long an entry's messages are retried before
+// the outbox gives up on the channels that still refuse them.
+const DefaultGiveUpAfter = 24 * time.Hour
+
+// ReasonNotificationGivenUp is the Warning Event on the policy whose
+// channel refused a one-off message until the bound ran out.
+const ReasonNotificationGivenUp = "NotificationGivenUp"
+
+const (
+	// pendingGrace is how long after it was written an entry left
+	// pending-delete is looked at: writing it and the delete that follows
+	// take 5 s each at most (the controller's write timeout), and until
+	// the delete is done the object is still there.
+	pendingGrace = 15 * time.Second
+	// maxBackoff caps the wait between attempts on one channel.
+	maxBackoff = 5 * time.Minute
+	// sendTimeout bounds one attempt on one entry.
+	sendTimeout = 30 * time.Second
+	// writeTimeout bounds one write of an entry.
+	writeTimeout = 5 * time.Second
+	// maxSending is how many entries are sent at once.
+	maxSending = 16
+	// idle is the longest the sender sleeps with nothing due.
+	idle = time.Minute
+)
+
+// ErrNotCarried is what Deliverer reports for a channel the policy no
+// longer has, or that no longer carries the message's type: there is
+// nothing left to send there.
+var ErrNotCarried = errors.New("the policy's channel no longer carries this message")
+
+// Deliverer sends a message over the named channels of a policy, built
+// from the policy as it is now. It returns each channel's result (nil
+// when it accepted), or an error when none could be tried (the policy is
+// gone, its channels cannot be built).
+type Deliverer interface {
+	Deliver(ctx context.Context, policy string, msg notify.Message, channels []string) (map[string]error, error)
+}
+
+var givenUp = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "timeout_controller_notifications_given_up_total",
+	Help: "One-off messages (expired, deleted) a channel still refused when the outbox bound (--notification-give-up-after) ran out, by channel and type.",
+}, []string{"channel", "type"})
+
+var pendingEntries = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: "timeout_controller_outbox_entries",
+	Help: "Deleted objects whose one-off messages some channel has not accepted yet.",
+})
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(givenUp, pendingEntries)
+}
+
+// Outbox holds the one-off messages about deleted objects and sends them.
+// As a manager Runnable it runs on the leader only; at start it reads the
+// entries earlier leaders left.
+type Outbox struct {
+	Store     *Store
+	Deliverer Deliverer
+	// Objects reads governed objects and policies from the API server.
+	Objects  client.Reader
+	Recorder events.EventRecorder
+	Audit    *audit.Log
+	Clock    clock.PassiveClock
+	// GiveUpAfter bounds how long after the delete a message is retried.
+	GiveUpAfter time.Duration
+	Log         logr.Logger
+
+	mu      sync.Mutex
+	entries map[string]*tracked
+	wake    chan struct{}
+	slots   chan struct{}
+	sending sync.WaitGroup
+}
+
+type tracked struct {
+	entry *Entry
+	// busy while a goroutine sends it.
+	busy bool
+	// confirmed when this process saw the delete succeed.
+	confirmed bool
+}
+
+// NeedLeaderElection: only the leader sends, and it is the only writer of
+// entries once they are handed over.
+func (o *Outbox) NeedLeaderElection() bool { return true }
+
+// Prepare writes the entry about an object before the object is deleted.
+func (o *Outbox) Prepare(ctx context.Context, e *Entry) error {
+	e.State = PendingDelete
+	stored, err := o.Store.Create(ctx, e)
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.init()
+	o.entries[stored.Name()] = &tracked{entry: stored, confirmed: stored.State == Deleted}
+	pendingEntries.Set(float64(len(o.entries)))
+	return nil
+}
+
+// Confirm hands over the entry about an object whose delete succeeded:
+// its messages are sent at once.
+func (o *Outbox) Confirm(uid types.UID) {
+	o.mu.Lock()
+	if t, ok := o.entries[Name(uid)]; ok {
+		t.confirmed = true
+	}
+	o.mu.Unlock()
+	o.poke()
+}
+
+// Cancel removes the entry about an object that was not deleted. An entry
+// that cannot be removed is dropped later, when the object is found there.
+func (o *Outbox) Cancel(ctx context.Context, uid types.UID) {
+	o.mu.Lock()
+	t, ok := o.entries[Name(uid)]
+	if ok && !t.busy {
+		delete(o.entries, Name(uid))
+		pendingEntries.Set(float64(len(o.entries)))
+	}
+	o.mu.Unlock()
+	if !ok {
+		return
+	}
+	if err := o.Store.Remove(ctx, t.entry); err != nil {
+		o.Log.Error(err, "remove outbox entry of an object not deleted", "entry", t.entry.Name())
+	}
+}
+
+func (o *Outbox) init() {
+	if o.entries == nil {
+		o.entries = map[string]*tracked{}
+	}
+	if o.wake == nil {
+		o.wake = make(chan struct{}, 1)
+	}
+	if o.slots == nil {
+		o.slots = make(chan struct{}, maxSending)
+	}
+}
+
+func (o *Outbox) poke() {
+	o.mu.Lock()
+	o.init()
+	wake := o.wake
+	o.mu.Unlock()
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start loads the entries left in the API and sends until ctx is done.
+// Entries survive a shutdown: the next leader resumes them.
+func (o *Outbox) Start(ctx context.Context) error {
+	o.mu.Lock()
+	o.init()
+	wake := o.wake
+	o.mu.Unlock()
+	defer o.sending.Wait()
+	for delay := time.Second; ; delay = min(2*delay, maxBackoff) {
+		err := o.Load(ctx)
+		if err == nil {
+			break
+		}
+		o.Log.Error(err, "load the outbox; retrying", "in", delay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+	}
+	for {
+		wait := o.Pass(ctx)
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// Load adds the stored entries to those this process knows.
+func (o *Outbox) Load(ctx context.Context) error {
+	entries, errs, err := o.Store.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, err := range errs {
+		o.Log.Error(err, "skipping an unreadable outbox entry")
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.init()
+	for _, e := range entries {
+		if _, ok := o.entries[e.Name()]; !ok {
+			o.entries[e.Name()] = &tracked{entry: e, confirmed: e.State == Deleted}
+		}
+	}
+	pendingEntries.Set(float64(len(o.entries)))
+	if len(entries) > 0 {
+		o.Log.Info("resuming the outbox", "entries", len(entries))
+	}
+	return nil
+}
+
+// Pass starts sending every entry that is due and returns how long until
+// the next one is. Sends go on in the background; Wait waits for them.
+func (o *Outbox) Pass(ctx context.Context) time.Duration {
+	now := o.Clock.Now()
+	next := now.Add(idle)
+	o.mu.Lock()
+	o.init()
+	var due []*tracked
+	for _, t := range o.entries {
+		if t.busy {
+			continue
+		}
+		at := o.dueAt(t)
+		if !at.After(now) {
+			t.busy = true
+			due = append(due, t)
+		} else if at.Before(next) {
+			next = at
+		}
+	}
+	slots := o.slots
+	o.mu.Unlock()
+	for _, t := range due {
+		o.sending.Add(1)
+		go func() {
+			defer o.sending.Done()
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				o.release(t, false)
+				return
+			}
+			defer func() { <-slots }()
+			o.release(t, o.process(ctx, t))
+		}()
+	}
+	if len(due) > 0 {
+		// Those just sent are looked at again when they return.
+		return 0
+	}
+	return max(next.Sub(now), time.Millisecond)
+}
+
+// Wait waits for the sends Pass started.
+func (o *Outbox) Wait() { o.sending.Wait() }
+
+// release ends t's send; gone removes it.
+func (o *Outbox) release(t *tracked, gone bool) {
+	o.mu.Lock()
+	t.busy = false
+	if gone {
+		delete(o.entries, t.entry.Name())
+		pendingEntries.Set(float64(len(o.entries)))
+	}
+	o.mu.Unlock()
+	o.poke()
+}
+
+// dueAt is when t needs looking at next. Called with o.mu held.
+func (o *Outbox) dueAt(t *tracked) time.Time {
+	e := t.entry
+	if !t.confirmed {
+		return e.Created.Add(pendingGrace)
+	}
+	at := e.Created.Add(o.giveUpAfter())
+	for _, m := range e.Messages {
+		for _, d := range m.Channels {
+			if !d.Accepted && d.NextAttempt.Before(at) {
+				at = d.NextAttempt
+			}
+		}
+	}
+	return at
+}
+
+func (o *Outbox) giveUpAfter() time.Duration {
+	if o.GiveUpAfter > 0 {
+		return o.GiveUpAfter
+	}
+	return DefaultGiveUpAfter
+}
+
+// process makes one attempt on t's due channels and stores the outcome.
+// It reports whether the entry is finished (sent, given up or dropped).
+func (o *Outbox) process(ctx context.Context, t *tracked) bool {
+	e := t.entry
+	o.mu.Lock()
+	confirmed := t.confirmed
+	o.mu.Unlock()
+	log := o.Log.WithValues("entry", e.Name(), "kind", e.Object.Kind, "object", e.Object.Name, "namespace", e.Object.Namespace)
+	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+
+	if !confirmed {
+		deleted, err := o.deleted(ctx, e)
+		if err != nil {
+			log.Error(err, "check the object of a pending outbox entry")
+			return false
+		}
+		if !deleted {
+			// The delete did not happen: the object's own reconcile tries
+			// again, with a new entry.
+			log.Info("dropping the outbox entry of an object still there")
+			if err := o.Store.Remove(writeCtx, e); err != nil {
+				log.Error(err, "drop outbox entry")
+				return false
+			}
+			return true
+		}
+		o.mu.Lock()
+		t.confirmed = true
+		o.mu.Unlock()
+	}
+	e.State = Deleted
+
+	now := o.Clock.Now()
+	if !now.Before(e.Created.Add(o.giveUpAfter())) {
+		o.giveUp(ctx, e, now)
+		if err := o.Store.Remove(writeCtx, e); err != nil {
+			log.Error(err, "remove given-up outbox entry")
+			return false
+		}
+		return true
+	}
+
+	sendCtx, cancelSend := context.WithTimeout(ctx, sendTimeout)
+	defer cancelSend()
+	for _, m := range e.Messages {
+		var names []string
+		for _, name := range slices.Sorted(maps.Keys(m.Channels)) {
+			if d := m.Channels[name]; !d.Accepted && !d.NextAttempt.After(now) {
+				names = append(names, name)
+			}
+		}
+		if len(names) == 0 {
+			continue
+		}
+		results, err := o.Deliverer.Deliver(sendCtx, e.Policy, m.Message, names)
+		if ctx.Err() != nil {
+			// Shutting down: this attempt does not count, and the next
+			// leader makes it again.
+			return false
+		}
+		at := o.Clock.Now()
+		var recs []audit.Record
+		var failed []string
+		for _, name := range names {
+			d := m.Channels[name]
+			res := err
+			if err == nil {
+				res = results[name]
+			}
+			switch {
+			case res == nil:
+				d.Accepted, d.LastError = true, ""
+				recs = append(recs, o.record(e, m, at, audit.Notified, name, ""))
+				log.Info("notified", "event", m.Message.Type, "channel", name)
+			case errors.Is(res, ErrNotCarried):
+				d.Accepted, d.LastError = true, ""
+				log.Info("channel no longer carries the message", "event", m.Message.Type, "channel", name)
+			default:
+				d.Attempts++
+				d.LastError = res.Error()
+				d.NextAttempt = at.Add(backoff(d.Attempts))
+				recs = append(recs, o.record(e, m, at, audit.NotifyFailed, name, d.LastError))
+				log.Error(res, "notification failed; retrying", "event", m.Message.Type, "channel", name, "attempt", d.Attempts, "next", d.NextAttempt)
+				if d.Attempts == 1 {
+					failed = append(failed, fmt.Sprintf("via %s: %s", name, d.LastError))
+				}
+			}
+		}
+		o.audit(log, recs...)
+		if len(failed) > 0 {
+			o.Recorder.Eventf(objectRef(e), nil, corev1.EventTypeWarning, "ReminderFailed", "Notify",
+				"Sending the %s message failed %s; retrying until %s", m.Message.Type, strings.Join(failed, "; "),
+				e.Created.Add(o.giveUpAfter()).UTC().Format(time.RFC3339))
+		}
+	}
+
+	if e.done() {
+		if err := o.Store.Remove(writeCtx, e); err != nil {
+			log.Error(err, "remove delivered outbox entry")
+			// Sent again by the next leader, with the same IDs.
+			return false
+		}
+		return true
+	}
+	// The attempts, the backoff and the state, for the next leader.
+	if err := o.Store.Update(writeCtx, e); err != nil {
+		log.Error(err, "record outbox attempts")
+		if apierrors.IsNotFound(err) {
+			return true
+		}
+	}
+	return false
+}
+
+// backoff is the wait after the n-th failure on a channel.
+func backoff(n int) time.Duration {
+	return min(time.Second<<min(n-1, 16), maxBackoff)
+}
+
+// deleted reports whether the delete e was written before has happened:
+// the object is gone, another object took its name, or it is being
+// deleted.
+func (o *Outbox) deleted(ctx context.Context, e *Entry) (bool, error) {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(schema.FromAPIVersionAndKind(e.Object.APIVersion, e.Object.Kind))
+	err := o.Objects.Get(ctx, types.NamespacedName{Namespace: e.Object.Namespace, Name: e.Object.Name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("get %s %s: %w", e.Object.Kind, e.Object.Name, err)
+	}
+	return obj.UID != e.Object.UID || obj.DeletionTimestamp != nil, nil
+}
+
+// giveUp reports the channels that still refuse e's messages.
+func (o *Outbox) giveUp(ctx context.Context, e *Entry, now time.Time) {
+	var recs []audit.Record
+	var lost []string
+	for _, m := range e.Messages {
+		for _, name := range slices.Sorted(maps.Keys(m.Channels)) {
+			d := m.Channels[name]
+			if d.Accepted {
+				continue
+			}
+			givenUp.WithLabelValues(name, string(m.Message.Type)).Inc()
+			detail := fmt.Sprintf("gave up after %s and %d attempts", o.giveUpAfter(), d.Attempts)
+			rec := o.record(e, m, now, audit.NotifyFailed, name, d.LastError)
+			rec.Detail = detail
+			recs = append(recs, rec)
+			lost = append(lost, fmt.Sprintf("the %s message via %s (%s)", m.Message.Type, name, d.LastError))
+		}
+	}
+	o.audit(o.Log, recs...)
+	if len(lost) == 0 {
+		return
+	}
+	o.Log.Info("gave up on one-off messages", "entry", e.Name(), "policy", e.Policy, "lost", lost)
+	note := fmt.Sprintf("Gave up after %s on %s about %s %s", o.giveUpAfter(), strings.Join(lost, ", "), e.Object.Kind, objectName(e.Object))
+	var regarding = objectRef(e)
+	p := &v1alpha1.TimeoutPolicy{}
+	if err := o.Objects.Get(ctx, types.NamespacedName{Name: e.Policy}, p); err == nil {
+		regarding = &corev1.ObjectReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "TimeoutPolicy", Name: p.Name, UID: p.UID}
+	}
+	o.Recorder.Eventf(regarding, nil, corev1.EventTypeWarning, ReasonNotificationGivenUp, "Notify", "%s", note)
+}
+
+func (o *Outbox) record(e *Entry, m Message, at time.Time, typ audit.Type, channel, errText string) audit.Record {
+	result := audit.OK
+	if typ == audit.NotifyFailed {
+		result = audit.Error
+	}
+	r := audit.Record{
+		Time: at, Type: typ, Policy: e.Policy, Message: string(m.Message.Type), Channel: channel, Result: result, Error: errText,
+		Object: audit.Object{APIVersion: e.Object.APIVersion, Kind: e.Object.Kind, Namespace: e.Object.Namespace, Name: e.Object.Name, UID: e.Object.UID},
+	}
+	if !m.Message.ExpiresAt.IsZero() {
+		expires := m.Message.ExpiresAt
+		r.ExpiresAt = &expires
+	}
+	return r
+}
+
+func (o *Outbox) audit(log logr.Logger, recs ...audit.Record) {
+	if len(recs) == 0 {
+		return
+	}
+	if err := o.Audit.Write(recs...); err != nil {
+		log.Error(err, "audit trail", "records", len(recs))
+	}
+}
+
+func objectRef(e *Entry) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: e.Object.APIVersion, Kind: e.Object.Kind, Namespace: e.Object.Namespace, Name: e.Object.Name, UID: e.Object.UID}
+}
+
+func objectName(o notify.Object) string {
+	if o.Namespace == "" {
+		return o.Name
+	}
+	return o.Namespace + "/" + o.Name
+}
