@@ -393,9 +393,6 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 	// reported and announced, not mistaken for a failure.
 	deleteCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	// On the trail (synced) before the delete, so that a crash before its
-	// outcome is written still leaves the attempt on record.
-	r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Deleting, Result: audit.OK, Detail: "propagation " + string(propagation)})
 	// The expired and deleted messages are written down before the
 	// delete, so that a crash right after it loses neither, and handed to
 	// the outbox's sender once it succeeded: a slow receiver must not
@@ -406,6 +403,9 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 			return ctrl.Result{}, fmt.Errorf("keep the expired and deleted messages of %s: %w", key, err)
 		}
 	}
+	// On the trail (synced) before the delete, so that a crash before its
+	// outcome is written still leaves the attempt on record.
+	r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Deleting, Result: audit.OK, Detail: "propagation " + string(propagation)})
 	err := r.Client.Delete(deleteCtx, obj,
 		client.Preconditions{UID: &obj.UID, ResourceVersion: &obj.ResourceVersion},
 		client.PropagationPolicy(propagation))
