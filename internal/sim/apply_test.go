@@ -51,12 +51,10 @@ func (w *world) apply(s Step) {
 		w.annotate(s.Obj, false, notify.AnnotationNotify, s.Val)
 	case kPolicyCreate, kPolicyEdit:
 		w.writePolicy(s.Pol, s.Kind == kPolicyCreate, func(p *v1alpha1.TimeoutPolicy) { applySpec(p, s.Val) })
-	case kPolicyInvalid:
+	case kPolicyInvalidTTL:
+		w.writePolicy(s.Pol, false, func(p *v1alpha1.TimeoutPolicy) { p.Spec.DefaultTTL = "1hour" })
+	case kPolicyInvalidSelector:
 		w.writePolicy(s.Pol, false, func(p *v1alpha1.TimeoutPolicy) {
-			if s.Val == "ttl" {
-				p.Spec.DefaultTTL = "1hour"
-				return
-			}
 			p.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Bogus", Values: []string{"a"}}}}
 		})
 	case kPolicyDelete:
@@ -159,7 +157,7 @@ func (w *world) create(s Step) {
 	if err := w.store.Create(w.ctx, cm); err != nil {
 		panic(err)
 	}
-	w.enqueue(name, w.now())
+	w.watched(name)
 }
 
 // annotate writes (or, with an empty value, removes) an annotation by
@@ -185,7 +183,7 @@ func (w *world) annotate(obj int, sets bool, key, value string) {
 	if sets {
 		w.since[cm.UID] = w.now()
 	}
-	w.enqueue(name, w.now())
+	w.watched(name)
 }
 
 func (w *world) policy(i int) (*v1alpha1.TimeoutPolicy, bool) {

@@ -29,32 +29,33 @@ type Step struct {
 
 // The inputs a schedule is made of.
 const (
-	kCreate         = "create"
-	kTTL            = "ttl"
-	kInvalidTTL     = "invalidTTL"
-	kTypo           = "typoKey"
-	kExtend         = "extend"
-	kShorten        = "shorten"
-	kKeep           = "keep"
-	kUnkeep         = "unkeep"
-	kNotify         = "notify"
-	kPolicyCreate   = "policyCreate"
-	kPolicyEdit     = "policyEdit"
-	kPolicyInvalid  = "policyInvalid"
-	kPolicyDelete   = "policyDelete"
-	kPrioritySwap   = "prioritySwap"
-	kSelectorChange = "selectorChange"
-	kDryRunToggle   = "dryRunToggle"
-	kCap            = "cap"
-	kOutage         = "outage"
-	kSlow           = "slowSend"
-	kReset          = "connectionReset"
-	kCacheLag       = "cacheLag"
-	kConflict       = "writeConflict"
-	kRestart        = "restart"
-	kLeader         = "leaderChange"
-	kClockJump      = "clockJump"
-	kWait           = "wait"
+	kCreate                = "create"
+	kTTL                   = "ttl"
+	kInvalidTTL            = "invalidTTL"
+	kTypo                  = "typoKey"
+	kExtend                = "extend"
+	kShorten               = "shorten"
+	kKeep                  = "keep"
+	kUnkeep                = "unkeep"
+	kNotify                = "notify"
+	kPolicyCreate          = "policyCreate"
+	kPolicyEdit            = "policyEdit"
+	kPolicyInvalidSelector = "policyInvalidSelector"
+	kPolicyInvalidTTL      = "policyInvalidTTL"
+	kPolicyDelete          = "policyDelete"
+	kPrioritySwap          = "prioritySwap"
+	kSelectorChange        = "selectorChange"
+	kDryRunToggle          = "dryRunToggle"
+	kCap                   = "cap"
+	kOutage                = "outage"
+	kSlow                  = "slowSend"
+	kReset                 = "connectionReset"
+	kCacheLag              = "cacheLag"
+	kConflict              = "writeConflict"
+	kRestart               = "restart"
+	kLeader                = "leaderChange"
+	kClockJump             = "clockJump"
+	kWait                  = "wait"
 )
 
 // weights says how often generate picks each input.
@@ -64,7 +65,7 @@ var weights = []struct {
 }{
 	{kCreate, 10}, {kTTL, 4}, {kInvalidTTL, 2}, {kTypo, 2}, {kExtend, 4}, {kShorten, 3},
 	{kKeep, 2}, {kUnkeep, 2}, {kNotify, 1},
-	{kPolicyCreate, 3}, {kPolicyEdit, 3}, {kPolicyInvalid, 2}, {kPolicyDelete, 1},
+	{kPolicyCreate, 3}, {kPolicyEdit, 3}, {kPolicyInvalidSelector, 1}, {kPolicyInvalidTTL, 1}, {kPolicyDelete, 1},
 	{kPrioritySwap, 2}, {kSelectorChange, 2}, {kDryRunToggle, 2}, {kCap, 1},
 	{kOutage, 4}, {kSlow, 2}, {kReset, 3}, {kCacheLag, 3}, {kConflict, 3},
 	{kRestart, 2}, {kLeader, 2}, {kClockJump, 1}, {kWait, 8},
@@ -113,38 +114,47 @@ func generate(seed uint64, disabled map[string]string) []Step {
 			}
 			n -= w.w
 		}
-		s := Step{Kind: kind, Obj: r.IntN(numObjects), Pol: r.IntN(numPolicies), Ch: r.IntN(numChannels)}
+		// Only the fields the kind reads are set, so that a schedule
+		// prints as what happens.
+		obj, pol, ch := r.IntN(numObjects), r.IntN(numPolicies), r.IntN(numChannels)
+		s := Step{Kind: kind}
 		switch kind {
 		case kCreate:
-			s.Val = pick(r, "a", "b", "a;ttl=20m", "b;ttl=45m", "a;expires-at=+25m", "a;keep=true")
+			s.Obj, s.Val = obj, pick(r, "a", "b", "a;ttl=20m", "b;ttl=45m", "a;expires-at=+25m", "a;keep=true")
 		case kTTL:
-			s.Val = pick(r, "15m", "40m", "1h", "90m")
+			s.Obj, s.Val = obj, pick(r, "15m", "40m", "1h", "90m")
 		case kInvalidTTL:
-			s.Val = pick(r, "soon", "-5m", "1x")
+			s.Obj, s.Val = obj, pick(r, "soon", "-5m", "1x")
 		case kTypo:
-			s.Val = pick(r, "timeout.amphitheatre.app/tll=5m", "timeout.amphitheatre.app/expire-at=+5m", "timeout.amphitheatre.app/kep=true")
+			s.Obj, s.Val = obj, pick(r, "timeout.amphitheatre.app/tll=5m", "timeout.amphitheatre.app/expire-at=+5m", "timeout.amphitheatre.app/kep=true")
 		case kExtend, kShorten:
-			s.DurMS = pick[int64](r, 60_000, 10*60_000, 30*60_000)
+			s.Obj, s.DurMS = obj, pick[int64](r, 60_000, 10*60_000, 30*60_000)
+		case kKeep, kUnkeep:
+			s.Obj = obj
 		case kNotify:
-			s.Val = pick(r, "ann@sim.test", "ann@sim.test,#ops", "bob@elsewhere.test")
+			s.Obj, s.Val = obj, pick(r, "ann@sim.test", "ann@sim.test,#ops", "bob@elsewhere.test")
 		case kPolicyCreate, kPolicyEdit:
-			s.Val = randomSpec(r)
-		case kPolicyInvalid:
-			s.Val = pick(r, "selector", "ttl")
+			s.Pol, s.Val = pol, randomSpec(r)
+		case kPolicyInvalidSelector, kPolicyInvalidTTL, kPolicyDelete, kDryRunToggle:
+			s.Pol = pol
 		case kPrioritySwap:
-			s.Obj = r.IntN(numPolicies) // the other policy
+			s.Pol, s.Obj = pol, r.IntN(numPolicies) // Obj: the other policy
 		case kSelectorChange:
-			s.Val = pick(r, "", "a", "b")
+			s.Pol, s.Val = pol, pick(r, "", "a", "b")
 		case kCap:
-			s.Val = pick(r, "1", "2", "0")
+			s.Pol, s.Val = pol, pick(r, "1", "2", "0")
 		case kOutage:
-			s.DurMS = pick[int64](r, 500, 30_000, 5*60_000, 40*60_000)
+			s.Ch, s.DurMS = ch, pick[int64](r, 500, 30_000, 5*60_000, 40*60_000)
 		case kSlow:
-			s.DurMS = pick[int64](r, 2_000, 15_000)
+			s.Ch, s.DurMS = ch, pick[int64](r, 2_000, 15_000)
+		case kReset:
+			s.Ch = ch
 		case kCacheLag:
 			s.DurMS = pick[int64](r, 100, 400)
 		case kConflict:
-			s.DurMS = pick[int64](r, 1, 2)
+			s.Obj, s.DurMS = obj, pick[int64](r, 1, 2)
+		case kLeader:
+			s.Obj = obj // the reconcile the old leader had under way
 		case kClockJump:
 			s.DurMS = pick[int64](r, 5*60_000, 2*3600_000)
 		}

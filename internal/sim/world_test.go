@@ -24,8 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -95,6 +97,14 @@ type world struct {
 	conflicts map[string]int
 	touches   int
 	hotLoop   bool
+	// trace, when set, is told each step, delete and send.
+	trace func(format string, args ...any)
+}
+
+func (w *world) tracef(format string, args ...any) {
+	if w.trace != nil {
+		w.trace("%s "+format, append([]any{w.now().Sub(t0)}, args...)...)
+	}
 }
 
 type channelState struct {
@@ -132,7 +142,10 @@ func newWorld(disabled map[string]string) *world {
 	w.recorder = &recorder{w: w}
 	w.trail = &auditSink{w: w}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: map[string]string{"env": "dev"}}}
-	w.store = fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns).Build()
+	// The plain tracker: the one that manages fields builds a REST mapper
+	// on every write, which would spend most of a run.
+	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
+	w.store = fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).WithObjects(ns).Build()
 	w.live = interceptor.NewClient(w.store, interceptor.Funcs{Patch: w.patch, Delete: w.delete})
 	w.cached = interceptor.NewClient(w.live, interceptor.Funcs{Get: w.cacheGet})
 	current = w
@@ -177,6 +190,14 @@ func (w *world) beforeWrite(name string) {
 	}
 	cm, _ := w.get(name)
 	w.stale[name] = cm
+}
+
+// watched queues the object a write changed, as the watch does once the
+// cache has seen the write: at once, or when the lag ends.
+func (w *world) watched(name string) {
+	if _, lagging := w.stale[name]; !lagging {
+		w.enqueue(name, w.now())
+	}
 }
 
 // cacheGet serves an object as the lagging cache shows it.
@@ -224,7 +245,7 @@ func (w *world) interfere(ctx context.Context, c client.WithWatch, name string) 
 	}
 	cm.Labels["touched"] = strconv.Itoa(w.touches)
 	if err := c.Update(ctx, cm); err == nil {
-		w.enqueue(name, w.now())
+		w.watched(name)
 	}
 }
 
@@ -259,7 +280,7 @@ func (w *world) patch(ctx context.Context, c client.WithWatch, obj client.Object
 	if err := c.Patch(ctx, obj, p, opts...); err != nil {
 		return err
 	}
-	w.enqueue(name, w.now())
+	w.watched(name)
 	return nil
 }
 
@@ -291,7 +312,8 @@ func (w *world) delete(ctx context.Context, c client.WithWatch, obj client.Objec
 	w.mu.Lock()
 	w.hist.Deletions = append(w.hist.Deletions, Deletion{At: w.now(), Facts: facts})
 	w.mu.Unlock()
-	w.enqueue(name, w.now())
+	w.tracef("deleted %s: %+v", name, facts)
+	w.watched(name)
 	return nil
 }
 
@@ -383,6 +405,7 @@ func (w *world) send(ctx context.Context, i int, m notify.Message) error {
 	}
 	s.Reported = true
 	w.hist.Sends = append(w.hist.Sends, s)
+	w.tracef("%s accepted %s %s about %s announcing %s", s.Channel, s.Type, s.Stage, s.UID, s.Announced.Sub(t0))
 	return nil
 }
 
@@ -420,6 +443,7 @@ func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, _, reason,
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
 	r.w.hist.Events = append(r.w.hist.Events, Announcement{At: r.w.now(), UID: ref.UID, Reason: reason, Announced: at})
+	r.w.tracef("event %s about %s: %s", reason, ref.UID, text)
 }
 
 // auditSink reads the audit trail back as it is written.
