@@ -8,7 +8,7 @@ package controller
 
 // NewDeletionCaps returns the deletion caps Setup gives the object
 // reconciler, with a global cap of perMinute deletions (0: none).
-func NewDeletionCaps(perMinute int) *deletionCaps { //nolint:revive // the type stays the controller's own
+func NewDeletionCaps(perMinute int) *deletionCaps {
 	return newDeletionCaps(perMinute)
 }
 

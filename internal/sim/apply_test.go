@@ -77,9 +77,6 @@ func (w *world) apply(s Step) {
 		w.writePolicy(s.Pol, false, func(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.DryRun = !p.Spec.Deletion.DryRun })
 	case kCap:
 		n, _ := strconv.Atoi(s.Val)
-		if n > 0 {
-			w.hist.Healthy = false
-		}
 		w.writePolicy(s.Pol, false, func(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.MaxPerMinute = int32(n) })
 	case kOutage, kSlow, kReset:
 		w.mu.Lock()

@@ -27,8 +27,8 @@ type History struct {
 	Audit  []audit.Record
 	// Live are the objects that exist now, read the same way as Deletions.
 	Live []Facts
-	// Healthy says no channel ever failed or was slow and no cap was set:
-	// the promptness promise applies.
+	// Healthy says no channel ever failed or was slow: the promptness
+	// promise applies to the objects of policies without a cap.
 	Healthy bool
 	// Excused is the end of the last interval the controller could not
 	// act in (a clock jump): nothing can be on time inside one.
@@ -46,6 +46,8 @@ type Facts struct {
 	// Policy governs the object; empty when none does.
 	Policy string
 	DryRun bool
+	// Capped: the policy caps its deletions per minute.
+	Capped bool
 	// Shadowed: an invalid policy might govern the object.
 	Shadowed  bool
 	ExpiresAt time.Time
@@ -299,7 +301,8 @@ func oneOffType(t v1alpha1.EventType) bool {
 // promptness is how late a deletion may be with healthy channels and no cap.
 const promptness = time.Second
 
-// deletedPromptly: with healthy channels and no cap, every governed object
+// deletedPromptly: with healthy channels, every object governed by a
+// policy without a cap (whatever the caps of others)
 // is deleted within a second of falling due: its expiry, or its first
 // reminder plus the minimum notice, or the latest time announced.
 func deletedPromptly(h *History) []Violation {
@@ -308,7 +311,7 @@ func deletedPromptly(h *History) []Violation {
 	}
 	var out []Violation
 	for _, f := range h.Live {
-		if f.Kept || f.Policy == "" || f.DryRun || f.Shadowed {
+		if f.Kept || f.Policy == "" || f.DryRun || f.Shadowed || f.Capped {
 			continue
 		}
 		due := f.ExpiresAt

@@ -360,6 +360,7 @@ func (w *world) facts(cm *corev1.ConfigMap, pols []v1alpha1.TimeoutPolicy) Facts
 		}
 		life := expiry.Compute(cm.CreationTimestamp.Time, cm.Annotations, sched.DefaultTTL)
 		f.Policy, f.DryRun, f.Kept = p.Name, p.Spec.Deletion.DryRun, life.Keep
+		f.Capped = p.Spec.Deletion.MaxPerMinute > 0
 		f.ExpiresAt, f.MinimumNotice = life.ExpiresAt, sched.MinimumNotice
 		for _, lead := range sched.Reminders {
 			if !life.ExpiresAt.Add(-lead).Before(f.Since) {
