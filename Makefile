@@ -72,6 +72,14 @@ test: tools ## Run every test: unit, fuzz seeds, and integration against a real 
 test-unit: ## Run the unit tests only (no API server).
 	go test -count=1 ./api/... ./internal/... ./cmd/...
 
+# How many schedules `make simulate` plays, and from which seed (fresh when empty).
+SCHEDULES ?= 10000
+SEED ?=
+
+.PHONY: simulate
+simulate: ## Play SCHEDULES random schedules of the simulation (internal/sim) from fresh seeds, or from SEED; print the rate and each violation with its shortest schedule. SIM_ALL=1 turns the disabled inputs on.
+	SIMULATE=$(SCHEDULES) SIM_SEED=$(SEED) go test ./internal/sim -run '^TestSimulate$$' -count=1 -timeout 2h -v
+
 .PHONY: fuzz
 fuzz: ## Fuzz the duration and annotation parsers for a minute each.
 	go test ./internal/expiry -run '^$$' -fuzz FuzzParseDuration -fuzztime 60s

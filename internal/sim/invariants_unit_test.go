@@ -1,0 +1,194 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+)
+
+// governed is an object governed by policy p, expiring at t0+1h, with
+// nothing owed.
+func governed() Facts {
+	return Facts{UID: "u1", Name: "o1", Policy: "p", ExpiresAt: t0.Add(time.Hour), Since: t0}
+}
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+func reminderSent(d time.Duration, announced time.Time) Send {
+	return Send{At: at(d), ID: "r", UID: "u1", Type: v1alpha1.EventReminder, Stage: "20m", Channel: "sim-0",
+		Announced: announced, Accepted: true, Reported: true}
+}
+
+func deletedAt(d time.Duration, edit func(*Facts)) Deletion {
+	f := governed()
+	if edit != nil {
+		edit(&f)
+	}
+	return Deletion{At: at(d), Facts: f}
+}
+
+func fullAudit(deleteAt time.Duration) []audit.Record {
+	o := audit.Object{UID: "u1"}
+	return []audit.Record{{Time: at(deleteAt), Type: intentType, Object: o}, {Time: at(deleteAt), Type: audit.Deleted, Object: o}}
+}
+
+// Each check must be able to fail: a history that breaks it, and one
+// that keeps it, per check.
+func TestEachCheckFailsOnItsViolationAndOnlyThen(t *testing.T) {
+	cases := []struct {
+		check        string
+		broken, kept History
+	}{
+		{
+			check:  "keptNotDeleted",
+			broken: History{Deletions: []Deletion{deletedAt(2*time.Hour, func(f *Facts) { f.Kept = true })}},
+			kept:   History{Deletions: []Deletion{deletedAt(2*time.Hour, nil)}},
+		},
+		{
+			check:  "deletedOnlyWhenGoverned",
+			broken: History{Deletions: []Deletion{deletedAt(2*time.Hour, func(f *Facts) { f.Shadowed = true })}},
+			kept:   History{Deletions: []Deletion{deletedAt(2*time.Hour, nil)}},
+		},
+		{
+			check:  "notBeforeExpiry",
+			broken: History{Deletions: []Deletion{deletedAt(59*time.Minute, nil)}},
+			kept:   History{Deletions: []Deletion{deletedAt(time.Hour, nil)}},
+		},
+		{
+			check: "notBeforeAnnounced",
+			broken: History{Deletions: []Deletion{deletedAt(time.Hour, nil)},
+				Sends: []Send{reminderSent(40*time.Minute, at(70*time.Minute))}},
+			// Told before the owner set the expiry again: superseded.
+			kept: History{Deletions: []Deletion{deletedAt(time.Hour, func(f *Facts) { f.Since = at(45 * time.Minute) })},
+				Sends: []Send{reminderSent(40*time.Minute, at(70*time.Minute))}},
+		},
+		{
+			check: "noticeGiven",
+			broken: History{Deletions: []Deletion{deletedAt(time.Hour, func(f *Facts) { f.MinimumNotice = 30 * time.Minute })},
+				Sends: []Send{reminderSent(40*time.Minute, at(time.Hour))}},
+			kept: History{Deletions: []Deletion{deletedAt(70*time.Minute, func(f *Facts) { f.MinimumNotice = 30 * time.Minute })},
+				Sends: []Send{reminderSent(40*time.Minute, at(time.Hour))}},
+		},
+		{
+			check:  "stageAcceptedOnce",
+			broken: History{Sends: []Send{reminderSent(40*time.Minute, at(time.Hour)), reminderSent(41*time.Minute, at(time.Hour))}},
+			// The first was reset: the controller could not know.
+			kept: History{Sends: []Send{func() Send { s := reminderSent(40*time.Minute, at(time.Hour)); s.Reported = false; return s }(),
+				reminderSent(41*time.Minute, at(time.Hour))}},
+		},
+		{
+			check:  "oneOffDelivered",
+			broken: History{Settled: true, Sends: []Send{{At: at(time.Hour), ID: "x", UID: "u1", Type: v1alpha1.EventExpired, Channel: "sim-0"}}},
+			kept: History{Settled: true, Sends: []Send{{At: at(time.Hour), ID: "x", UID: "u1", Type: v1alpha1.EventExpired, Channel: "sim-0"},
+				{At: at(2 * time.Hour), ID: "x", UID: "u1", Type: v1alpha1.EventExpired, Channel: "sim-0", Accepted: true, Reported: true}}},
+		},
+		{
+			check:  "deletedPromptly",
+			broken: History{Healthy: true, Now: at(time.Hour + 1001*time.Millisecond), Live: []Facts{governed()}},
+			kept:   History{Healthy: true, Now: at(time.Hour + time.Second), Live: []Facts{governed()}},
+		},
+		{
+			check:  "auditIntentAndOutcome",
+			broken: History{Deletions: []Deletion{deletedAt(time.Hour, nil)}, Audit: fullAudit(time.Hour)[1:]},
+			kept:   History{Deletions: []Deletion{deletedAt(time.Hour, nil)}, Audit: fullAudit(time.Hour)},
+		},
+	}
+	for _, c := range cases {
+		var fn func(*History) []Violation
+		for _, ch := range checks {
+			if ch.name == c.check {
+				fn = ch.fn
+			}
+		}
+		if fn == nil {
+			t.Fatalf("no check %s", c.check)
+		}
+		t.Run(c.check+" fails on a history that breaks it", func(t *testing.T) {
+			if vs := fn(&c.broken); len(vs) == 0 || vs[0].Check != c.check {
+				t.Errorf("got %v, want a %s violation", vs, c.check)
+			}
+		})
+		t.Run(c.check+" passes a history that keeps it", func(t *testing.T) {
+			if vs := fn(&c.kept); len(vs) != 0 {
+				t.Errorf("got %v, want none", vs)
+			}
+		})
+	}
+	if len(cases) != len(checks) {
+		t.Errorf("%d checks, %d tested", len(checks), len(cases))
+	}
+}
+
+func TestOneSeedPlaysTheSameHistoryTwice(t *testing.T) {
+	for _, seed := range []uint64{7, 380} {
+		steps := generate(seed, nil)
+		histories := [2]*History{}
+		for i := range histories {
+			w := newWorld(map[string]string{})
+			for _, s := range steps {
+				w.apply(s)
+				w.advance(ms(s.WaitMS))
+			}
+			histories[i] = w.history()
+		}
+		a, b := histories[0], histories[1]
+		if len(a.Sends) == 0 && len(a.Deletions) == 0 {
+			t.Fatalf("seed %d: nothing happened, nothing compared", seed)
+		}
+		if !reflect.DeepEqual(a.Deletions, b.Deletions) || !reflect.DeepEqual(sendSet(a), sendSet(b)) || !a.Now.Equal(b.Now) {
+			t.Errorf("seed %d played two histories:\n%+v\n%+v", seed, a.Deletions, b.Deletions)
+		}
+	}
+}
+
+// sendSet counts the sends: channels of one message run in goroutines,
+// so their order within one delivery is not fixed, their outcome is.
+func sendSet(h *History) map[Send]int {
+	out := map[Send]int{}
+	for _, s := range h.Sends {
+		out[s]++
+	}
+	return out
+}
+
+// The simulated API server refuses, as the real one does, a patch locked
+// on an old resourceVersion and a delete whose preconditions fail.
+func TestTheSimulatedAPIServerRefusesStaleWrites(t *testing.T) {
+	w := newWorld(map[string]string{})
+	w.apply(Step{Kind: kCreate, Val: "a"})
+	cm, _ := w.get(objName(0))
+	pom := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: *cm.ObjectMeta.DeepCopy()}
+	w.apply(Step{Kind: kTTL, Val: "1h"})
+
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": cm.ResourceVersion, "annotations": map[string]string{"x": "y"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := w.live.Patch(ctx, pom, client.RawPatch(types.MergePatchType, patch)); !apierrors.IsConflict(err) {
+		t.Errorf("patch on an old resourceVersion: got %v, want a conflict", err)
+	}
+	if err := w.live.Delete(ctx, pom, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion}); !apierrors.IsConflict(err) {
+		t.Errorf("delete on an old resourceVersion: got %v, want a conflict", err)
+	}
+	other := types.UID("someone-else")
+	if err := w.live.Delete(ctx, pom, client.Preconditions{UID: &other}); !apierrors.IsConflict(err) {
+		t.Errorf("delete of another UID: got %v, want a conflict", err)
+	}
+	if _, ok := w.get(objName(0)); !ok {
+		t.Error("the object was deleted")
+	}
+}

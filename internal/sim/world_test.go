@@ -1,0 +1,564 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package sim
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clienttesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+)
+
+const namespace = "team-a"
+
+var (
+	configMapGVK = corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	configMaps   = schema.GroupResource{Resource: "configmaps"}
+	// t0 is where simulated time starts. It lies before the real time on
+	// purpose: the controller bounds sends with context deadlines taken
+	// from the simulated clock, and a deadline before simEnd is one of
+	// those, while one after it is a real-time timeout.
+	t0     = time.Date(2025, time.January, 6, 9, 0, 0, 0, time.UTC)
+	simEnd = t0.AddDate(0, 6, 0)
+)
+
+// maxReconciles bounds the reconciles of one step: more is a hot loop.
+const maxReconciles = 5000
+
+// settleFor is the delivery bound: how long after every channel recovers
+// each message must have reached it.
+const settleFor = 20 * time.Minute
+
+// world is the simulated cluster around one controller: the API server
+// (the fake client), the cache in front of it, the channels, the work
+// queue and the clock.
+type world struct {
+	ctx      context.Context
+	clock    *clocktesting.FakeClock
+	store    client.WithWatch
+	live     client.WithWatch
+	cached   client.WithWatch
+	recorder *recorder
+	trail    *auditSink
+	disabled map[string]string
+
+	ctrl *instance
+
+	queue map[string]time.Time
+	fails map[string]int
+
+	// mu guards what the channels' senders touch: they run in goroutines.
+	mu       sync.Mutex
+	channels [numChannels]channelState
+	hist     History
+
+	created [numObjects]int
+	polGen  [numPolicies]int
+	// since is when each object's expiry was last set by hand.
+	since map[types.UID]time.Time
+	// stale holds, while the cache lags, the objects as the cache still
+	// shows them (nil: not there yet).
+	lagUntil time.Time
+	stale    map[string]*corev1.ConfigMap
+	// conflicts counts, per object, the controller writes that another
+	// writer gets in before.
+	conflicts map[string]int
+	touches   int
+	hotLoop   bool
+	// trace, when set, is told each step, delete and send.
+	trace func(format string, args ...any)
+}
+
+func (w *world) tracef(format string, args ...any) {
+	if w.trace != nil {
+		w.trace("%s "+format, append([]any{w.now().Sub(t0)}, args...)...)
+	}
+}
+
+type channelState struct {
+	downUntil time.Time
+	slowUntil time.Time
+	slowBy    time.Duration
+	resets    int
+}
+
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+var scheme = newScheme()
+
+func newWorld(disabled map[string]string) *world {
+	w := &world{
+		ctx:       logf.IntoContext(context.Background(), logr.Discard()),
+		clock:     clocktesting.NewFakeClock(t0),
+		queue:     map[string]time.Time{},
+		fails:     map[string]int{},
+		since:     map[types.UID]time.Time{},
+		stale:     map[string]*corev1.ConfigMap{},
+		conflicts: map[string]int{},
+		disabled:  disabled,
+	}
+	w.hist.Healthy = true
+	w.recorder = &recorder{w: w}
+	w.trail = &auditSink{w: w}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: map[string]string{"env": "dev"}}}
+	// The plain tracker: the one that manages fields builds a REST mapper
+	// on every write, which would spend most of a run.
+	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
+	w.store = fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).WithObjects(ns).Build()
+	w.live = interceptor.NewClient(w.store, interceptor.Funcs{Patch: w.patch, Delete: w.delete})
+	w.cached = interceptor.NewClient(w.live, interceptor.Funcs{Get: w.cacheGet})
+	current = w
+	w.ctrl = start(w)
+	return w
+}
+
+func (w *world) now() time.Time { return w.clock.Now() }
+
+// enqueue queues the object at at, unless it is queued earlier already.
+func (w *world) enqueue(name string, at time.Time) {
+	if q, ok := w.queue[name]; !ok || at.Before(q) {
+		w.queue[name] = at
+	}
+}
+
+func (w *world) enqueueAll() {
+	for i := range numObjects {
+		w.enqueue(objName(i), w.now())
+	}
+}
+
+func objName(i int) string { return fmt.Sprintf("o%d", i) }
+func polName(i int) string { return fmt.Sprintf("p%d", i) }
+
+func (w *world) get(name string) (*corev1.ConfigMap, bool) {
+	cm := &corev1.ConfigMap{}
+	if err := w.store.Get(w.ctx, types.NamespacedName{Namespace: namespace, Name: name}, cm); err != nil {
+		return nil, false
+	}
+	return cm, true
+}
+
+// beforeWrite remembers, while the cache lags, the object as the cache
+// still shows it.
+func (w *world) beforeWrite(name string) {
+	if !w.now().Before(w.lagUntil) {
+		return
+	}
+	if _, ok := w.stale[name]; ok {
+		return
+	}
+	cm, _ := w.get(name)
+	w.stale[name] = cm
+}
+
+// watched queues the object a write changed, as the watch does once the
+// cache has seen the write: at once, or when the lag ends.
+func (w *world) watched(name string) {
+	if _, lagging := w.stale[name]; !lagging {
+		w.enqueue(name, w.now())
+	}
+}
+
+// cacheGet serves an object as the lagging cache shows it.
+func (w *world) cacheGet(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	pom, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok || key.Namespace != namespace {
+		return c.Get(ctx, key, obj, opts...)
+	}
+	old, lagging := w.stale[key.Name]
+	if !lagging {
+		return c.Get(ctx, key, obj, opts...)
+	}
+	if old == nil {
+		return apierrors.NewNotFound(configMaps, key.Name)
+	}
+	pom.ObjectMeta = *old.ObjectMeta.DeepCopy()
+	return nil
+}
+
+// endLag brings the cache up to date, which sends the watch events it
+// held back.
+func (w *world) endLag() {
+	for name := range w.stale {
+		w.enqueue(name, w.now())
+	}
+	clear(w.stale)
+	w.lagUntil = time.Time{}
+}
+
+// interfere lets another writer change the object just before the
+// controller writes to it: the controller's write then conflicts.
+func (w *world) interfere(ctx context.Context, c client.WithWatch, name string) {
+	if w.conflicts[name] == 0 {
+		return
+	}
+	w.conflicts[name]--
+	cm, ok := w.get(name)
+	if !ok {
+		return
+	}
+	w.beforeWrite(name)
+	w.touches++
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	cm.Labels["touched"] = strconv.Itoa(w.touches)
+	if err := c.Update(ctx, cm); err == nil {
+		w.watched(name)
+	}
+}
+
+// patch is the API server's patch, which, as the real one does, refuses
+// a patch that carries a resourceVersion other than the object's.
+func (w *world) patch(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+	if _, ok := obj.(*metav1.PartialObjectMetadata); !ok || obj.GetNamespace() != namespace {
+		return c.Patch(ctx, obj, p, opts...)
+	}
+	name := obj.GetName()
+	w.interfere(ctx, c, name)
+	data, err := p.Data(obj)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(data, &body); err != nil {
+		return err
+	}
+	cur, ok := w.get(name)
+	if !ok {
+		return apierrors.NewNotFound(configMaps, name)
+	}
+	if rv := body.Metadata.ResourceVersion; rv != "" && rv != cur.ResourceVersion {
+		return apierrors.NewConflict(configMaps, name, errors.New("the object has been modified"))
+	}
+	w.beforeWrite(name)
+	if err := c.Patch(ctx, obj, p, opts...); err != nil {
+		return err
+	}
+	w.watched(name)
+	return nil
+}
+
+// delete is the API server's delete, with its preconditions on UID and
+// resourceVersion. It records what the world makes of the object at the
+// moment it goes.
+func (w *world) delete(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+	if obj.GetNamespace() != namespace {
+		return c.Delete(ctx, obj, opts...)
+	}
+	name := obj.GetName()
+	w.interfere(ctx, c, name)
+	cur, ok := w.get(name)
+	if !ok {
+		return apierrors.NewNotFound(configMaps, name)
+	}
+	var o client.DeleteOptions
+	o.ApplyOptions(opts)
+	if pre := o.Preconditions; pre != nil {
+		if pre.UID != nil && *pre.UID != cur.UID || pre.ResourceVersion != nil && *pre.ResourceVersion != cur.ResourceVersion {
+			return apierrors.NewConflict(configMaps, name, errors.New("the precondition on UID or resourceVersion failed"))
+		}
+	}
+	facts := w.facts(cur, w.policies())
+	w.beforeWrite(name)
+	if err := c.Delete(ctx, cur); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.hist.Deletions = append(w.hist.Deletions, Deletion{At: w.now(), Facts: facts})
+	w.mu.Unlock()
+	w.tracef("deleted %s: %+v", name, facts)
+	w.watched(name)
+	return nil
+}
+
+func (w *world) policies() []v1alpha1.TimeoutPolicy {
+	var l v1alpha1.TimeoutPolicyList
+	if err := w.store.List(w.ctx, &l); err != nil {
+		panic(err)
+	}
+	return l.Items
+}
+
+// facts is the world's own reading of which policy governs cm and when
+// cm expires under it: the ranking is read from the API's documentation
+// (higher priority first, then name), not from the controller.
+func (w *world) facts(cm *corev1.ConfigMap, pols []v1alpha1.TimeoutPolicy) Facts {
+	f := Facts{UID: cm.UID, Name: cm.Name, Since: w.since[cm.UID]}
+	if f.Since.IsZero() {
+		f.Since = cm.CreationTimestamp.Time
+	}
+	slices.SortFunc(pols, func(a, b v1alpha1.TimeoutPolicy) int {
+		if a.Spec.Priority != b.Spec.Priority {
+			return int(b.Spec.Priority) - int(a.Spec.Priority)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	for _, p := range pols {
+		sel := labels.Everything()
+		if p.Spec.Selector != nil {
+			s, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
+			if err != nil {
+				// It might select the object: nothing below it may act.
+				f.Shadowed = true
+				return f
+			}
+			sel = s
+		}
+		if !sel.Matches(labels.Set(cm.Labels)) {
+			continue
+		}
+		sched, err := expiry.NewSchedule(p.Spec)
+		if err != nil {
+			f.Shadowed = true
+			return f
+		}
+		life := expiry.Compute(cm.CreationTimestamp.Time, cm.Annotations, sched.DefaultTTL)
+		f.Policy, f.DryRun, f.Kept = p.Name, p.Spec.Deletion.DryRun, life.Keep
+		f.Capped = p.Spec.Deletion.MaxPerMinute > 0
+		f.ExpiresAt, f.MinimumNotice = life.ExpiresAt, sched.MinimumNotice
+		for _, lead := range sched.Reminders {
+			if !life.ExpiresAt.Add(-lead).Before(f.Since) {
+				f.StageApplies = true
+			}
+		}
+		return f
+	}
+	return f
+}
+
+// send is channel i receiving m.
+func (w *world) send(ctx context.Context, i int, m notify.Message) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch := &w.channels[i]
+	at := m.Time
+	if at.Before(ch.slowUntil) {
+		at = at.Add(ch.slowBy)
+	}
+	s := Send{ID: m.ID, UID: m.Object.UID, Type: m.Type, Stage: m.Stage, Channel: fmt.Sprintf("sim-%d", i)}
+	if !oneOffType(m.Type) {
+		s.Announced = m.ExpiresAt
+	}
+	if dl, ok := ctx.Deadline(); ok && dl.Before(simEnd) && at.After(dl) {
+		// Abandoned by the controller at its deadline.
+		w.reach(dl)
+		s.At = dl
+		w.hist.Sends = append(w.hist.Sends, s)
+		return context.DeadlineExceeded
+	}
+	w.reach(at)
+	s.At = at
+	if at.Before(ch.downUntil) {
+		w.hist.Sends = append(w.hist.Sends, s)
+		return errors.New("connection refused")
+	}
+	s.Accepted = true
+	if ch.resets > 0 {
+		ch.resets--
+		w.hist.Sends = append(w.hist.Sends, s)
+		return errors.New("connection reset after the request was sent")
+	}
+	s.Reported = true
+	w.hist.Sends = append(w.hist.Sends, s)
+	w.tracef("%s accepted %s %s about %s announcing %s", s.Channel, s.Type, s.Stage, s.UID, s.Announced.Sub(t0))
+	return nil
+}
+
+// reach moves the clock forward to at; time never goes back.
+func (w *world) reach(at time.Time) {
+	if at.After(w.clock.Now()) {
+		w.clock.SetTime(at)
+	}
+}
+
+// recorder keeps the Events that announce a deletion time.
+type recorder struct{ w *world }
+
+var announced = regexp.MustCompile(`(?:deletion at|postponed to|waits until) (\d{4}-\d\d-\d\dT[0-9:.]+Z)`)
+
+func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, _, reason, _, note string, args ...any) {
+	ref, ok := regarding.(*corev1.ObjectReference)
+	if !ok {
+		return
+	}
+	text := fmt.Sprintf(note, args...)
+	m := announced.FindStringSubmatch(text)
+	if m == nil {
+		return
+	}
+	if reason == "ReminderSent" && !strings.Contains(text, " reminder via ") {
+		// Sent the extended or postponed message: not a reminder, but
+		// its deletion time is announced all the same.
+		reason = "MessageSent"
+	}
+	at, err := time.Parse(time.RFC3339Nano, m[1])
+	if err != nil {
+		return
+	}
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	r.w.hist.Events = append(r.w.hist.Events, Announcement{At: r.w.now(), UID: ref.UID, Reason: reason, Announced: at})
+	r.w.tracef("event %s about %s: %s", reason, ref.UID, text)
+}
+
+// auditSink reads the audit trail back as it is written.
+type auditSink struct{ w *world }
+
+func (a *auditSink) Write(p []byte) (int, error) {
+	sc := bufio.NewScanner(bytes.NewReader(p))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var rec audit.Record
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			return 0, fmt.Errorf("audit line %q: %w", sc.Text(), err)
+		}
+		a.w.mu.Lock()
+		a.w.hist.Audit = append(a.w.hist.Audit, rec)
+		a.w.mu.Unlock()
+	}
+	return len(p), sc.Err()
+}
+
+// advance lets d of simulated time pass, reconciling what falls due in
+// the order it falls due (by name when at the same time).
+func (w *world) advance(d time.Duration) {
+	target := w.now().Add(d)
+	for n := 0; ; n++ {
+		if n > maxReconciles {
+			w.hotLoop = true
+			return
+		}
+		name, at := "", time.Time{}
+		for k, q := range w.queue {
+			if name == "" || q.Before(at) || q.Equal(at) && k < name {
+				name, at = k, q
+			}
+		}
+		if !w.lagUntil.IsZero() && !w.lagUntil.After(target) && (name == "" || w.lagUntil.Before(at)) {
+			w.reach(w.lagUntil)
+			w.endLag()
+			continue
+		}
+		if name == "" || at.After(target) {
+			break
+		}
+		delete(w.queue, name)
+		w.reach(at)
+		w.ctrl.tick(w.ctx)
+		w.handle(name, w.ctrl)
+	}
+	w.reach(target)
+	w.ctrl.tick(w.ctx)
+}
+
+// handle runs one reconcile and queues what its result asks for, as
+// controller-runtime's work queue does.
+func (w *world) handle(name string, c *instance) {
+	res, err := c.reconcile(w.ctx, name)
+	now := w.now()
+	switch {
+	case err != nil:
+		w.fails[name]++
+		w.enqueue(name, now.Add(min(5*time.Millisecond<<min(w.fails[name]-1, 20), 1000*time.Second)))
+	case res.RequeueAfter > 0:
+		delete(w.fails, name)
+		w.enqueue(name, now.Add(res.RequeueAfter))
+	default:
+		delete(w.fails, name)
+		if res != (ctrl.Result{}) {
+			w.enqueue(name, now)
+		}
+	}
+}
+
+// history is what the checks read now.
+func (w *world) history() *History {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := w.hist
+	h.Now = w.now()
+	h.Live = nil
+	pols := w.policies()
+	var l corev1.ConfigMapList
+	if err := w.store.List(w.ctx, &l, client.InNamespace(namespace)); err != nil {
+		panic(err)
+	}
+	for i := range l.Items {
+		h.Live = append(h.Live, w.facts(&l.Items[i], pols))
+	}
+	return &h
+}
+
+// check runs the invariants against the history so far.
+func (w *world) check() []Violation {
+	out := violations(w.history(), w.disabled)
+	if w.hotLoop {
+		out = append(out, Violation{Check: "noHotLoop", Detail: fmt.Sprintf("more than %d reconciles in one step", maxReconciles)})
+	}
+	return out
+}
+
+// settle heals every channel and the cache, and lets the delivery bound
+// pass.
+func (w *world) settle() []Violation {
+	w.mu.Lock()
+	for i := range w.channels {
+		w.channels[i] = channelState{}
+	}
+	w.mu.Unlock()
+	w.endLag()
+	for end := w.now().Add(settleFor); w.now().Before(end); {
+		w.advance(time.Minute)
+		if v := w.check(); len(v) > 0 {
+			return v
+		}
+	}
+	w.hist.Settled = true
+	return w.check()
+}
