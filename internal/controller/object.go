@@ -399,7 +399,9 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 	// delay the next deletion.
 	farewell := r.farewell(key, obj, ev)
 	if farewell != nil {
-		if err := r.Outbox.Prepare(deleteCtx, farewell); err != nil {
+		prepareCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+		defer cancel()
+		if err := r.Outbox.Prepare(prepareCtx, farewell); err != nil {
 			return ctrl.Result{}, fmt.Errorf("keep the expired and deleted messages of %s: %w", key, err)
 		}
 	}

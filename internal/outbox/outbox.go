@@ -54,6 +54,9 @@ const (
 	maxSending = 16
 	// idle is the longest the sender sleeps with nothing due.
 	idle = time.Minute
+	// apiRetry is how soon an entry is looked at again after the API
+	// server failed a read or write of it.
+	apiRetry = 10 * time.Second
 )
 
 // ErrNotCarried is what Deliverer reports for a channel the policy no
@@ -111,6 +114,9 @@ type tracked struct {
 	busy bool
 	// confirmed when this process saw the delete succeed.
 	confirmed bool
+	// notBefore holds off the next look after an API error, which no
+	// backoff in the entry covers.
+	notBefore time.Time
 }
 
 // NeedLeaderElection: only the leader sends, and it is the only writer of
@@ -304,7 +310,7 @@ func (o *Outbox) release(t *tracked, gone bool) {
 func (o *Outbox) dueAt(t *tracked) time.Time {
 	e := t.entry
 	if !t.confirmed {
-		return e.Created.Add(pendingGrace)
+		return later(e.Created.Add(pendingGrace), t.notBefore)
 	}
 	at := e.Created.Add(o.giveUpAfter())
 	for _, m := range e.Messages {
@@ -314,7 +320,22 @@ func (o *Outbox) dueAt(t *tracked) time.Time {
 			}
 		}
 	}
-	return at
+	return later(at, t.notBefore)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// retryLater holds t off after an API error.
+func (o *Outbox) retryLater(t *tracked) bool {
+	o.mu.Lock()
+	t.notBefore = o.Clock.Now().Add(apiRetry)
+	o.mu.Unlock()
+	return false
 }
 
 func (o *Outbox) giveUpAfter() time.Duration {
@@ -339,7 +360,7 @@ func (o *Outbox) process(ctx context.Context, t *tracked) bool {
 		deleted, err := o.deleted(ctx, e)
 		if err != nil {
 			log.Error(err, "check the object of a pending outbox entry")
-			return false
+			return o.retryLater(t)
 		}
 		if !deleted {
 			// The delete did not happen: the object's own reconcile tries
@@ -347,7 +368,7 @@ func (o *Outbox) process(ctx context.Context, t *tracked) bool {
 			log.Info("dropping the outbox entry of an object still there")
 			if err := o.Store.Remove(writeCtx, e); err != nil {
 				log.Error(err, "drop outbox entry")
-				return false
+				return o.retryLater(t)
 			}
 			return true
 		}
@@ -362,7 +383,7 @@ func (o *Outbox) process(ctx context.Context, t *tracked) bool {
 		o.giveUp(ctx, e, now)
 		if err := o.Store.Remove(writeCtx, e); err != nil {
 			log.Error(err, "remove given-up outbox entry")
-			return false
+			return o.retryLater(t)
 		}
 		return true
 	}
@@ -424,8 +445,8 @@ func (o *Outbox) process(ctx context.Context, t *tracked) bool {
 	if e.done() {
 		if err := o.Store.Remove(writeCtx, e); err != nil {
 			log.Error(err, "remove delivered outbox entry")
-			// Sent again by the next leader, with the same IDs.
-			return false
+			// Nothing is sent again meanwhile: every channel accepted.
+			return o.retryLater(t)
 		}
 		return true
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,6 +24,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
@@ -377,4 +379,39 @@ func givenUpCount(t *testing.T, channel, typ string) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+func TestAnAPIErrorHoldsTheEntryOffInsteadOfLooping(t *testing.T) {
+	f := newFixture(t)
+	f.prepare(entry("u1", "email"))
+	f.o = f.restart()
+	if err := f.o.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var reads int
+	f.o.Objects = interceptor.NewClient(f.client.(client.WithWatch), interceptor.Funcs{
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			reads++
+			return apierrors.NewServiceUnavailable("etcd leader changed")
+		},
+	})
+
+	f.clock.SetTime(t0.Add(pendingGrace))
+	for range 3 {
+		f.pass()
+	}
+	if reads != 1 {
+		t.Fatalf("the object was read %d times at one moment after an error, want once", reads)
+	}
+	if wait := f.o.Pass(context.Background()); wait != 10*time.Second {
+		t.Errorf("next look in %v, want 10s", wait)
+	}
+	f.clock.Step(10 * time.Second)
+	f.pass()
+	if reads != 2 {
+		t.Errorf("the object was read %d times, want again after 10s", reads)
+	}
+	if f.stored("u1") == nil || f.deliver.count("email") != 0 {
+		t.Error("an entry whose object could not be checked was dropped or sent")
+	}
 }
