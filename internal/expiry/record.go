@@ -29,6 +29,16 @@ const (
 	KeyLive = "live"
 )
 
+// IsStage reports whether the Record key names a reminder stage rather
+// than another message.
+func IsStage(key string) bool {
+	switch key {
+	case KeyExtended, KeyPostponed, KeyWouldDelete, KeyLive:
+		return false
+	}
+	return true
+}
+
 // StageKey is the Record key of the reminder with the given lead: "3d".
 func StageKey(lead time.Duration) string {
 	return FormatDuration(lead)
