@@ -264,20 +264,29 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		return ctrl.Result{}, nil
 	}
 
-	var firstFailures []string
+	var reports []string
 	for _, name := range failed.names() {
 		attempt := r.retries.failed(retryKeyOf(name), now)
-		if attempt == 1 {
+		reports = append(reports, expiry.FailedReport(plan.Key, name))
+		log.Error(errors.New(failed[name]), "notification failed", "event", plan.Event, "key", plan.Key, "channel", name, "attempt", attempt)
+	}
+	noticeNotGiven := plan.Event == v1alpha1.EventReminder && len(sent) == 0 && ev.record.NoticeAt.IsZero() &&
+		!ev.now.Before(ev.life.ExpiresAt)
+	if noticeNotGiven {
+		reports = append(reports, expiry.ReportNoticeNotGiven)
+	}
+	said := r.reportOnce(ctx, key, obj, ev, reports...)
+	var firstFailures []string
+	for _, name := range failed.names() {
+		if said[expiry.FailedReport(plan.Key, name)] {
 			firstFailures = append(firstFailures, fmt.Sprintf("via %s: %s", name, failed[name]))
 		}
-		log.Error(errors.New(failed[name]), "notification failed", "event", plan.Event, "key", plan.Key, "channel", name, "attempt", attempt)
 	}
 	if len(firstFailures) > 0 {
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonReminderFailed, actionNotify,
 			"Sending %s failed %s; retrying with backoff", describeMessage(plan), strings.Join(firstFailures, "; "))
 	}
-	if plan.Event == v1alpha1.EventReminder && len(sent) == 0 && ev.record.NoticeAt.IsZero() &&
-		!ev.now.Before(ev.life.ExpiresAt) && r.first(key, obj.UID, reportNoticeNotGiven, ev.life.ExpiresAt) {
+	if noticeNotGiven && said[expiry.ReportNoticeNotGiven] {
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonNoticeNotGiven, actionDelete,
 			"Expired at %s but no reminder has reached anyone yet: deletion waits until one has and the minimum notice of policy %s (%s) has passed",
 			ev.life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
@@ -918,3 +927,38 @@ var reportingInstance = func() string {
 	host, _ := os.Hostname()
 	return Name + "-" + host
 }()
+
+// reportOnce records on the object that the warnings whats are being said
+// about its current expiry, and returns those that had not been said
+// before: only they are said, and only once the record holds them, so that
+// neither a retry nor a restart says them again. When the record cannot be
+// written nothing is said now; the next pass tries again.
+func (r *ObjectReconciler) reportOnce(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, whats ...string) map[string]bool {
+	var fresh []string
+	for _, what := range whats {
+		if _, ok := ev.record.Reported[what]; !ok {
+			fresh = append(fresh, what)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	said := map[string]bool{}
+	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	err := r.recordDelivery(writeCtx, key, obj, ev, func(rec *expiry.Record) {
+		// Applied again to a fresh record after a conflict: what another
+		// writer recorded meanwhile is not said twice.
+		clear(said)
+		for _, what := range fresh {
+			if rec.Report(what, ev.now) {
+				said[what] = true
+			}
+		}
+	})
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "record a warning", "warnings", fresh)
+		return nil
+	}
+	return said
+}

@@ -81,28 +81,15 @@ type ObjectReconciler struct {
 	announceSlots chan struct{}
 }
 
-// reported remembers what was said about an object, so that a value that
-// stays wrong is warned about once and a dry run reports once per expiry.
-// Only objects with something to remember have an entry.
+// reported remembers which warnings about an object's annotations were
+// given, so that a value that stays wrong is warned about once. Only
+// objects with something to remember have an entry.
 type reported struct {
-	uid        types.UID
-	invalid    string
-	recipients string
-	// at holds, per kind of report, the expiry (or postponed time) it was
-	// last made for.
-	at          [reportKinds]time.Time
+	uid         types.UID
+	invalid     string
+	recipients  string
 	writeFailed bool
 }
-
-// report is a kind of thing said once per expiry.
-type report int
-
-const (
-	reportDeletionFailed report = iota
-	reportNoticeNotGiven
-	reportArchiveFailed
-	reportKinds
-)
 
 // Reconcile plans the next action for one object and carries it out when
 // it is due.
@@ -432,7 +419,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 		reason := string(apierrors.ReasonForError(err))
 		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.DeletionFailed, Result: audit.Error, Error: err.Error()})
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonDeletionFailed, actionDelete, "Delete failed: %s", reason)
-		if r.first(key, obj.UID, reportDeletionFailed, life.ExpiresAt) {
+		if r.reportOnce(ctx, key, obj, ev, expiry.ReportDeletionFailed)[expiry.ReportDeletionFailed] {
 			r.announceLater(ctx, key, obj, ev, v1alpha1.EventDeletionFailed, "the API server answered "+reason)
 		}
 		return ctrl.Result{}, fmt.Errorf("delete %s: %w", key, err)
@@ -468,7 +455,7 @@ func (r *ObjectReconciler) archive(ctx context.Context, key Key, obj *metav1.Par
 	path, err := archive.Write(r.ArchiveDir, u, archive.Header{ArchivedAt: r.Clock.Now(), ExpiresAt: ev.life.ExpiresAt, Policy: ev.policy.Name})
 	if err != nil {
 		archives.WithLabelValues(audit.Error).Inc()
-		if r.first(key, obj.UID, reportArchiveFailed, ev.life.ExpiresAt) {
+		if r.reportOnce(ctx, key, obj, ev, expiry.ReportArchiveFailed)[expiry.ReportArchiveFailed] {
 			r.audit(ctx, key, obj, ev, audit.Record{Type: audit.ArchiveFailed, Result: audit.Error, Error: err.Error()})
 			r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonArchiveFailed, actionDelete,
 				"Expired at %s but not deleted: policy %s archives before deleting and the archive failed: %v; retrying with backoff",
@@ -532,16 +519,6 @@ func (r *ObjectReconciler) warnInvalid(ctx context.Context, key Key, obj *metav1
 	r.audit(ctx, key, obj, ev, recs...)
 	r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonInvalidTimeout, actionEvaluate,
 		"%s; %s", strings.Join(problems, "; "), outcome)
-}
-
-// first reports whether what is reported for the time at is said for the
-// first time about the object, and remembers that it has been.
-func (r *ObjectReconciler) first(key Key, uid types.UID, what report, at time.Time) bool {
-	return r.remember(key, uid, func(s *reported) bool {
-		first := !s.at[what].Equal(at)
-		s.at[what] = at
-		return first
-	})
 }
 
 // changed reports whether the warnings about the object, summed up in sig,

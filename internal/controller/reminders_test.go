@@ -301,3 +301,57 @@ func TestLeavingTheGlobalDryRunGivesTheMinimumNoticeAgain(t *testing.T) {
 		t.Errorf("not deleted at %s, the time announced", deleteAt)
 	}
 }
+
+// What the controller says once (a failure, a notice not given, a
+// postponement) is decided from the record on the object: a restart before
+// any step (a new reconciler on the same API server) neither repeats nor
+// loses a message or a report.
+func TestARestartAtAnyStepRepeatsAndLosesNothing(t *testing.T) {
+	theScripted.set(nil, errors.New("mail server down"))
+	cm := newConfigMap("restarted")
+	h := newHarness(t, t0, remindingPolicy("1h"), cm)
+	var all []string
+	step := func(at time.Duration, times int) {
+		t.Helper()
+		h.clock.SetTime(t0.Add(at))
+		for range times {
+			// Everything in memory is dropped.
+			h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Clock: h.clock}}
+			if _, err := h.reconcile(cm); err != nil && !strings.Contains(err.Error(), "conflict") {
+				t.Fatal(err)
+			}
+			all = append(all, kinds(drain(h.rec))...)
+		}
+	}
+	step(30*time.Minute, 3) // the reminder fails
+	step(time.Hour, 3)      // expired, no notice given
+	theScripted.set(nil, nil)
+	step(62*time.Minute, 3) // the reminder goes out, then the postponement
+	step(90*time.Minute, 2)
+	step(122*time.Minute, 1) // deleted
+	if h.stored(cm) != nil {
+		t.Fatal("not deleted at the postponed time")
+	}
+	count := func(kind string) int {
+		n := 0
+		for _, k := range all {
+			if k == kind {
+				n++
+			}
+		}
+		return n
+	}
+	for kind, want := range map[string]int{
+		"Warning ReminderFailed":   1,
+		"Warning NoticeNotGiven":   1,
+		"Normal DeletionPostponed": 1,
+		"Normal ReminderSent":      2, // the reminder, the postponement
+	} {
+		if got := count(kind); got != want {
+			t.Errorf("%d %s Events, want %d: %q", got, kind, want, all)
+		}
+	}
+	if r, p := theScripted.count(v1alpha1.EventReminder), theScripted.count(v1alpha1.EventPostponed); r != 1 || p != 1 {
+		t.Errorf("%d reminders and %d postponements sent, want one of each", r, p)
+	}
+}

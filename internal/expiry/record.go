@@ -6,6 +6,7 @@ package expiry
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -27,6 +28,16 @@ const (
 	// minimum notice from then.
 	KeyLive = "live"
 )
+
+// IsStage reports whether the Record key names a reminder stage rather
+// than another message.
+func IsStage(key string) bool {
+	switch key {
+	case KeyExtended, KeyPostponed, KeyWouldDelete, KeyLive:
+		return false
+	}
+	return true
+}
 
 // StageKey is the Record key of the reminder with the given lead: "3d".
 func StageKey(lead time.Duration) string {
@@ -57,6 +68,36 @@ type Record struct {
 	// Sent maps a message key (a reminder's StageKey, KeyExtended,
 	// KeyPostponed, KeyWouldDelete, KeyLive) to its delivery.
 	Sent map[string]Delivery `json:"sent,omitempty"`
+	// Reported maps a warning said once per expiry (ReportNoticeNotGiven,
+	// ReportDeletionFailed, ReportArchiveFailed, FailedReport) to when it
+	// was said, so that a restart does not say it again.
+	Reported map[string]time.Time `json:"reported,omitempty"`
+}
+
+// Warnings said once per expiry.
+const (
+	ReportNoticeNotGiven = "notice-not-given"
+	ReportDeletionFailed = "deletion-failed"
+	ReportArchiveFailed  = "archive-failed"
+)
+
+// FailedReport is the Reported key of the first failure to send the
+// message key via channel.
+func FailedReport(key, channel string) string {
+	return "failed/" + key + "/" + channel
+}
+
+// Report records that the warning what was said at now, and reports
+// whether it had not been said before.
+func (r *Record) Report(what string, now time.Time) bool {
+	if _, ok := r.Reported[what]; ok {
+		return false
+	}
+	if r.Reported == nil {
+		r.Reported = map[string]time.Time{}
+	}
+	r.Reported[what] = now
+	return true
 }
 
 // Delivery records which channels accepted a message, and when the first
@@ -89,6 +130,7 @@ func (r *Record) Clone() *Record {
 		d.Channels = slices.Clone(d.Channels)
 		c.Sent[k] = d
 	}
+	c.Reported = maps.Clone(r.Reported)
 	return &c
 }
 

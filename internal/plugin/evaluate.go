@@ -171,7 +171,7 @@ func (ev *Evaluation) SentStages() []string {
 	}
 	// Stages of a reminder list since changed.
 	for _, k := range slices.Sorted(maps.Keys(ev.Record.Sent)) {
-		if k != expiry.KeyExtended && k != expiry.KeyPostponed && !slices.Contains(out, k) {
+		if expiry.IsStage(k) && !slices.Contains(out, k) {
 			out = append(out, k)
 		}
 	}

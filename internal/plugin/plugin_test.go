@@ -155,6 +155,9 @@ func TestEvaluateReadsTheRecord(t *testing.T) {
 	expires := t0.Add(14 * expiry.Day)
 	rec := &expiry.Record{ExpiresAt: expires, Since: t0}
 	rec.Delivered("3d", true, []string{"events"}, t0.Add(11*expiry.Day+time.Second))
+	// Messages that are not stages: a rehearsal, and going live after it.
+	rec.Delivered(expiry.KeyWouldDelete, false, []string{"events"}, t0.Add(11*expiry.Day+time.Second))
+	rec.Delivered(expiry.KeyLive, false, []string{"events"}, t0.Add(11*expiry.Day+time.Second))
 	obj := playbook(map[string]string{expiry.AnnotationReminders: rec.String()})
 
 	ev := evaluateAt(t, obj, []v1alpha1.TimeoutPolicy{playbookPolicy("playbooks")}, t0.Add(11*expiry.Day+time.Hour))
