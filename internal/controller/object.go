@@ -506,7 +506,12 @@ func (r *ObjectReconciler) warnInvalid(ctx context.Context, key Key, obj *metav1
 	recs := make([]audit.Record, 0, len(life.Invalid))
 	for _, inv := range life.Invalid {
 		problems = append(problems, inv.Error())
-		invalidAnnotations.WithLabelValues(inv.Annotation).Inc()
+		label := inv.Annotation
+		if inv.Unknown {
+			// Keys are written by anyone: one series for all unknown ones.
+			label = expiry.Prefix + "*"
+		}
+		invalidAnnotations.WithLabelValues(label).Inc()
 		recs = append(recs, audit.Record{Type: audit.InvalidAnnotation, Result: audit.Error, Error: inv.Error()})
 	}
 	r.audit(ctx, key, obj, ev, recs...)

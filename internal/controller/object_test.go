@@ -807,6 +807,32 @@ func TestObjectReconcilerInvalidAnnotation(t *testing.T) {
 	})
 }
 
+func TestObjectReconcilerWarnsAboutAMisspeltKeepAndDeletesOnTime(t *testing.T) {
+	cm := newConfigMap("scratch", annotated(expiry.Prefix+"Keep", "true"))
+	h := newHarness(t, t0, newPolicy("configmaps", defaultTTL("1h")), cm)
+	runSteps(t, h, cm, []step{
+		{
+			name:       "warns InvalidTimeout, naming the key, the known keys and the one meant",
+			at:         t0.Add(time.Minute),
+			wantResult: ctrl.Result{RequeueAfter: 59 * time.Minute},
+			wantEvents: []string{"Warning InvalidTimeout"},
+			check: func(t *testing.T, evs []string) {
+				for _, want := range []string{expiry.Prefix + "Keep", "is unknown", "ttl, expires-at, keep, notify", "did you mean keep?"} {
+					if !strings.Contains(evs[0], want) {
+						t.Errorf("message %q does not contain %q", evs[0], want)
+					}
+				}
+			},
+		},
+		{
+			name:        "deletes at creation plus the default TTL: the unknown key changes nothing",
+			at:          t0.Add(time.Hour),
+			wantDeleted: true,
+			wantEvents:  []string{"Normal Expired", "Normal Deleted"},
+		},
+	})
+}
+
 func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
 	tests := []struct {
 		name   string

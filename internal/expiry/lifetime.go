@@ -5,6 +5,7 @@ package expiry
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,9 +38,14 @@ type Invalid struct {
 	Expected string
 	// Fallback says what the controller does instead.
 	Fallback string
+	// Unknown is set when the key itself is not one the controller knows.
+	Unknown bool
 }
 
 func (i Invalid) Error() string {
+	if i.Unknown {
+		return fmt.Sprintf("annotation %s (value %q) is unknown: expected %s; %s", i.Annotation, i.Value, i.Expected, i.Fallback)
+	}
 	return fmt.Sprintf("annotation %s has invalid value %q: expected %s; %s", i.Annotation, i.Value, i.Expected, i.Fallback)
 }
 
@@ -130,7 +136,70 @@ func Compute(created time.Time, annotations map[string]string, defaultTTL time.D
 	if l.Keep {
 		l.ExpiresAt = time.Time{}
 	}
+	l.Invalid = append(l.Invalid, unknownKeys(annotations)...)
 	return l
+}
+
+// userKeys are the names under Prefix that people write: the ones above
+// and the notify annotation, which internal/notify reads.
+var userKeys = []string{"ttl", "expires-at", "keep", "notify"}
+
+// KnownAnnotations are the annotations under Prefix that the controller
+// reads or writes; any other key under Prefix is a mistake.
+var KnownAnnotations = []string{AnnotationTTL, AnnotationExpiresAt, AnnotationKeep, Prefix + "notify", AnnotationReminders}
+
+// unknownKeys reports the keys under Prefix that the controller does not
+// know, in the order of their names. They change nothing, but a misspelt
+// keep that silently does not keep is worse than a warning.
+func unknownKeys(annotations map[string]string) []Invalid {
+	var out []Invalid
+	for k, v := range annotations {
+		name, ok := strings.CutPrefix(k, Prefix)
+		if !ok || slices.Contains(KnownAnnotations, k) {
+			continue
+		}
+		expected := "one of the keys " + strings.Join(userKeys, ", ") + " under " + Prefix
+		if hint := closestKey(name); hint != "" {
+			expected += "; did you mean " + hint + "?"
+		}
+		out = append(out, Invalid{Annotation: k, Value: v, Expected: expected, Fallback: "it is ignored", Unknown: true})
+	}
+	slices.SortFunc(out, func(a, b Invalid) int { return strings.Compare(a.Annotation, b.Annotation) })
+	return out
+}
+
+// closestKey returns the key people write that name most likely meant:
+// the same but for case or an underscore, or at most two edits away.
+func closestKey(name string) string {
+	norm := strings.ReplaceAll(strings.ToLower(name), "_", "-")
+	best, bestDist := "", 3
+	for _, k := range userKeys {
+		if d := editDistance(norm, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, by bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func parseExpiresAt(created time.Time, v string) (time.Time, string, bool) {
