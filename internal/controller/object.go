@@ -505,7 +505,8 @@ func (r *ObjectReconciler) warnInvalid(ctx context.Context, key Key, obj *metav1
 	problems := make([]string, 0, len(life.Invalid))
 	recs := make([]audit.Record, 0, len(life.Invalid))
 	for _, inv := range life.Invalid {
-		problems = append(problems, inv.Error())
+		problems = append(problems, inv.Brief())
+		logf.FromContext(ctx).Info("invalid annotation", "annotation", inv.Annotation, "value", inv.Value)
 		label := inv.Annotation
 		if inv.Unknown {
 			// Keys are written by anyone: one series for all unknown ones.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Annotations a governed object may carry.
@@ -43,10 +44,15 @@ type Invalid struct {
 }
 
 func (i Invalid) Error() string {
+	return i.text(strconv.Quote(i.Value))
+}
+
+// text says what is wrong, with the value as quoted.
+func (i Invalid) text(quoted string) string {
 	if i.Unknown {
-		return fmt.Sprintf("annotation %s (value %q) is unknown: expected %s; %s", i.Annotation, i.Value, i.Expected, i.Fallback)
+		return fmt.Sprintf("annotation %s (value %s) is unknown: expected %s; %s", i.Annotation, quoted, i.Expected, i.Fallback)
 	}
-	return fmt.Sprintf("annotation %s has invalid value %q: expected %s; %s", i.Annotation, i.Value, i.Expected, i.Fallback)
+	return fmt.Sprintf("annotation %s has invalid value %s: expected %s; %s", i.Annotation, quoted, i.Expected, i.Fallback)
 }
 
 // Lifetime is what an object's annotations and its policy's default make
@@ -229,4 +235,27 @@ func parseLegacyTTL(created time.Time, v string) (time.Time, string, bool) {
 		return time.Time{}, expected, false
 	}
 	return created.Add(time.Duration(n) * time.Second), expected, true
+}
+
+// Brief is Error with a long value cut to its first bytes and its length,
+// for Event notes, which the API server bounds; the audit trail and the
+// log keep Error, with the whole value.
+func (i Invalid) Brief() string {
+	return i.text(brief(i.Value))
+}
+
+// briefLen is how many bytes of a value Brief shows.
+const briefLen = 64
+
+// brief quotes v, cut to briefLen bytes on a character boundary and
+// followed by its length when it is longer.
+func brief(v string) string {
+	if len(v) <= briefLen {
+		return strconv.Quote(v)
+	}
+	n := briefLen
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return fmt.Sprintf("%q…(%d bytes)", v[:n], len(v))
 }

@@ -510,3 +510,26 @@ func TestComputeReportsUnknownKeysUnderThePrefix(t *testing.T) {
 		})
 	}
 }
+
+func TestInvalidBriefShowsTheStartOfALongValue(t *testing.T) {
+	long := strings.Repeat("1", 1500) + "x"
+	tests := []struct {
+		name, value, wantQuoted string
+	}{
+		{"quotes a short value whole", "3 days", `"3 days"`},
+		{"quotes a value of 64 bytes whole", strings.Repeat("é", 32), `"` + strings.Repeat("é", 32) + `"`},
+		{"shows the first 64 bytes of a long value and its length", long, `"` + long[:64] + `"…(1501 bytes)`},
+		{"does not split a character at 64 bytes", "a" + strings.Repeat("é", 40), `"a` + strings.Repeat("é", 31) + `"…(81 bytes)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv := Compute(time.Now(), map[string]string{AnnotationTTL: tt.value}, time.Hour).Invalid[0]
+			if got := inv.Brief(); !strings.Contains(got, "annotation "+AnnotationTTL+" has invalid value "+tt.wantQuoted+": expected a positive duration") {
+				t.Errorf("Brief() = %q, want it to show the value as %s", got, tt.wantQuoted)
+			}
+			if !strings.Contains(inv.Error(), strconv.Quote(tt.value)) {
+				t.Errorf("Error() = %q lacks the whole value", inv.Error())
+			}
+		})
+	}
+}
