@@ -257,7 +257,7 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 		return nil, err
 	}
 	c := matched[0]
-	if c.ScheduleErr != nil {
+	if c.SpecErr != nil {
 		return nil, nil
 	}
 	channels, err := r.Channels.get(ctx, c.TimeoutPolicy)

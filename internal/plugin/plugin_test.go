@@ -205,7 +205,7 @@ func TestEvaluateWithoutAGoverningPolicy(t *testing.T) {
 func TestEvaluateUnderAPolicyWithAnUnusableSpec(t *testing.T) {
 	broken := playbookPolicy("broken", func(s *v1alpha1.TimeoutPolicySpec) { s.DefaultTTL = "0s" })
 	ev := evaluateAt(t, playbook(nil), []v1alpha1.TimeoutPolicy{broken}, t0)
-	if ev.Governing == nil || ev.Governing.ScheduleErr == nil || len(ev.Steps) != 0 {
+	if ev.Governing == nil || ev.Governing.SpecErr == nil || len(ev.Steps) != 0 {
 		t.Fatalf("evaluation %+v", ev)
 	}
 	if got := ev.Flags(); !reflect.DeepEqual(got, []string{"inactive"}) {
