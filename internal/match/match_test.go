@@ -149,8 +149,8 @@ func TestMatching(t *testing.T) {
 		name     string
 		policies []*v1alpha1.TimeoutPolicy
 		// object is built per test so that mustNotCall can use its t.
-		object       func(t *testing.T) Object
-		want         []string
+		object      func(t *testing.T) Object
+		want        []string
 		wantSpecErr []string
 	}{
 		{
@@ -225,7 +225,7 @@ func TestMatching(t *testing.T) {
 			object: func(t *testing.T) Object {
 				return Object{Namespaced: true, NamespaceLabels: mustNotCall(t)}
 			},
-			want:         []string{"broken", "short"},
+			want:        []string{"broken", "short"},
 			wantSpecErr: []string{"broken"},
 		},
 		{
