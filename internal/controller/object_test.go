@@ -353,6 +353,24 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 			now:    t0.Add(30 * expiry.Day),
 		},
 		{
+			name: "keeps objects of a policy whose selector is invalid, even against a valid lower-priority policy",
+			objects: []client.Object{
+				newPolicy("broken", bogusSelector, priority(10)),
+				newPolicy("short", defaultTTL("1m")),
+			},
+			object: newConfigMap("scratch"),
+			now:    t0.Add(30 * expiry.Day),
+		},
+		{
+			name: "keeps objects of a policy whose namespace selector is invalid, even against a valid lower-priority policy",
+			objects: []client.Object{
+				newPolicy("broken", bogusNamespaceSelector, priority(10)),
+				newPolicy("short", defaultTTL("1m")),
+			},
+			object: newConfigMap("scratch"),
+			now:    t0.Add(30 * expiry.Day),
+		},
+		{
 			// The control for the case above: without the broken policy,
 			// the short one deletes.
 			name:            "deletes by a valid policy's short TTL when nothing outranks it",
