@@ -72,12 +72,16 @@ type TimeoutPolicySpec struct {
 
 	// Selector restricts the policy to objects with matching labels. Absent,
 	// the policy governs every object of the target kind.
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions operators must be In, NotIn, Exists or DoesNotExist (case matters)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? has(e.values) && size(e.values) > 0 : !has(e.values) || size(e.values) == 0)",message="matchExpressions values must be non-empty for In and NotIn, and empty for Exists and DoesNotExist"
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 
 	// NamespaceSelector restricts a policy for a namespaced kind to objects
 	// in namespaces with matching labels. It is ignored for cluster-scoped
 	// kinds.
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions operators must be In, NotIn, Exists or DoesNotExist (case matters)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? has(e.values) && size(e.values) > 0 : !has(e.values) || size(e.values) == 0)",message="matchExpressions values must be non-empty for In and NotIn, and empty for Exists and DoesNotExist"
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 

@@ -5,8 +5,12 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 )
 
@@ -83,4 +87,46 @@ func (s clusterScopedSink) place(e *eventsv1.Event) *eventsv1.Event {
 	e = e.DeepCopy()
 	e.Namespace = s.namespace
 	return e
+}
+
+// maxNote is the most bytes the API server accepts in an Event's note: it
+// refuses a longer one for good, and the Event is lost.
+const maxNote = 1024
+
+// cutMark ends a note that was cut.
+const cutMark = "…"
+
+// noteCutter cuts every note to what the API server accepts, so that a
+// long value (an invalid annotation, the errors of several channels) is
+// never the reason a Warning is not recorded. The logs and the audit
+// trail keep the whole text.
+type noteCutter struct {
+	events.EventRecorder
+}
+
+func (r noteCutter) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, "%s", cutNote(fmt.Sprintf(note, args...)))
+}
+
+// cutNote returns note as valid UTF-8 of at most maxNote bytes. Invalid
+// bytes are replaced first: JSON would turn each into a three-byte U+FFFD
+// after the note was measured.
+func cutNote(note string) string {
+	note = strings.ToValidUTF8(note, "\uFFFD")
+	if len(note) <= maxNote {
+		return note
+	}
+	return cutUTF8(note, maxNote-len(cutMark)) + cutMark
+}
+
+// cutUTF8 returns the longest prefix of s of at most n bytes that does not
+// split a character.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

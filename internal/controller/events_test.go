@@ -5,9 +5,11 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -178,3 +180,47 @@ func TestClusterScopedSinkWithBroadcaster(t *testing.T) {
 			patched[0].Namespace, patched[0].Name, created[0].Namespace, created[0].Name)
 	}
 }
+
+func TestNotesAreCutToTheAPILimitOnACharacterBoundary(t *testing.T) {
+	tests := []struct {
+		name string
+		note string
+		// wantPrefix is what the cut note starts with; the whole note when
+		// it is not cut.
+		wantPrefix string
+		wantCut    bool
+	}{
+		{name: "keeps a short note", note: "expired", wantPrefix: "expired"},
+		{name: "keeps a note of exactly the limit", note: strings.Repeat("a", maxNote), wantPrefix: strings.Repeat("a", maxNote)},
+		{name: "cuts an ASCII note one byte over", note: strings.Repeat("a", maxNote+1), wantPrefix: strings.Repeat("a", maxNote-len(cutMark)), wantCut: true},
+		{
+			name: "does not split an é that straddles the cut", note: strings.Repeat("a", maxNote-len(cutMark)-1) + "é" + strings.Repeat("b", 10),
+			wantPrefix: strings.Repeat("a", maxNote-len(cutMark)-1), wantCut: true,
+		},
+		{
+			name: "does not split an emoji that straddles the cut", note: strings.Repeat("a", maxNote-len(cutMark)-2) + "🎭" + strings.Repeat("b", 10),
+			wantPrefix: strings.Repeat("a", maxNote-len(cutMark)-2), wantCut: true,
+		},
+		{name: "cuts a note of nothing but emoji", note: strings.Repeat("🎭", 1000), wantPrefix: strings.Repeat("🎭", (maxNote-len(cutMark))/4), wantCut: true},
+		{name: "makes invalid UTF-8 valid before measuring", note: strings.Repeat("a\xff", maxNote/2), wantPrefix: strings.Repeat("a\uFFFD", (maxNote-len(cutMark))/4) + "a", wantCut: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := events.NewFakeRecorder(1)
+			noteCutter{rec}.Eventf(&corev1.ConfigMap{}, nil, corev1.EventTypeWarning, ReasonInvalidTimeout, actionEvaluate, "%s", tt.note)
+			got := strings.TrimPrefix(<-rec.Events, "Warning InvalidTimeout ")
+			if len(got) > maxNote || !utf8.ValidString(got) {
+				t.Fatalf("note of %d bytes, valid UTF-8 %t", len(got), utf8.ValidString(got))
+			}
+			want := tt.wantPrefix
+			if tt.wantCut {
+				want += cutMark
+			}
+			if got != want {
+				t.Errorf("note %q…(%d bytes), want %q…(%d bytes)", short(got), len(got), short(want), len(want))
+			}
+		})
+	}
+}
+
+func short(s string) string { return s[:min(len(s), 20)] }

@@ -5,7 +5,9 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -45,5 +47,20 @@ func TestFreshRead(t *testing.T) {
 	}
 	if obj.UID != pb.GetUID() || obj.ResourceVersion == "" || obj.Annotations["timeout.amphitheatre.app/ttl"] != "1h" {
 		t.Errorf("metadata %+v lacks the UID, resourceVersion or annotations the delete preconditions and plan need", obj.ObjectMeta)
+	}
+}
+
+func TestTitleOfCutsOnACharacterBoundary(t *testing.T) {
+	for _, tt := range []struct{ name, title, want string }{
+		{"keeps a title of exactly the limit", strings.Repeat("a", maxTitle), strings.Repeat("a", maxTitle)},
+		{"does not split an é at the limit", strings.Repeat("a", maxTitle-1) + "é", strings.Repeat("a", maxTitle-1)},
+		{"does not split an emoji at the limit", strings.Repeat("a", maxTitle-3) + "🎭", strings.Repeat("a", maxTitle-3)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"title": tt.title}}}
+			if got := titleOf(u); got != tt.want {
+				t.Errorf("titleOf = %q (%d bytes, valid UTF-8 %t), want %d bytes", got, len(got), utf8.ValidString(got), len(tt.want))
+			}
+		})
 	}
 }

@@ -581,11 +581,9 @@ func (r *ObjectReconciler) title(ctx context.Context, key Key) string {
 // titleOf returns a Playbook's spec.title, cut to what the record keeps.
 func titleOf(u *unstructured.Unstructured) string {
 	t, _, _ := unstructured.NestedString(u.Object, "spec", "title")
-	// The title goes into the record annotation: keep it small.
-	if len(t) > maxTitle {
-		t = t[:maxTitle]
-	}
-	return t
+	// The title goes into the record annotation: keep it small, and whole
+	// characters only.
+	return cutUTF8(t, maxTitle)
 }
 
 // playbooks is the kind whose spec.title names its objects.

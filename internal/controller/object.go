@@ -251,7 +251,7 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 		return nil, err
 	}
 	c := matched[0]
-	if c.ScheduleErr != nil {
+	if c.SpecErr != nil {
 		return nil, nil
 	}
 	channels, err := r.Channels.get(ctx, c.TimeoutPolicy)
@@ -512,8 +512,14 @@ func (r *ObjectReconciler) warnInvalid(ctx context.Context, key Key, obj *metav1
 	problems := make([]string, 0, len(life.Invalid))
 	recs := make([]audit.Record, 0, len(life.Invalid))
 	for _, inv := range life.Invalid {
-		problems = append(problems, inv.Error())
-		invalidAnnotations.WithLabelValues(inv.Annotation).Inc()
+		problems = append(problems, inv.Brief())
+		logf.FromContext(ctx).Info("invalid annotation", "annotation", inv.Annotation, "value", inv.Value)
+		label := inv.Annotation
+		if inv.Unknown {
+			// Keys are written by anyone: one series for all unknown ones.
+			label = expiry.Prefix + "*"
+		}
+		invalidAnnotations.WithLabelValues(label).Inc()
 		recs = append(recs, audit.Record{Type: audit.InvalidAnnotation, Result: audit.Error, Error: inv.Error()})
 	}
 	r.audit(ctx, key, obj, ev, recs...)

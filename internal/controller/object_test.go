@@ -371,6 +371,24 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 			now:    t0.Add(30 * expiry.Day),
 		},
 		{
+			name: "keeps objects of a policy whose selector is invalid, even against a valid lower-priority policy",
+			objects: []client.Object{
+				newPolicy("broken", bogusSelector, priority(10)),
+				newPolicy("short", defaultTTL("1m")),
+			},
+			object: newConfigMap("scratch"),
+			now:    t0.Add(30 * expiry.Day),
+		},
+		{
+			name: "keeps objects of a policy whose namespace selector is invalid, even against a valid lower-priority policy",
+			objects: []client.Object{
+				newPolicy("broken", bogusNamespaceSelector, priority(10)),
+				newPolicy("short", defaultTTL("1m")),
+			},
+			object: newConfigMap("scratch"),
+			now:    t0.Add(30 * expiry.Day),
+		},
+		{
 			// The control for the case above: without the broken policy,
 			// the short one deletes.
 			name:            "deletes by a valid policy's short TTL when nothing outranks it",
@@ -828,6 +846,32 @@ func TestObjectReconcilerInvalidAnnotation(t *testing.T) {
 		},
 		{
 			name:        "deletes at creation plus the default TTL",
+			at:          t0.Add(time.Hour),
+			wantDeleted: true,
+			wantEvents:  []string{"Normal Expired", "Normal Deleted"},
+		},
+	})
+}
+
+func TestObjectReconcilerWarnsAboutAMisspeltKeepAndDeletesOnTime(t *testing.T) {
+	cm := newConfigMap("scratch", annotated(expiry.Prefix+"Keep", "true"))
+	h := newHarness(t, t0, newPolicy("configmaps", defaultTTL("1h")), cm)
+	runSteps(t, h, cm, []step{
+		{
+			name:       "warns InvalidTimeout, naming the key, the known keys and the one meant",
+			at:         t0.Add(time.Minute),
+			wantResult: ctrl.Result{RequeueAfter: 59 * time.Minute},
+			wantEvents: []string{"Warning InvalidTimeout"},
+			check: func(t *testing.T, evs []string) {
+				for _, want := range []string{expiry.Prefix + "Keep", "is unknown", "ttl, expires-at, keep, notify", "did you mean keep?"} {
+					if !strings.Contains(evs[0], want) {
+						t.Errorf("message %q does not contain %q", evs[0], want)
+					}
+				}
+			},
+		},
+		{
+			name:        "deletes at creation plus the default TTL: the unknown key changes nothing",
 			at:          t0.Add(time.Hour),
 			wantDeleted: true,
 			wantEvents:  []string{"Normal Expired", "Normal Deleted"},

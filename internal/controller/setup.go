@@ -307,5 +307,5 @@ func newRecorder(ctx context.Context, mgr manager.Manager, clusterNamespace stri
 		<-ctx.Done()
 		b.Shutdown()
 	}()
-	return b.NewRecorder(mgr.GetScheme(), Name), nil
+	return noteCutter{b.NewRecorder(mgr.GetScheme(), Name)}, nil
 }

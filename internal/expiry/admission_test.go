@@ -19,9 +19,7 @@ import (
 
 const admissionPolicyPath = "../../config/admission/component/policy.yaml"
 
-// admissionRule returns the expression of the policy's validation of
-// annotation.
-func admissionRule(t *testing.T, annotation string) string {
+func admissionPolicy(t *testing.T) *admissionv1.ValidatingAdmissionPolicy {
 	t.Helper()
 	raw, err := os.ReadFile(admissionPolicyPath)
 	if err != nil {
@@ -31,7 +29,14 @@ func admissionRule(t *testing.T, annotation string) string {
 	if err := yaml.UnmarshalStrict(raw, &p); err != nil {
 		t.Fatalf("%s: %v", admissionPolicyPath, err)
 	}
-	for _, v := range p.Spec.Validations {
+	return &p
+}
+
+// admissionRule returns the expression of the policy's validation of
+// annotation.
+func admissionRule(t *testing.T, annotation string) string {
+	t.Helper()
+	for _, v := range admissionPolicy(t).Spec.Validations {
 		if strings.HasPrefix(v.Expression, "!('"+annotation+"' in variables.changed)") {
 			return v.Expression
 		}
@@ -149,14 +154,35 @@ func TestAdmissionPolicyMatchesParsers(t *testing.T) {
 	})
 
 	t.Run("checks neither the controller's record nor the legacy ttl", func(t *testing.T) {
-		raw, err := os.ReadFile(admissionPolicyPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range []string{"'" + AnnotationReminders + "'", "'" + AnnotationLegacyTTL + "'"} {
-			if strings.Contains(string(raw), s) {
-				t.Errorf("%s mentions %s", admissionPolicyPath, s)
+		p := admissionPolicy(t)
+		for _, v := range p.Spec.Validations {
+			for _, s := range []string{"'" + AnnotationReminders + "'", "'" + AnnotationLegacyTTL + "'"} {
+				if strings.Contains(v.Expression, s) {
+					t.Errorf("%s has a rule on %s:\n%s", admissionPolicyPath, s, v.Expression)
+				}
 			}
+		}
+		for _, v := range p.Spec.Variables {
+			if v.Name != "knownKeys" && strings.Contains(v.Expression, "'"+AnnotationReminders+"'") {
+				t.Errorf("%s reads %s in variable %s", admissionPolicyPath, AnnotationReminders, v.Name)
+			}
+		}
+	})
+
+	t.Run("knows exactly the keys the controller knows", func(t *testing.T) {
+		var known []string
+		for _, v := range admissionPolicy(t).Spec.Variables {
+			if v.Name == "knownKeys" {
+				for _, m := range regexp.MustCompile(`'([^']*)'`).FindAllStringSubmatch(v.Expression, -1) {
+					known = append(known, m[1])
+				}
+			}
+		}
+		want := slices.Clone(KnownAnnotations)
+		slices.Sort(known)
+		slices.Sort(want)
+		if !slices.Equal(known, want) {
+			t.Errorf("the policy's knownKeys are %q, KnownAnnotations %q", known, want)
 		}
 	})
 }

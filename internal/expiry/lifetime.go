@@ -5,9 +5,11 @@ package expiry
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Annotations a governed object may carry.
@@ -37,10 +39,20 @@ type Invalid struct {
 	Expected string
 	// Fallback says what the controller does instead.
 	Fallback string
+	// Unknown is set when the key itself is not one the controller knows.
+	Unknown bool
 }
 
 func (i Invalid) Error() string {
-	return fmt.Sprintf("annotation %s has invalid value %q: expected %s; %s", i.Annotation, i.Value, i.Expected, i.Fallback)
+	return i.text(strconv.Quote(i.Value))
+}
+
+// text says what is wrong, with the value as quoted.
+func (i Invalid) text(quoted string) string {
+	if i.Unknown {
+		return fmt.Sprintf("annotation %s (value %s) is unknown: expected %s; %s", i.Annotation, quoted, i.Expected, i.Fallback)
+	}
+	return fmt.Sprintf("annotation %s has invalid value %s: expected %s; %s", i.Annotation, quoted, i.Expected, i.Fallback)
 }
 
 // Lifetime is what an object's annotations and its policy's default make
@@ -130,7 +142,70 @@ func Compute(created time.Time, annotations map[string]string, defaultTTL time.D
 	if l.Keep {
 		l.ExpiresAt = time.Time{}
 	}
+	l.Invalid = append(l.Invalid, unknownKeys(annotations)...)
 	return l
+}
+
+// userKeys are the names under Prefix that people write: the ones above
+// and the notify annotation, which internal/notify reads.
+var userKeys = []string{"ttl", "expires-at", "keep", "notify"}
+
+// KnownAnnotations are the annotations under Prefix that the controller
+// reads or writes; any other key under Prefix is a mistake.
+var KnownAnnotations = []string{AnnotationTTL, AnnotationExpiresAt, AnnotationKeep, Prefix + "notify", AnnotationReminders}
+
+// unknownKeys reports the keys under Prefix that the controller does not
+// know, in the order of their names. They change nothing, but a misspelt
+// keep that silently does not keep is worse than a warning.
+func unknownKeys(annotations map[string]string) []Invalid {
+	var out []Invalid
+	for k, v := range annotations {
+		name, ok := strings.CutPrefix(k, Prefix)
+		if !ok || slices.Contains(KnownAnnotations, k) {
+			continue
+		}
+		expected := "one of the keys " + strings.Join(userKeys, ", ") + " under " + Prefix
+		if hint := closestKey(name); hint != "" {
+			expected += "; did you mean " + hint + "?"
+		}
+		out = append(out, Invalid{Annotation: k, Value: v, Expected: expected, Fallback: "it is ignored", Unknown: true})
+	}
+	slices.SortFunc(out, func(a, b Invalid) int { return strings.Compare(a.Annotation, b.Annotation) })
+	return out
+}
+
+// closestKey returns the key people write that name most likely meant:
+// the same but for case or an underscore, or at most two edits away.
+func closestKey(name string) string {
+	norm := strings.ReplaceAll(strings.ToLower(name), "_", "-")
+	best, bestDist := "", 3
+	for _, k := range userKeys {
+		if d := editDistance(norm, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, by bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func parseExpiresAt(created time.Time, v string) (time.Time, string, bool) {
@@ -160,4 +235,27 @@ func parseLegacyTTL(created time.Time, v string) (time.Time, string, bool) {
 		return time.Time{}, expected, false
 	}
 	return created.Add(time.Duration(n) * time.Second), expected, true
+}
+
+// Brief is Error with a long value cut to its first bytes and its length,
+// for Event notes, which the API server bounds; the audit trail and the
+// log keep Error, with the whole value.
+func (i Invalid) Brief() string {
+	return i.text(brief(i.Value))
+}
+
+// briefLen is how many bytes of a value Brief shows.
+const briefLen = 64
+
+// brief quotes v, cut to briefLen bytes on a character boundary and
+// followed by its length when it is longer.
+func brief(v string) string {
+	if len(v) <= briefLen {
+		return strconv.Quote(v)
+	}
+	n := briefLen
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return fmt.Sprintf("%q…(%d bytes)", v[:n], len(v))
 }

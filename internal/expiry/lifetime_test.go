@@ -439,3 +439,97 @@ func FuzzCompute(f *testing.F) {
 		}
 	})
 }
+
+func TestComputeReportsUnknownKeysUnderThePrefix(t *testing.T) {
+	created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		// wantUnknown lists the keys reported unknown, in order; wantHint
+		// is the key each suggests ("" for none).
+		wantUnknown []string
+		wantHint    []string
+		wantKeep    bool
+	}{
+		{
+			name:        "reports a capitalised keep and suggests keep, and does not keep",
+			annotations: map[string]string{Prefix + "Keep": "true"},
+			wantUnknown: []string{Prefix + "Keep"},
+			wantHint:    []string{"keep"},
+		},
+		{
+			name:        "reports a misspelt keep and suggests keep",
+			annotations: map[string]string{Prefix + "kep": "true"},
+			wantUnknown: []string{Prefix + "kep"},
+			wantHint:    []string{"keep"},
+		},
+		{
+			name:        "reports several unknown keys in the order of their names",
+			annotations: map[string]string{Prefix + "expires_at": "x", Prefix + "owner": "alice", Prefix + "TTL": "1h", AnnotationTTL: "2h"},
+			wantUnknown: []string{Prefix + "TTL", Prefix + "expires_at", Prefix + "owner"},
+			wantHint:    []string{"ttl", "expires-at", ""},
+		},
+		{
+			name: "knows every key the controller reads or writes",
+			annotations: map[string]string{
+				AnnotationTTL: "1h", AnnotationExpiresAt: "2026-03-02T12:00:00Z", AnnotationKeep: "true",
+				AnnotationReminders: "{}", Prefix + "notify": "a@example.com",
+			},
+			wantKeep: true,
+		},
+		{
+			name:        "leaves other prefixes alone",
+			annotations: map[string]string{"example.com/Keep": "true", "timeout.amphitheatre.app.example/keep": "true"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Compute(created, tt.annotations, time.Hour)
+			var unknown, hints []string
+			for _, inv := range got.Invalid {
+				if !inv.Unknown {
+					continue
+				}
+				unknown = append(unknown, inv.Annotation)
+				hint := ""
+				if _, after, ok := strings.Cut(inv.Expected, "did you mean "); ok {
+					hint = strings.TrimSuffix(after, "?")
+				}
+				hints = append(hints, hint)
+				if inv.Value != tt.annotations[inv.Annotation] || !strings.Contains(inv.Error(), "unknown") ||
+					!strings.Contains(inv.Expected, "ttl, expires-at, keep, notify") {
+					t.Errorf("unknown key reported as %q", inv.Error())
+				}
+			}
+			if !slices.Equal(unknown, tt.wantUnknown) || (tt.wantHint != nil && !slices.Equal(hints, tt.wantHint)) {
+				t.Errorf("unknown keys %q with hints %q, want %q with %q", unknown, hints, tt.wantUnknown, tt.wantHint)
+			}
+			if got.Keep != tt.wantKeep {
+				t.Errorf("Keep = %t, want %t", got.Keep, tt.wantKeep)
+			}
+		})
+	}
+}
+
+func TestInvalidBriefShowsTheStartOfALongValue(t *testing.T) {
+	long := strings.Repeat("1", 1500) + "x"
+	tests := []struct {
+		name, value, wantQuoted string
+	}{
+		{"quotes a short value whole", "3 days", `"3 days"`},
+		{"quotes a value of 64 bytes whole", strings.Repeat("é", 32), `"` + strings.Repeat("é", 32) + `"`},
+		{"shows the first 64 bytes of a long value and its length", long, `"` + long[:64] + `"…(1501 bytes)`},
+		{"does not split a character at 64 bytes", "a" + strings.Repeat("é", 40), `"a` + strings.Repeat("é", 31) + `"…(81 bytes)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv := Compute(time.Now(), map[string]string{AnnotationTTL: tt.value}, time.Hour).Invalid[0]
+			if got := inv.Brief(); !strings.Contains(got, "annotation "+AnnotationTTL+" has invalid value "+tt.wantQuoted+": expected a positive duration") {
+				t.Errorf("Brief() = %q, want it to show the value as %s", got, tt.wantQuoted)
+			}
+			if !strings.Contains(inv.Error(), strconv.Quote(tt.value)) {
+				t.Errorf("Error() = %q lacks the whole value", inv.Error())
+			}
+		})
+	}
+}

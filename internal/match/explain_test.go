@@ -7,6 +7,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 )
 
 func TestExplain(t *testing.T) {
@@ -19,7 +21,11 @@ func TestExplain(t *testing.T) {
 		newPolicy("dev-only", inNamespaces(dev), priority(40)),
 		newPolicy("secrets", target("v1", "Secret")),
 		newPolicy("going", deleting, priority(100)),
-		newPolicy("bogus", bogusSelector, priority(100)),
+		// Its valid requirement leaves the object out; its invalid one
+		// cannot bring it in.
+		newPolicy("bogus", bogusSelector, priority(100), func(p *v1alpha1.TimeoutPolicy) {
+			p.Spec.Selector.MatchLabels = map[string]string{"app": "db"}
+		}),
 	)
 	verdicts, err := Explain(all, configMapGVK, Object{
 		Labels:          map[string]string{"app": "web"},
@@ -40,11 +46,11 @@ func TestExplain(t *testing.T) {
 		{"high", true, "", ""},
 		{"tie", false, Outranked, "policy high has the same priority (9) and a name that sorts first"},
 		{"low", false, Outranked, "policy high has a higher priority (9 > 0)"},
+		{"bogus", false, LabelsNotSelected, `spec.selector "app=db"`},
 		{"db-only", false, LabelsNotSelected, `spec.selector "app=db"`},
 		{"dev-only", false, NamespaceNotSelected, `spec.namespaceSelector "env=dev"`},
 		{"secrets", false, OtherKind, "targets v1 Secret, not ConfigMap"},
 		{"going", false, Deleting, "being deleted"},
-		{"bogus", false, InvalidSelector, "spec.selector does not parse"},
 	}
 	if len(verdicts) != len(wants) {
 		t.Fatalf("got %d verdicts, want %d", len(verdicts), len(wants))

@@ -6,12 +6,14 @@ package match
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
@@ -30,18 +32,42 @@ func Selector(s *metav1.LabelSelector) (labels.Selector, error) {
 	return metav1.LabelSelectorAsSelector(s)
 }
 
+// mightSelect returns a selector for every object s might select once its
+// invalid requirements are fixed: the requirements that parse, ANDed.
+// Leaving a requirement out only widens a selector, so the objects a
+// policy meant to select are all among these.
+func mightSelect(s *metav1.LabelSelector) labels.Selector {
+	sel := labels.NewSelector()
+	for k, v := range s.MatchLabels {
+		if r, err := labels.NewRequirement(k, selection.Equals, []string{v}); err == nil {
+			sel = sel.Add(*r)
+		}
+	}
+	for _, e := range s.MatchExpressions {
+		one, err := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{e}})
+		if err != nil {
+			continue
+		}
+		reqs, _ := one.Requirements()
+		sel = sel.Add(reqs...)
+	}
+	return sel
+}
+
 // Candidate is a policy for an object's kind, with its selectors and
 // schedule parsed once.
 type Candidate struct {
 	*v1alpha1.TimeoutPolicy
+	// Selector and NamespaceSelector are, when they do not parse, what
+	// they might select (their requirements that parse).
 	Selector          labels.Selector
 	NamespaceSelector labels.Selector
 	Schedule          expiry.Schedule
-	// ScheduleErr is set when the policy's durations cannot be used. Such
-	// a policy still governs the objects it selects, and does nothing to
-	// them, so that a typo in it never hands them to a policy with a
-	// shorter lifetime.
-	ScheduleErr error
+	// SpecErr is set when part of the policy's spec cannot be used: a
+	// duration, a selector. Such a policy still governs every object it
+	// might select, and does nothing to them, so that a typo in it never
+	// hands them to a policy with a shorter lifetime.
+	SpecErr error
 }
 
 // Reason says why a policy does not govern an object.
@@ -53,9 +79,6 @@ const (
 	OtherKind Reason = "OtherKind"
 	// Deleting: the policy is being deleted.
 	Deleting Reason = "Deleting"
-	// InvalidSelector: the policy's selector or namespace selector does
-	// not parse; it matches nothing.
-	InvalidSelector Reason = "InvalidSelector"
 	// LabelsNotSelected: the object's labels do not satisfy the selector.
 	LabelsNotSelected Reason = "LabelsNotSelected"
 	// NamespaceNotSelected: the object's namespace's labels do not satisfy
@@ -81,8 +104,8 @@ type Rejected struct {
 
 // Candidates returns the policies whose target is gvk's kind, ranked so
 // that each takes precedence over those after it: the higher priority
-// first, then the name that sorts first. A policy whose selectors do not
-// parse matches nothing and is left out; its own status says why.
+// first, then the name that sorts first. A policy whose spec cannot be
+// used is ranked like the others, with SpecErr set.
 func Candidates(all []v1alpha1.TimeoutPolicy, gvk schema.GroupVersionKind) []Candidate {
 	cs, _ := Rank(all, gvk)
 	return cs
@@ -106,16 +129,19 @@ func Rank(all []v1alpha1.TimeoutPolicy, gvk schema.GroupVersionKind) ([]Candidat
 			continue
 		}
 		c := Candidate{TimeoutPolicy: p}
+		var errs []error
 		var err error
+		c.Schedule, err = expiry.NewSchedule(p.Spec)
+		errs = append(errs, err)
 		if c.Selector, err = Selector(p.Spec.Selector); err != nil {
-			out = append(out, Rejected{p, Mismatch{InvalidSelector, "spec.selector does not parse, so it matches nothing: " + err.Error()}})
-			continue
+			c.Selector = mightSelect(p.Spec.Selector)
+			errs = append(errs, fmt.Errorf("spec.selector: %w", err))
 		}
 		if c.NamespaceSelector, err = Selector(p.Spec.NamespaceSelector); err != nil {
-			out = append(out, Rejected{p, Mismatch{InvalidSelector, "spec.namespaceSelector does not parse, so it matches nothing: " + err.Error()}})
-			continue
+			c.NamespaceSelector = mightSelect(p.Spec.NamespaceSelector)
+			errs = append(errs, fmt.Errorf("spec.namespaceSelector: %w", err))
 		}
-		c.Schedule, c.ScheduleErr = expiry.NewSchedule(p.Spec)
+		c.SpecErr = errors.Join(errs...)
 		cs = append(cs, c)
 	}
 	slices.SortFunc(cs, func(a, b Candidate) int {
@@ -161,9 +187,9 @@ func (c Candidate) Matches(o Object) (bool, error) {
 }
 
 // Matching returns the candidates that select o, in rank order: the first
-// one governs o. A policy with an invalid schedule still governs (and does
-// nothing) so that a typo in it never hands its objects to a policy with a
-// shorter lifetime.
+// one governs o. A policy whose spec cannot be used still governs (and
+// does nothing) so that a typo in it never hands its objects to a policy
+// with a shorter lifetime.
 func Matching(ranked []Candidate, o Object) ([]Candidate, error) {
 	var out []Candidate
 	for _, c := range ranked {

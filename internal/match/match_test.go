@@ -82,14 +82,14 @@ func TestCandidates(t *testing.T) {
 			want:     []string{"staying"},
 		},
 		{
-			name:     "leaves out a policy whose selector does not parse",
+			name:     "keeps a policy whose selector does not parse, with the error",
 			policies: []*v1alpha1.TimeoutPolicy{newPolicy("bogus", bogusSelector, priority(100)), newPolicy("fine")},
-			want:     []string{"fine"},
+			want:     []string{"bogus", "fine"},
 		},
 		{
-			name:     "leaves out a policy whose namespace selector does not parse",
+			name:     "keeps a policy whose namespace selector does not parse, with the error",
 			policies: []*v1alpha1.TimeoutPolicy{newPolicy("bogus", bogusNamespaceSelector, priority(100)), newPolicy("fine")},
-			want:     []string{"fine"},
+			want:     []string{"bogus", "fine"},
 		},
 		{
 			name:     "keeps a policy whose schedule is invalid, with the error",
@@ -112,8 +112,8 @@ func TestCandidates(t *testing.T) {
 				if c.Selector == nil || c.NamespaceSelector == nil {
 					t.Errorf("candidate %s has a nil selector", c.Name)
 				}
-				if invalid := c.Spec.DefaultTTL == "0s"; invalid != (c.ScheduleErr != nil) {
-					t.Errorf("candidate %s: ScheduleErr = %v", c.Name, c.ScheduleErr)
+				if invalid := c.Spec.DefaultTTL == "0s" || c.Name == "bogus"; invalid != (c.SpecErr != nil) {
+					t.Errorf("candidate %s: SpecErr = %v", c.Name, c.SpecErr)
 				}
 			}
 		})
@@ -149,9 +149,9 @@ func TestMatching(t *testing.T) {
 		name     string
 		policies []*v1alpha1.TimeoutPolicy
 		// object is built per test so that mustNotCall can use its t.
-		object       func(t *testing.T) Object
-		want         []string
-		wantSchedErr []string
+		object      func(t *testing.T) Object
+		want        []string
+		wantSpecErr []string
 	}{
 		{
 			name:     "matches an object whose labels the selector selects",
@@ -225,8 +225,51 @@ func TestMatching(t *testing.T) {
 			object: func(t *testing.T) Object {
 				return Object{Namespaced: true, NamespaceLabels: mustNotCall(t)}
 			},
-			want:         []string{"broken", "short"},
-			wantSchedErr: []string{"broken"},
+			want:        []string{"broken", "short"},
+			wantSpecErr: []string{"broken"},
+		},
+		{
+			name:     "keeps objects of a policy whose selector is invalid: it outranks the valid one that would govern them",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("short", defaultTTL("15s")), newPolicy("bogus", bogusSelector, priority(10))},
+			object: func(t *testing.T) Object {
+				return Object{Labels: map[string]string{"app": "db"}, Namespaced: true, NamespaceLabels: mustNotCall(t)}
+			},
+			want:        []string{"bogus", "short"},
+			wantSpecErr: []string{"bogus"},
+		},
+		{
+			name:     "keeps objects of a policy whose label value is invalid",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("short", defaultTTL("15s")), newPolicy("bogus", selecting(map[string]string{"app": "not a value!"}), priority(10))},
+			object: func(t *testing.T) Object {
+				return Object{Labels: map[string]string{"app": "db"}, Namespaced: true, NamespaceLabels: mustNotCall(t)}
+			},
+			want:        []string{"bogus", "short"},
+			wantSpecErr: []string{"bogus"},
+		},
+		{
+			name:     "keeps objects of a policy whose namespace selector is invalid, in any namespace",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("short", defaultTTL("15s")), newPolicy("bogus", bogusNamespaceSelector, priority(10))},
+			object: func(t *testing.T) Object {
+				return Object{Namespaced: true, NamespaceLabels: nsLabelsOf(map[string]string{"env": "prod"})}
+			},
+			want:        []string{"bogus", "short"},
+			wantSpecErr: []string{"bogus"},
+		},
+		{
+			name: "lets an invalid selector's valid requirements still narrow what it might govern",
+			policies: []*v1alpha1.TimeoutPolicy{newPolicy("short", defaultTTL("15s")), newPolicy("bogus", priority(10), func(p *v1alpha1.TimeoutPolicy) {
+				p.Spec.Selector = &metav1.LabelSelector{
+					MatchLabels: map[string]string{"team": "a"},
+					MatchExpressions: []metav1.LabelSelectorRequirement{
+						{Key: "app", Operator: "in", Values: []string{"db"}},
+						{Key: "tier", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"gold"}},
+					},
+				}
+			})},
+			object: func(t *testing.T) Object {
+				return Object{Labels: map[string]string{"team": "b", "app": "db"}, Namespaced: true, NamespaceLabels: mustNotCall(t)}
+			},
+			want: []string{"short"},
 		},
 	}
 	for _, tt := range tests {
@@ -239,8 +282,8 @@ func TestMatching(t *testing.T) {
 				t.Fatalf("matching = %v, want %v", names(got), tt.want)
 			}
 			for _, c := range got {
-				if want := slices.Contains(tt.wantSchedErr, c.Name); want != (c.ScheduleErr != nil) {
-					t.Errorf("%s: ScheduleErr = %v, want an error: %t", c.Name, c.ScheduleErr, want)
+				if want := slices.Contains(tt.wantSpecErr, c.Name); want != (c.SpecErr != nil) {
+					t.Errorf("%s: SpecErr = %v, want an error: %t", c.Name, c.SpecErr, want)
 				}
 			}
 		})

@@ -5,9 +5,12 @@ package notify
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
 
 const admissionPolicyPath = "../../config/admission/component/policy.yaml"
@@ -35,5 +38,13 @@ func TestAdmissionPolicyMatchesRecipients(t *testing.T) {
 		if !strings.Contains(policy, want) {
 			t.Errorf("%s does not contain %s", admissionPolicyPath, want)
 		}
+	}
+}
+
+// TestTheNotifyAnnotationIsAKnownKey: expiry warns about every key under
+// its prefix that it does not know, and must not warn about this one.
+func TestTheNotifyAnnotationIsAKnownKey(t *testing.T) {
+	if !slices.Contains(expiry.KnownAnnotations, AnnotationNotify) {
+		t.Errorf("expiry.KnownAnnotations %q lacks %s", expiry.KnownAnnotations, AnnotationNotify)
 	}
 }

@@ -207,8 +207,8 @@ func change(ctx context.Context, o *Options, r ref, all bool, output string, dec
 		if ev.Governing == nil {
 			return withCode(ExitNotGoverned, "%s is not governed by any TimeoutPolicy: nothing will delete it (`kubectl timeout explain` says why)", f)
 		}
-		if ev.Governing.ScheduleErr != nil {
-			return withCode(ExitError, "%s is governed by policy %s, whose spec cannot be used: %v", f, ev.Governing.Name, ev.Governing.ScheduleErr)
+		if ev.Governing.SpecErr != nil {
+			return withCode(ExitError, "%s is governed by policy %s, whose spec cannot be used: %v", f, ev.Governing.Name, ev.Governing.SpecErr)
 		}
 		p, err := decide(ev)
 		if err != nil {

@@ -85,7 +85,7 @@ func Evaluate(obj *unstructured.Unstructured, gvk schema.GroupVersionKind, names
 		return ev, nil
 	}
 	ev.Governing = verdicts[0].Candidate
-	if ev.Governing.ScheduleErr != nil {
+	if ev.Governing.SpecErr != nil {
 		return ev, nil
 	}
 	created := obj.GetCreationTimestamp().Time
@@ -185,7 +185,7 @@ func (ev *Evaluation) Flags() []string {
 	if ev.Governing == nil {
 		return f
 	}
-	if ev.Governing.ScheduleErr != nil {
+	if ev.Governing.SpecErr != nil {
 		f = append(f, "inactive")
 	}
 	if ev.Life.Keep {

@@ -210,8 +210,8 @@ func Explain(ev *Evaluation) Explanation {
 			pv.Reason, pv.Detail = string(v.Mismatch.Reason), v.Mismatch.Detail
 		}
 		if v.Governs {
-			if v.Candidate.ScheduleErr != nil {
-				pv.Problem = "its spec cannot be used, so it governs the object and does nothing to it: " + v.Candidate.ScheduleErr.Error()
+			if v.Candidate.SpecErr != nil {
+				pv.Problem = "its spec cannot be used, so it governs every object it might select, this one included, and does nothing to them: " + v.Candidate.SpecErr.Error()
 			} else if c := meta.FindStatusCondition(v.Policy.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
 				pv.Problem = fmt.Sprintf("it is not Ready (%s): %s", c.Reason, c.Message)
 			}
@@ -222,7 +222,7 @@ func Explain(ev *Evaluation) Explanation {
 		return x
 	}
 	x.Policy = ev.Governing.Name
-	if ev.Governing.ScheduleErr != nil {
+	if ev.Governing.SpecErr != nil {
 		x.Notes = append(x.Notes, "Nothing happens to the object until the policy's spec is fixed.")
 		return x
 	}
@@ -366,7 +366,7 @@ func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 			if p.Problem != "" {
 				fmt.Fprintf(tw, "  \t%s\n", p.Problem)
 			}
-		case p.Reason == string(match.OtherKind) || p.Reason == string(match.Deleting) || p.Reason == string(match.InvalidSelector):
+		case p.Reason == string(match.OtherKind) || p.Reason == string(match.Deleting):
 			fmt.Fprintf(tw, "  %s\tdoes not apply: it %s\n", p.Name, p.Detail)
 		case p.Reason == string(match.Outranked):
 			fmt.Fprintf(tw, "  %s\t%s\n", p.Name, p.Detail)

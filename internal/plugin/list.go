@@ -88,7 +88,7 @@ func itemOf(ev *Evaluation) Item {
 	if it.Flags == nil {
 		it.Flags = []string{}
 	}
-	if !ev.Life.Keep && ev.Governing.ScheduleErr == nil {
+	if !ev.Life.Keep && ev.Governing.SpecErr == nil {
 		it.ExpiresAt = timePtr(ev.Life.ExpiresAt)
 		it.Source = ev.Life.Source
 		if d := ev.DeleteAt(); !d.IsZero() {

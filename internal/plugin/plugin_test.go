@@ -206,16 +206,33 @@ func TestEvaluateWithoutAGoverningPolicy(t *testing.T) {
 }
 
 func TestEvaluateUnderAPolicyWithAnUnusableSpec(t *testing.T) {
-	broken := playbookPolicy("broken", func(s *v1alpha1.TimeoutPolicySpec) { s.DefaultTTL = "0s" })
-	ev := evaluateAt(t, playbook(nil), []v1alpha1.TimeoutPolicy{broken}, t0)
-	if ev.Governing == nil || ev.Governing.ScheduleErr == nil || len(ev.Steps) != 0 {
-		t.Fatalf("evaluation %+v", ev)
-	}
-	if got := ev.Flags(); !reflect.DeepEqual(got, []string{"inactive"}) {
-		t.Errorf("flags %v", got)
-	}
-	if x := Explain(ev); !strings.Contains(x.Policies[0].Problem, "spec.defaultTTL") {
-		t.Errorf("problem %q", x.Policies[0].Problem)
+	for _, tc := range []struct {
+		name    string
+		breakIt func(*v1alpha1.TimeoutPolicySpec)
+		problem string
+	}{
+		{"a zero default TTL", func(s *v1alpha1.TimeoutPolicySpec) { s.DefaultTTL = "0s" }, "spec.defaultTTL"},
+		{"a selector value that is not a label value", func(s *v1alpha1.TimeoutPolicySpec) {
+			s.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "not a value!"}}
+		}, "spec.selector"},
+		{"a selector operator in the wrong case", func(s *v1alpha1.TimeoutPolicySpec) {
+			s.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "in", Values: []string{"x"}}}}
+		}, "spec.selector"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			broken := playbookPolicy("broken", tc.breakIt, func(s *v1alpha1.TimeoutPolicySpec) { s.Priority = 10 })
+			short := playbookPolicy("short", func(s *v1alpha1.TimeoutPolicySpec) { s.DefaultTTL = "15s" })
+			ev := evaluateAt(t, playbook(nil), []v1alpha1.TimeoutPolicy{short, broken}, t0)
+			if ev.Governing == nil || ev.Governing.Name != "broken" || ev.Governing.SpecErr == nil || len(ev.Steps) != 0 {
+				t.Fatalf("evaluation %+v", ev)
+			}
+			if got := ev.Flags(); !reflect.DeepEqual(got, []string{"inactive"}) {
+				t.Errorf("flags %v", got)
+			}
+			if x := Explain(ev); !strings.Contains(x.Policies[0].Problem, tc.problem) || !strings.Contains(x.Policies[0].Problem, "does nothing") {
+				t.Errorf("problem %q", x.Policies[0].Problem)
+			}
+		})
 	}
 }
 

@@ -213,16 +213,19 @@ func (f found) String() string {
 	return s
 }
 
-// find looks up the object r names among the kinds the policies target:
-// by name, or else, for kinds with titles, by a Playbook's title. It
-// fails with ExitNotFound, ExitAmbiguous or ExitNotGoverned (when the
-// kind is named and no policy targets it).
+// find looks up the object r names among the kinds the policies target.
+// KIND/NAME names an object by its name alone. A bare NAME is matched
+// against names and, for kinds with titles, against Playbook titles alike:
+// people know Playbooks by their titles, so a title is as much a name as
+// the UUID, and neither may win silently over the other. It fails with
+// ExitNotFound, ExitAmbiguous (more than one object matches) or
+// ExitNotGoverned (when the kind is named and no policy targets it).
 func (s *session) find(ctx context.Context, r ref) (found, error) {
 	kinds, err := s.targetKinds(r.kind)
 	if err != nil {
 		return found{}, err
 	}
-	var byName []found
+	var matches []found
 	var errs []error
 	for _, k := range kinds {
 		if !k.namespaced || !s.allNamespaces {
@@ -232,7 +235,7 @@ func (s *session) find(ctx context.Context, r ref) (found, error) {
 			case err != nil:
 				errs = append(errs, err)
 			default:
-				byName = append(byName, found{k, obj})
+				matches = append(matches, found{k, obj})
 			}
 			continue
 		}
@@ -243,20 +246,11 @@ func (s *session) find(ctx context.Context, r ref) (found, error) {
 			continue
 		}
 		for i := range list.Items {
-			byName = append(byName, found{k, &list.Items[i]})
+			matches = append(matches, found{k, &list.Items[i]})
 		}
 	}
-	if len(byName) == 1 {
-		return byName[0], nil
-	}
-	if len(byName) > 1 {
-		return found{}, ambiguous(r.name, byName)
-	}
-
-	// People know Playbooks by their titles, not their UUIDs.
-	var byTitle []found
 	for _, k := range kinds {
-		if !hasTitle(k.gvk.GroupKind()) {
+		if r.kind != "" || !hasTitle(k.gvk.GroupKind()) {
 			continue
 		}
 		items, err := s.list(ctx, k, "")
@@ -265,16 +259,17 @@ func (s *session) find(ctx context.Context, r ref) (found, error) {
 			continue
 		}
 		for i := range items {
-			if title(&items[i]) == r.name {
-				byTitle = append(byTitle, found{k, &items[i]})
+			// An object whose title is its name is one match, not two.
+			if title(&items[i]) == r.name && items[i].GetName() != r.name {
+				matches = append(matches, found{k, &items[i]})
 			}
 		}
 	}
-	if len(byTitle) == 1 {
-		return byTitle[0], nil
+	if len(matches) == 1 {
+		return matches[0], nil
 	}
-	if len(byTitle) > 1 {
-		return found{}, ambiguous(r.name, byTitle)
+	if len(matches) > 1 {
+		return found{}, ambiguous(r.name, matches)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return found{}, err
@@ -305,7 +300,7 @@ func ambiguous(name string, fs []found) error {
 			fmt.Fprintf(&b, " (title %q)", t)
 		}
 	}
-	return withCode(ExitAmbiguous, "%q names %d objects; say which with KIND/NAME, -n NAMESPACE or the object's name:%s", name, len(fs), b.String())
+	return withCode(ExitAmbiguous, "%q names %d objects; say which with KIND/NAME (which matches names only) or -n NAMESPACE:%s", name, len(fs), b.String())
 }
 
 // fresh reads f's object again from the API server.

@@ -85,6 +85,43 @@ func TestAdmissionPolicy(t *testing.T) {
 		}
 	})
 
+	t.Run("refuses the keys under the prefix that the controller does not know", func(t *testing.T) {
+		for _, tc := range []struct {
+			key  string
+			hint string
+		}{
+			{expiry.Prefix + "Keep", "did you mean " + expiry.AnnotationKeep + "?"},
+			{expiry.Prefix + "kep", ""},
+			{expiry.Prefix + "expires_at", "did you mean " + expiry.AnnotationExpiresAt + "?"},
+			{expiry.Prefix + "owner", ""},
+			{expiry.AnnotationTTL, ""},
+			{expiry.AnnotationKeep, ""},
+			{expiry.AnnotationReminders, ""},
+			{notify.AnnotationNotify, ""},
+			{"example.com/Keep", ""},
+			{"timeout.amphitheatre.app.example/keep", ""},
+		} {
+			value := map[string]string{expiry.AnnotationTTL: "1h", expiry.AnnotationKeep: "true", notify.AnnotationNotify: "a@example.com"}[tc.key]
+			if value == "" {
+				value = "true"
+			}
+			pb := newPlaybook(admissionTest, "admission", map[string]string{tc.key: value})
+			err := dryRunCreate(pb)
+			var controllerKnows = true
+			for _, inv := range expiry.Compute(time.Now(), pb.GetAnnotations(), time.Hour).Invalid {
+				controllerKnows = controllerKnows && !inv.Unknown
+			}
+			switch {
+			case controllerKnows && err != nil:
+				t.Errorf("%s: refused, the controller knows it: %v", tc.key, err)
+			case !controllerKnows && !apierrors.IsInvalid(err):
+				t.Errorf("%s: %v, want refused as the controller warns about it", tc.key, err)
+			case !controllerKnows:
+				mustContain(t, err.Error(), "playbook "+pb.GetName()+": unknown annotation "+tc.key, "expected one of the keys ttl, expires-at, keep, notify", tc.hint)
+			}
+		}
+	})
+
 	t.Run("checks only the values a write changes", func(t *testing.T) {
 		ctx := context.Background()
 		res := dyn.Resource(playbooks)
@@ -95,6 +132,7 @@ func TestAdmissionPolicy(t *testing.T) {
 			expiry.AnnotationTTL:    "2x",
 			expiry.AnnotationKeep:   "please",
 			notify.AnnotationNotify: "alice@10.0.0.1",
+			expiry.Prefix + "Keep":  "true",
 		})
 		obj := create(t, playbooks, pb)
 		name := obj.GetName()
@@ -162,10 +200,17 @@ func TestAdmissionPolicy(t *testing.T) {
 			patch(`{"metadata":{"annotations":{"timeout.amphitheatre.app/notify":"alice@10.0.0.1, http://example.com"}}}`),
 			notify.AnnotationNotify, `refused "alice@10.0.0.1", "http://example.com"`, "not an IP address")
 
+		mustRefuse("adding an unknown key",
+			patch(`{"metadata":{"annotations":{"timeout.amphitheatre.app/kep":"true"}}}`),
+			"unknown annotation timeout.amphitheatre.app/kep")
+		mustRefuse("changing the value of an unknown key",
+			patch(`{"metadata":{"annotations":{"timeout.amphitheatre.app/Keep":"false"}}}`),
+			"unknown annotation timeout.amphitheatre.app/Keep (did you mean timeout.amphitheatre.app/keep?)")
+
 		mustAccept("changing ttl to a good value",
 			patch(`{"metadata":{"annotations":{"timeout.amphitheatre.app/ttl":"36h"}}}`))
 		mustAccept("removing the bad keep and notify values",
-			patch(`{"metadata":{"annotations":{"timeout.amphitheatre.app/keep":null,"timeout.amphitheatre.app/notify":null}}}`))
+			patch(`{"metadata":{"annotations":{"timeout.amphitheatre.app/keep":null,"timeout.amphitheatre.app/notify":null,"timeout.amphitheatre.app/Keep":null}}}`))
 
 		got, err := res.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -5,10 +5,14 @@ package integration
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
 
@@ -154,5 +158,27 @@ func TestPolicyStatusCountsWhatItGoverns(t *testing.T) {
 			s.NextExpiry != nil && s.NextExpiry.Time.Equal(soon.after(time.Hour)) &&
 			s.ObservedGeneration == p.Generation
 		return ok, fmt.Errorf("status %+v", s)
+	})
+}
+
+// TestALongInvalidValueIsStillWarnedAbout: the API server refuses an Event
+// note over 1024 bytes for good, so a long value must be cut in the note
+// for the Warning to be recorded at all.
+func TestALongInvalidValueIsStillWarnedAbout(t *testing.T) {
+	t.Parallel()
+	const test = "invalid-long"
+	createPolicy(t, test, playbookPolicy(test, "1h"))
+
+	value := strings.Repeat("1", 1500) + "é"
+	pb := create(t, playbooks, newPlaybook(test, "a long typo", map[string]string{expiry.AnnotationTTL: value}))
+	warning := findEvent(t, eventNamespace, pb.GetName(), "InvalidTimeout")
+	if warning.Type != "Warning" || len(warning.Note) > 1024 || !utf8.ValidString(warning.Note) {
+		t.Errorf("%s Event with a note of %d bytes, valid UTF-8 %t", warning.Type, len(warning.Note), utf8.ValidString(warning.Note))
+	}
+	mustContain(t, warning.Note, expiry.AnnotationTTL, `"`+value[:64]+`"…(1502 bytes)`, "expected a positive duration")
+	eventually(t, 5*time.Second, "an audit record with the whole value", func() (bool, error) {
+		return slices.ContainsFunc(auditRecords(t, pb.GetUID()), func(r audit.Record) bool {
+			return r.Type == audit.InvalidAnnotation && strings.Contains(r.Error, `"`+value+`"`)
+		}), nil
 	})
 }

@@ -599,3 +599,43 @@ func TestPluginRestoresAPlaybookWithTheLongestName(t *testing.T) {
 		})
 	}
 }
+
+// TestPluginRefusesANameThatIsAlsoATitle names a Playbook by a word that is
+// one Playbook's name and another one's title: the plugin must not pick
+// either, and must change neither.
+func TestPluginRefusesANameThatIsAlsoATitle(t *testing.T) {
+	t.Parallel()
+	const test = "plugin-name-or-title"
+	createPolicy(t, test, playbookPolicy(test, "1h"))
+	word := fmt.Sprintf("demo-%d", time.Now().UnixNano())
+	pb := newPlaybook(test, "the one named "+word, nil)
+	pb.SetName(word)
+	pb.Object["spec"].(map[string]any)["id"] = word
+	named := create(t, playbooks, pb)
+	titled := create(t, playbooks, newPlaybook(test, word, nil))
+
+	for _, cmd := range [][]string{{"keep", word}, {"extend", word, "2h"}, {"explain", word}} {
+		t.Run(cmd[0], func(t *testing.T) {
+			res := kubectlTimeout(t, cmd...).expect(t, plugin.ExitAmbiguous)
+			mustContain(t, res.errOut, fmt.Sprintf("%q names 2 objects", word), "playbook/"+named.GetName(), "playbook/"+titled.GetName())
+		})
+	}
+	for _, pb := range []*tracked{named, titled} {
+		obj, err := getPlaybook(t, pb.GetName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if obj.GetResourceVersion() != pb.GetResourceVersion() {
+			t.Errorf("playbook %s changed: %v", pb.GetName(), obj.GetAnnotations())
+		}
+	}
+
+	// KIND/NAME names by name alone, so the named one can still be kept.
+	mustContain(t, kubectlTimeout(t, "keep", "playbook/"+word).expect(t, plugin.ExitOK).out, "kept")
+	if obj, err := getPlaybook(t, titled.GetName()); err != nil || obj.GetAnnotations()[expiry.AnnotationKeep] != "" {
+		t.Errorf("keeping playbook/%s touched the titled one: %v, %v", word, err, obj)
+	}
+	if obj, err := getPlaybook(t, word); err != nil || obj.GetAnnotations()[expiry.AnnotationKeep] != "true" {
+		t.Errorf("playbook/%s not kept: %v, %v", word, err, obj)
+	}
+}

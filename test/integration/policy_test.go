@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,13 @@ func TestAdmissionRejectsBadPolicies(t *testing.T) {
 		{"rejects an empty target kind", v1alpha1.TimeoutPolicySpec{Target: v1alpha1.Target{APIVersion: "v1", Kind: ""}}, "spec.target.kind"},
 		{"rejects an empty target apiVersion", v1alpha1.TimeoutPolicySpec{Target: v1alpha1.Target{APIVersion: "", Kind: "ConfigMap"}}, "spec.target.apiVersion"},
 		{"rejects an unknown propagation policy", v1alpha1.TimeoutPolicySpec{Deletion: v1alpha1.Deletion{PropagationPolicy: "Later"}}, "spec.deletion.propagationPolicy"},
+		{"rejects a selector operator in the wrong case", selecting(metav1.LabelSelectorRequirement{Key: "app", Operator: "in", Values: []string{"x"}}), "spec.selector: Invalid value"},
+		{"rejects an unknown selector operator", selecting(metav1.LabelSelectorRequirement{Key: "app", Operator: "Like", Values: []string{"x"}}), "must be In, NotIn, Exists or DoesNotExist"},
+		{"rejects In without values", selecting(metav1.LabelSelectorRequirement{Key: "app", Operator: metav1.LabelSelectorOpIn}), "values must be non-empty for In and NotIn"},
+		{"rejects NotIn with an empty list of values", selecting(metav1.LabelSelectorRequirement{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{}}), "values must be non-empty for In and NotIn"},
+		{"rejects Exists with values", selecting(metav1.LabelSelectorRequirement{Key: "app", Operator: metav1.LabelSelectorOpExists, Values: []string{"x"}}), "empty for Exists and DoesNotExist"},
+		{"rejects a namespace selector operator in the wrong case", v1alpha1.TimeoutPolicySpec{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "exists"}}}}, "spec.namespaceSelector: Invalid value"},
+		{"rejects DoesNotExist with values in a namespace selector", v1alpha1.TimeoutPolicySpec{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: metav1.LabelSelectorOpDoesNotExist, Values: []string{"x"}}}}}, "spec.namespaceSelector: Invalid value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &v1alpha1.TimeoutPolicy{ObjectMeta: metav1.ObjectMeta{GenerateName: "bad-"}, Spec: tc.spec}
@@ -51,6 +59,29 @@ func TestAdmissionRejectsBadPolicies(t *testing.T) {
 			}
 			mustContain(t, err.Error(), tc.field)
 		})
+	}
+}
+
+// selecting is a spec whose selector has the one requirement r.
+func selecting(r metav1.LabelSelectorRequirement) v1alpha1.TimeoutPolicySpec {
+	return v1alpha1.TimeoutPolicySpec{Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{r}}}
+}
+
+func TestAdmissionAcceptsEveryValidSelectorOperator(t *testing.T) {
+	t.Parallel()
+	valid := []metav1.LabelSelectorRequirement{
+		{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}},
+		{Key: "tier", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"gold"}},
+		{Key: "team", Operator: metav1.LabelSelectorOpExists},
+		{Key: "legacy", Operator: metav1.LabelSelectorOpDoesNotExist, Values: []string{}},
+	}
+	p := &v1alpha1.TimeoutPolicy{ObjectMeta: metav1.ObjectMeta{GenerateName: "valid-selectors-"}, Spec: v1alpha1.TimeoutPolicySpec{
+		Target:            v1alpha1.Target{APIVersion: "amphitheatre.app/v1", Kind: "Playbook"},
+		Selector:          &metav1.LabelSelector{MatchLabels: map[string]string{testLabel: "valid-selectors"}, MatchExpressions: valid},
+		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: valid},
+	}}
+	if err := k8s.Create(context.Background(), p, client.DryRunAll); err != nil {
+		t.Fatalf("a policy with every valid operator refused: %v", err)
 	}
 }
 
@@ -191,6 +222,62 @@ func TestAnInvalidPolicyKeepsItsObjects(t *testing.T) {
 
 	pb := create(t, playbooks, newPlaybook("broken", "orphan", nil))
 	pb.expectKept(t, 3*time.Second)
+}
+
+// TestAPolicyMadeInvalidKeepsItsObjects edits the policy that governs a
+// Playbook (1h) into one the controller cannot use, in each way the CRD
+// cannot refuse. A catch-all policy of lower priority (15s) would delete
+// the Playbook if it were handed on; it must be kept well past that.
+func TestAPolicyMadeInvalidKeepsItsObjects(t *testing.T) {
+	t.Parallel()
+	for i, tc := range []struct {
+		name, patch, reason, message string
+	}{
+		{
+			name:   "a selector value that is not a label value",
+			patch:  `{"spec":{"selector":{"matchExpressions":[{"key":"tier","operator":"In","values":["not a value!"]}]}}}`,
+			reason: v1alpha1.ReasonInvalidSpec, message: "spec.selector",
+		},
+		{
+			name:   "a selector key that is not a label key",
+			patch:  `{"spec":{"selector":{"matchLabels":{"not a key!":"x"}}}}`,
+			reason: v1alpha1.ReasonInvalidSpec, message: "spec.selector",
+		},
+		{
+			name:   "a namespace selector that does not parse",
+			patch:  `{"spec":{"namespaceSelector":{"matchLabels":{"env":"not a value!"}}}}`,
+			reason: v1alpha1.ReasonInvalidSpec, message: "spec.namespaceSelector",
+		},
+		{
+			name:   "a zero default TTL",
+			patch:  `{"spec":{"defaultTTL":"0"}}`,
+			reason: v1alpha1.ReasonInvalidSpec, message: "spec.defaultTTL",
+		},
+		{
+			name: "a webhook whose signing key Secret is missing",
+			patch: `{"spec":{"notifications":{"webhooks":[{"name":"hook","url":"http://127.0.0.1:9/hook",` +
+				`"secretRef":{"namespace":"timeout-secrets","name":"nowhere","key":"key"}}]}}}`,
+			reason: v1alpha1.ReasonChannelsNotReady, message: "timeout-secrets/nowhere",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			test := fmt.Sprintf("made-invalid-%d", i)
+			high := playbookPolicy(test, "1h")
+			high.Priority = 100
+			p := createPolicy(t, test+"-high", high)
+			createPolicy(t, test+"-low", playbookPolicy(test, "15s"))
+			pb := create(t, playbooks, newPlaybook(test, "governed for an hour", nil))
+			awaitPolicy(t, test+"-high", "governing the Playbook", func(p *v1alpha1.TimeoutPolicy) bool { return p.Status.Tracked == 1 })
+
+			mergePatchPolicy(t, p, tc.patch)
+			awaitPolicy(t, test+"-high", "Ready=False, "+tc.reason, func(p *v1alpha1.TimeoutPolicy) bool {
+				c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+				return c != nil && c.Status == metav1.ConditionFalse && c.Reason == tc.reason && strings.Contains(c.Message, tc.message)
+			})
+			pb.expectKept(t, time.Until(pb.after(35*time.Second)))
+		})
+	}
 }
 
 func TestEditingAPolicyReplansItsObjects(t *testing.T) {
