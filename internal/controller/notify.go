@@ -214,11 +214,16 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	if slices.Equal(due, []string{notify.EventsChannel}) {
 		// No channel carries this type of message: the Kubernetes Event is
 		// the message, and it counts once the API server stored it.
-		if err := r.storeEvent(sendCtx, key, obj, ev, plan, msg); err != nil {
-			failed[notify.EventsChannel] = err.Error()
+		start := time.Now()
+		err := r.storeEvent(sendCtx, key, obj, ev, plan, msg)
+		notificationSeconds.WithLabelValues(notify.EventsChannel).Observe(time.Since(start).Seconds())
+		result := "sent"
+		if err != nil {
+			failed[notify.EventsChannel], result = err.Error(), "failed"
 		} else {
 			sent = due
 		}
+		notifications.WithLabelValues(notify.EventsChannel, string(msg.Type), result).Inc()
 	} else {
 		sent, skipped, failed = r.deliver(sendCtx, ev, due, msg)
 	}
