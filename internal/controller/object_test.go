@@ -4,6 +4,8 @@
 package controller
 
 import (
+	"github.com/go-logr/logr"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -33,7 +35,6 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
-	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
 )
 
 var configMaps = schema.GroupResource{Resource: "configmaps"}
@@ -151,11 +152,7 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 		// only one, and nothing reads a Secret.
 		Channels: &Channels{Clock: h.clock},
 	}
-	h.r.Outbox = &outbox.Outbox{
-		Store:     &outbox.Store{Client: h.client, Reader: h.client, Namespace: "timeout-system"},
-		Deliverer: outboxDeliverer{reader: cached, channels: h.r.Channels, objects: h.r},
-		Objects:   fresh, Recorder: h.rec, Clock: h.clock,
-	}
+	h.r.Outbox = h.r.NewOutbox(h.client, fresh, "timeout-system", 0, logr.Discard())
 	// One-off messages go out in the background; none may outlive the test.
 	t.Cleanup(h.r.announcing.Wait)
 	return h

@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +21,23 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
 )
+
+// NewOutbox builds the outbox that keeps r's expired and deleted messages
+// in namespace, written through c, with objects and entries read from the
+// API server through live, and the policies' channels as r builds them.
+// Setup, the tests and the simulation wire it the same way.
+func (r *ObjectReconciler) NewOutbox(c client.Client, live client.Reader, namespace string, giveUpAfter time.Duration, log logr.Logger) *outbox.Outbox {
+	return &outbox.Outbox{
+		Store:       &outbox.Store{Client: c, Reader: live, Namespace: namespace},
+		Deliverer:   outboxDeliverer{reader: r.Client, channels: r.Channels, objects: r},
+		Objects:     live,
+		Recorder:    r.Recorder,
+		Audit:       r.Audit,
+		Clock:       r.Clock,
+		GiveUpAfter: giveUpAfter,
+		Log:         log,
+	}
+}
 
 // farewells are the messages about an object that go out after it is
 // deleted, through the outbox.

@@ -4,6 +4,8 @@
 package controller
 
 import (
+	"github.com/go-logr/logr"
+
 	"context"
 	"errors"
 	"slices"
@@ -317,6 +319,7 @@ func TestARestartAtAnyStepRepeatsAndLosesNothing(t *testing.T) {
 		for range times {
 			// Everything in memory is dropped.
 			h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Clock: h.clock}}
+			h.r.Outbox = h.r.NewOutbox(h.client, h.r.APIReader, "timeout-system", 0, logr.Discard())
 			if _, err := h.reconcile(cm); err != nil && !strings.Contains(err.Error(), "conflict") {
 				t.Fatal(err)
 			}

@@ -33,7 +33,6 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
-	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
 	// The notification channels register themselves.
 	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/email"
 	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/slack"
@@ -145,16 +144,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 
 		ClusterEventNamespace: opts.ClusterEventNamespace,
 	}
-	objects.Outbox = &outbox.Outbox{
-		Store:       &outbox.Store{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: opts.OutboxNamespace},
-		Deliverer:   outboxDeliverer{reader: mgr.GetClient(), channels: channels, objects: objects},
-		Objects:     mgr.GetAPIReader(),
-		Recorder:    recorder,
-		Audit:       opts.Audit,
-		Clock:       opts.Clock,
-		GiveUpAfter: opts.NotificationGiveUpAfter,
-		Log:         mgr.GetLogger().WithValues("controller", "outbox"),
-	}
+	objects.Outbox = objects.NewOutbox(mgr.GetClient(), mgr.GetAPIReader(), opts.OutboxNamespace,
+		opts.NotificationGiveUpAfter, mgr.GetLogger().WithValues("controller", "outbox"))
 	if err := mgr.Add(objects.Outbox); err != nil {
 		return fmt.Errorf("add the outbox: %w", err)
 	}

@@ -210,7 +210,17 @@ func (o *Outbox) Start(ctx context.Context) error {
 		case <-time.After(delay):
 		}
 	}
+	loaded := o.Clock.Now()
 	for {
+		// Entries written by a deposed leader's last reconciles, after this
+		// one listed the store, are found at the next reading.
+		if now := o.Clock.Now(); now.Sub(loaded) >= idle {
+			if err := o.Load(ctx); err != nil {
+				o.Log.Error(err, "read the outbox again")
+			} else {
+				loaded = now
+			}
+		}
 		wait := o.Pass(ctx)
 		timer := time.NewTimer(wait)
 		select {

@@ -12,6 +12,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -58,10 +61,20 @@ func (n simNotifier) Send(ctx context.Context, m notify.Message, _ notify.Conten
 // instance is one controller process: all its in-memory state.
 type instance struct {
 	r *controller.ObjectReconciler
+	// loaded is when the outbox last read the store, as its Runnable does
+	// at start and every minute.
+	loaded time.Time
 }
 
+// outboxNamespace holds the outbox's ConfigMaps, apart from the objects.
+const outboxNamespace = "timeout-system"
+
+// outboxKey is the queue entry that wakes the outbox's sender.
+const outboxKey = "~outbox"
+
 // start builds a controller process on the world's API server, as
-// controller.Setup does, with nothing in memory.
+// controller.Setup does, with nothing in memory. As a new leader, its
+// outbox reads the entries earlier processes left.
 func start(w *world) *instance {
 	r := &controller.ObjectReconciler{
 		Client:    w.cached,
@@ -72,20 +85,39 @@ func start(w *world) *instance {
 		Audit:     audit.New(w.trail),
 		Caps:      controller.NewDeletionCaps(0),
 	}
+	r.Outbox = r.NewOutbox(w.live, w.live, outboxNamespace, 0, logr.Discard())
 	// One-off messages are sent in the background otherwise: the
 	// simulation must see each send happen in its turn.
 	r.AnnounceInline()
 	return &instance{r: r}
 }
 
-// reconcile is one pass of the object controller over the object name.
+// reconcile is one pass of the object controller over the object name,
+// or of the outbox's sender.
 func (c *instance) reconcile(ctx context.Context, name string) (ctrl.Result, error) {
+	if name == outboxKey {
+		return ctrl.Result{RequeueAfter: c.tick(ctx)}, nil
+	}
 	return c.r.Reconcile(ctx, controller.Key{GVK: configMapGVK, NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}})
 }
 
-// tick runs what the controller does outside reconciles at the simulated
-// time now. Today nothing; an outbox sender would be run here.
-func (c *instance) tick(context.Context) {}
+// tick runs the outbox's sender at the simulated time now, as its
+// Runnable would, and returns how long until it has something due.
+func (c *instance) tick(ctx context.Context) time.Duration {
+	if now := c.r.Clock.Now(); c.loaded.IsZero() || now.Sub(c.loaded) >= time.Minute {
+		if err := c.r.Outbox.Load(ctx); err == nil {
+			c.loaded = now
+		}
+	}
+	for range 10 {
+		wait := c.r.Outbox.Pass(ctx)
+		c.r.Outbox.Wait()
+		if wait > 0 {
+			return min(wait, time.Minute)
+		}
+	}
+	return time.Millisecond
+}
 
 type noSecrets struct{}
 

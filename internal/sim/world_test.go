@@ -166,6 +166,7 @@ func (w *world) enqueueAll() {
 	for i := range numObjects {
 		w.enqueue(objName(i), w.now())
 	}
+	w.enqueue(outboxKey, w.now())
 }
 
 func objName(i int) string { return fmt.Sprintf("o%d", i) }
@@ -490,11 +491,9 @@ func (w *world) advance(d time.Duration) {
 		}
 		delete(w.queue, name)
 		w.reach(at)
-		w.ctrl.tick(w.ctx)
 		w.handle(name, w.ctrl)
 	}
 	w.reach(target)
-	w.ctrl.tick(w.ctx)
 }
 
 // handle runs one reconcile and queues what its result asks for, as
@@ -502,6 +501,11 @@ func (w *world) advance(d time.Duration) {
 func (w *world) handle(name string, c *instance) {
 	res, err := c.reconcile(w.ctx, name)
 	now := w.now()
+	if name != outboxKey {
+		// A delete hands its messages to the outbox, whose sender a
+		// channel wakes at once.
+		w.enqueue(outboxKey, now)
+	}
 	switch {
 	case err != nil:
 		w.fails[name]++
