@@ -249,6 +249,10 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		if plan.Event == v1alpha1.EventPostponed {
 			d.postponedTo = plan.At
 		}
+		if plan.Event != v1alpha1.EventWouldDelete {
+			// A rehearsal's message announces no deletion.
+			d.announced = plan.At
+		}
 		r.pending.add(key, d)
 		for _, name := range done {
 			r.retries.reset(retryKeyOf(name))
@@ -736,6 +740,8 @@ type pendingDelivery struct {
 	channels    []string
 	at          time.Time
 	postponedTo time.Time
+	// announced is the deletion time the message gave.
+	announced time.Time
 }
 
 // applyTo records the delivery in rec.
@@ -744,6 +750,7 @@ func (d pendingDelivery) applyTo(rec *expiry.Record) {
 	if !d.postponedTo.IsZero() {
 		rec.PostponedTo = d.postponedTo
 	}
+	rec.Announce(d.announced)
 }
 
 // pendingDeliveries keeps each object's recent deliveries until its record,

@@ -169,6 +169,11 @@ func Next(in Input) Plan {
 	if rec.PostponedTo.After(deleteAt) {
 		deleteAt = rec.PostponedTo
 	}
+	// Nor before any time a message gave, even for an expiry since
+	// shortened.
+	if rec.Announced.After(deleteAt) {
+		deleteAt = rec.Announced
+	}
 	blocked := owed && noticeAt.IsZero()
 	// A deletion that is due comes first: a reminder it would overtake
 	// has nothing left to announce, unless it is the notice still owed.

@@ -65,6 +65,12 @@ type Record struct {
 	// PostponedTo is the deletion time a postponement message announced:
 	// the object is not deleted before it, whatever the policy says since.
 	PostponedTo time.Time `json:"postponedTo,omitzero"`
+	// Announced is the latest deletion time a message (a reminder, an
+	// extension, a postponement) gave people, under this expiry or an
+	// earlier one: the object is not deleted before it, so that a policy
+	// edit or an annotation that shortens the lifetime never makes what
+	// people were told false.
+	Announced time.Time `json:"announced,omitzero"`
 	// Sent maps a message key (a reminder's StageKey, KeyExtended,
 	// KeyPostponed, KeyWouldDelete, KeyLive) to its delivery.
 	Sent map[string]Delivery `json:"sent,omitempty"`
@@ -157,7 +163,7 @@ func (r *Record) For(at, created, now time.Time) *Record {
 	case r.ExpiresAt.Equal(at):
 		return r
 	case at.After(r.ExpiresAt):
-		next := &Record{ExpiresAt: at, Since: now, NoticeAt: r.NoticeAt, Title: r.Title}
+		next := &Record{ExpiresAt: at, Since: now, NoticeAt: r.NoticeAt, Title: r.Title, Announced: r.Announced}
 		if r.NoticeAt.IsZero() {
 			// Nobody has been told anything yet: the stages that were owed
 			// stay owed (the most urgent is sent, then the minimum notice
@@ -175,8 +181,16 @@ func (r *Record) For(at, created, now time.Time) *Record {
 		return next
 	default:
 		// Counted from creation, as for an object first seen: stages
-		// already due are caught up and the notice is owed again.
-		return &Record{ExpiresAt: at, Since: created, Title: r.Title}
+		// already due are caught up and the notice is owed again. What
+		// people were told still holds: no deletion before it.
+		return &Record{ExpiresAt: at, Since: created, Title: r.Title, Announced: r.Announced}
+	}
+}
+
+// Announce records that a message gave people at as the deletion time.
+func (r *Record) Announce(at time.Time) {
+	if at.After(r.Announced) {
+		r.Announced = at
 	}
 }
 
