@@ -365,7 +365,7 @@ func (r *ObjectReconciler) drainAnnouncements() {
 // same for the same object, expiry, type and stage (and, for a
 // postponement, new date), so that receivers can drop repeats.
 func (r *ObjectReconciler) message(key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, t v1alpha1.EventType, at time.Time, stage string) notify.Message {
-	recipients, problems := notify.ParseRecipients(obj.Annotations[notify.AnnotationNotify], ev.policy.Spec.Notifications.AllowedEmailDomains)
+	recipients, problems := notify.ParseRecipients(obj.Annotations[notify.AnnotationNotify], ev.channels.allowedEmailDomains())
 	if !oneOff(t) {
 		r.warnRecipients(key, obj, problems)
 	}
