@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
@@ -39,7 +40,7 @@ const KeyPrefix = "whsec_"
 // ContentType is the media type of a structured-mode CloudEvent in JSON.
 const ContentType = "application/cloudevents+json"
 
-// maxErrorBody is how much of a failed response's body an error quotes.
+// maxErrorBody is how much of a failed response's body the debug log quotes.
 const maxErrorBody = 200
 
 func init() { notify.Register("webhook", factory) }
@@ -248,7 +249,12 @@ func (n *notifier) Send(ctx context.Context, m notify.Message, _ notify.Content)
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("%s: POST %s: HTTP %d: %q", n.Name(), n.safeURL, resp.StatusCode, n.quote(head))
+		// The error becomes an Event, which people read who are not the
+		// receiver's owner: what the receiver answered goes to the debug
+		// log only.
+		logr.FromContextOrDiscard(ctx).V(1).Info("webhook receiver refused the event",
+			"channel", n.Name(), "status", resp.StatusCode, "answer", n.quote(head))
+		return fmt.Errorf("%s: POST %s: HTTP %d", n.Name(), n.safeURL, resp.StatusCode)
 	}
 	return nil
 }
