@@ -48,6 +48,7 @@ import (
 var (
 	playbooks = schema.GroupVersionResource{Group: "amphitheatre.app", Version: "v1", Resource: "playbooks"}
 	policies  = schema.GroupVersionResource{Group: "timeout.amphitheatre.app", Version: "v1alpha1", Resource: "timeoutpolicies"}
+	channels  = schema.GroupVersionResource{Group: "timeout.amphitheatre.app", Version: "v1alpha1", Resource: "notificationchannels"}
 	crds      = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 )
 
@@ -177,8 +178,20 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 	})
 
 	t.Run("reminds and deletes a Playbook on time", func(t *testing.T) {
-		// The shipped policy, on a scale of seconds, with a webhook whose
-		// signing key is in the Secret.
+		// The shipped policy, on a scale of seconds, with a webhook channel
+		// whose signing key is in the Secret.
+		channel := map[string]any{
+			"apiVersion": policies.GroupVersion().String(),
+			"kind":       "NotificationChannel",
+			"metadata":   map[string]any{"name": "install-test"},
+			"spec": map[string]any{"webhook": map[string]any{
+				"url":       hooks.URL,
+				"secretRef": map[string]any{"namespace": namespace, "name": "install-test-webhook", "key": "key"},
+			}},
+		}
+		_, err := dyn.Resource(channels).Apply(ctx, "install-test", &unstructured.Unstructured{Object: channel},
+			metav1.ApplyOptions{FieldManager: "install-test", Force: true})
+		must(t, err, "create the NotificationChannel")
 		patch := map[string]any{
 			"apiVersion": policies.GroupVersion().String(),
 			"kind":       "TimeoutPolicy",
@@ -187,14 +200,10 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 				"defaultTTL":    "8s",
 				"reminders":     []any{"4s"},
 				"minimumNotice": "2s",
-				"notifications": map[string]any{"webhooks": []any{map[string]any{
-					"name":      "install-test",
-					"url":       hooks.URL,
-					"secretRef": map[string]any{"namespace": namespace, "name": "install-test-webhook", "key": "key"},
-				}}},
+				"notifications": map[string]any{"channels": []any{map[string]any{"name": "install-test"}}},
 			},
 		}
-		_, err := dyn.Resource(policies).Apply(ctx, "playbooks", &unstructured.Unstructured{Object: patch},
+		_, err = dyn.Resource(policies).Apply(ctx, "playbooks", &unstructured.Unstructured{Object: patch},
 			metav1.ApplyOptions{FieldManager: "install-test", Force: true})
 		must(t, err, "patch the policy")
 		waitReady(t, dyn, "playbooks")
