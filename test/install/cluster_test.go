@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -171,6 +172,17 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 				return resp.StatusCode == http.StatusOK, resp.Status
 			})
 		}
+		// Metrics are for authorized scrapers only (test/integration
+		// checks that one with a token gets them).
+		insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the controller's self-signed certificate
+		eventually(t, 10*time.Second, "metrics refuse a caller without a token", func() (bool, string) {
+			resp, err := insecure.Get("https://" + metricsAddr + "/metrics")
+			if err != nil {
+				return false, err.Error()
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode == http.StatusUnauthorized, resp.Status
+		})
 	})
 
 	t.Run("makes the shipped policy ready", func(t *testing.T) {
