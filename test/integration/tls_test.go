@@ -12,12 +12,14 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -130,4 +132,45 @@ func TestChannelsTrustTheirOwnPrivateCA(t *testing.T) {
 			t.Errorf("%d reminders reached servers the channel does not trust", n)
 		}
 	})
+}
+
+// A channel tells its administrator whether it can be used, and says so
+// loudly when it does not verify its server.
+func TestAChannelReportsWhetherItIsUsableAndVerified(t *testing.T) {
+	t.Parallel()
+	key := webhookSecret(t, "status-hook", []byte("whsec-status-4e1a"))
+	hook := func(tlsSpec *v1alpha1.ChannelTLS, ref v1alpha1.SecretKeySelector) v1alpha1.NotificationChannelSpec {
+		return v1alpha1.NotificationChannelSpec{Webhook: &v1alpha1.WebhookChannel{URL: "https://hooks.example.com/in", SecretRef: ref}, TLS: tlsSpec}
+	}
+	missing := key
+	missing.Name = "status-nowhere"
+	for _, tc := range []struct {
+		name            string
+		spec            v1alpha1.NotificationChannelSpec
+		ready, insecure metav1.ConditionStatus
+		readyReason     string
+		message         string
+	}{
+		{name: "status-verified", spec: hook(nil, key), ready: metav1.ConditionTrue, insecure: metav1.ConditionFalse, readyReason: v1alpha1.ReasonChannelReady},
+		{name: "status-insecure", spec: hook(&v1alpha1.ChannelTLS{InsecureSkipVerify: true}, key), ready: metav1.ConditionTrue, insecure: metav1.ConditionTrue,
+			readyReason: v1alpha1.ReasonChannelReady, message: "not verified"},
+		{name: "status-no-secret", spec: hook(nil, missing), ready: metav1.ConditionFalse, insecure: metav1.ConditionFalse,
+			readyReason: v1alpha1.ReasonChannelInvalid, message: "status-nowhere"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			createChannel(t, tc.name, tc.spec)
+			var got *v1alpha1.NotificationChannel
+			eventually(t, 10*time.Second, "channel status", func() (bool, error) {
+				got = &v1alpha1.NotificationChannel{}
+				if err := k8s.Get(context.Background(), client.ObjectKey{Name: tc.name}, got); err != nil {
+					return false, err
+				}
+				r := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+				i := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionInsecure)
+				return r != nil && i != nil && r.Status == tc.ready && r.Reason == tc.readyReason && i.Status == tc.insecure, nil
+			})
+			all := fmt.Sprintf("%+v", got.Status.Conditions)
+			mustContain(t, all, tc.message)
+		})
+	}
 }
