@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
@@ -42,6 +41,7 @@ func main() {
 func run() error {
 	var (
 		metricsAddr, probeAddr  string
+		metricsSecure           bool
 		profileAddr             string
 		leaderElect             bool
 		leaderElectionNamespace string
@@ -54,7 +54,8 @@ func run() error {
 		burst                   int
 		opts                    controller.Options
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", `Address the Prometheus metrics endpoint binds to; "0" turns it off.`)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `Address the Prometheus metrics endpoint binds to; "0" turns it off.`)
+	flag.BoolVar(&metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to callers the API server authenticates and authorizes (get on the non-resource URL /metrics); false serves plain HTTP to anyone.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	flag.StringVar(&profileAddr, "profile-bind-address", "0", `Address Go's pprof profiles (/debug/pprof/) are served on, for performance work; "0" turns them off.`)
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader through a Lease so that only one replica acts at a time.")
@@ -119,7 +120,7 @@ func run() error {
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                 controller.MetricsServerOptions(metricsAddr, metricsSecure),
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        profileAddr,
 		LeaderElection:          leaderElect,

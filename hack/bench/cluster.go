@@ -153,6 +153,14 @@ func (cl *cluster) createPolicy(ctx context.Context, cfg config, rc *receiver) e
 	if cfg.Reminders > 0 {
 		reminders = append(reminders, v1alpha1.Duration(expiry.FormatDuration(cfg.Reminders)))
 	}
+	channel := &v1alpha1.NotificationChannel{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+		Spec: v1alpha1.NotificationChannelSpec{Webhook: &v1alpha1.WebhookChannel{URL: rc.url,
+			SecretRef: v1alpha1.SecretKeySelector{Namespace: secretNamespace, Name: secretName, Key: secretKey}}},
+	}
+	if err := cl.client.Create(ctx, channel); err != nil {
+		return fmt.Errorf("create NotificationChannel: %w", err)
+	}
 	policy := &v1alpha1.TimeoutPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: policyName},
 		Spec: v1alpha1.TimeoutPolicySpec{
@@ -160,10 +168,7 @@ func (cl *cluster) createPolicy(ctx context.Context, cfg config, rc *receiver) e
 			DefaultTTL:    "14d",
 			Reminders:     reminders,
 			MinimumNotice: "0s",
-			Notifications: v1alpha1.Notifications{Webhooks: []v1alpha1.WebhookNotifications{{
-				Name: "bench", URL: rc.url,
-				SecretRef: v1alpha1.SecretKeySelector{Namespace: secretNamespace, Name: secretName, Key: secretKey},
-			}}},
+			Notifications: v1alpha1.Notifications{Channels: []v1alpha1.ChannelReference{{Name: channel.Name}}},
 		},
 	}
 	if err := cl.client.Create(ctx, policy); err != nil {

@@ -233,7 +233,7 @@ func TestDemo(t *testing.T) {
 			`(?m)^ +set by the annotation timeout\.amphitheatre\.app/ttl="8s", counted from creation$`,
 			`(?m)^ +8s, owed: `,
 			`(?m)^ +6s +due \S+ +(upcoming|due|sent)`,
-			`(?m)^ +\S+ +\([^)]*\) +postponed message via email, webhook/demo-receiver, announcing deletion at \S+$`,
+			`(?m)^ +\S+ +\([^)]*\) +postponed message via demo-mail, demo-receiver, announcing deletion at \S+$`,
 			`(?m)^ +\S+ +\([^)]*\) +deleted$`,
 		} {
 			if !regexp.MustCompile(want).MatchString(text) {

@@ -45,6 +45,7 @@ const (
 	minimumNotice = "8s"
 	// The webhook receiver and the Secret with its signing key.
 	webhookName     = "demo-receiver"
+	mailChannel     = "demo-mail"
 	secretNamespace = "timeout-system"
 	secretName      = "demo-webhook"
 	secretKey       = "key"
@@ -159,6 +160,23 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 	}
 	s.n.say("created Secret %s/%s with the key the controller signs webhooks with; the receiver knows it too", secretNamespace, secretName)
 
+	// The administrator's part: where messages go, and with which key.
+	channels := []*v1alpha1.NotificationChannel{
+		{ObjectMeta: metav1.ObjectMeta{Name: mailChannel}, Spec: v1alpha1.NotificationChannelSpec{
+			Email: &v1alpha1.EmailChannel{Host: rc.mailHost, Port: rc.mailPort, Security: "None", From: mailFrom},
+		}},
+		{ObjectMeta: metav1.ObjectMeta{Name: webhookName}, Spec: v1alpha1.NotificationChannelSpec{
+			Webhook: &v1alpha1.WebhookChannel{URL: rc.webhookURL,
+				SecretRef: v1alpha1.SecretKeySelector{Namespace: secretNamespace, Name: secretName, Key: secretKey}},
+		}},
+	}
+	for _, ch := range channels {
+		if err := cl.Create(ctx, ch); err != nil {
+			return fmt.Errorf("create NotificationChannel %s: %w", ch.Name, err)
+		}
+	}
+	s.n.say("created NotificationChannels %s (SMTP) and %s (webhook): the administrator's, naming servers and Secrets", mailChannel, webhookName)
+
 	policy := &v1alpha1.TimeoutPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: policyName},
 		Spec: v1alpha1.TimeoutPolicySpec{
@@ -166,16 +184,10 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 			DefaultTTL:    "40s",
 			Reminders:     []v1alpha1.Duration{"12s", "6s"},
 			MinimumNotice: minimumNotice,
-			Notifications: v1alpha1.Notifications{
-				Email: &v1alpha1.EmailNotifications{
-					Host: rc.mailHost, Port: rc.mailPort, Security: "None",
-					From: mailFrom, To: []string{mailTo},
-				},
-				Webhooks: []v1alpha1.WebhookNotifications{{
-					Name: webhookName, URL: rc.webhookURL,
-					SecretRef: v1alpha1.SecretKeySelector{Namespace: secretNamespace, Name: secretName, Key: secretKey},
-				}},
-			},
+			Notifications: v1alpha1.Notifications{Channels: []v1alpha1.ChannelReference{
+				{Name: mailChannel, To: []string{mailTo}},
+				{Name: webhookName},
+			}},
 			Deletion: v1alpha1.Deletion{Archive: true},
 		},
 	}

@@ -6,12 +6,16 @@ package controller
 import (
 	"context"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
@@ -27,15 +31,31 @@ func (s *slowSecrets) Get(context.Context, string, string, string) ([]byte, erro
 	return []byte("a signing key"), nil
 }
 
+// channelsWith returns Channels reading chans from a fake API server.
+func channelsWith(t *testing.T, secrets notify.Secrets, chans ...*v1alpha1.NotificationChannel) *Channels {
+	t.Helper()
+	b := fake.NewClientBuilder().WithScheme(testScheme(t))
+	for _, ch := range chans {
+		b = b.WithObjects(ch)
+	}
+	return &Channels{Reader: b.Build(), Secrets: secrets, Clock: clocktesting.NewFakePassiveClock(t0)}
+}
+
+func channel(name string, spec v1alpha1.NotificationChannelSpec) *v1alpha1.NotificationChannel {
+	return &v1alpha1.NotificationChannel{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+}
+
+var hookSpec = v1alpha1.NotificationChannelSpec{Webhook: &v1alpha1.WebhookChannel{
+	URL:       "https://hooks.example.com/timeout",
+	SecretRef: v1alpha1.SecretKeySelector{Namespace: "timeout-system", Name: "hooks", Key: "key"},
+}}
+
 func TestChannelsAreBuiltOnceWhenEveryWorkerMissesAtOnce(t *testing.T) {
 	secrets := &slowSecrets{}
-	c := &Channels{Secrets: secrets, Clock: clocktesting.NewFakePassiveClock(t0)}
+	c := channelsWith(t, secrets, channel("ops", hookSpec))
 	p := newPolicy("hooks", func(p *v1alpha1.TimeoutPolicy) {
 		p.UID = "uid-hooks"
-		p.Spec.Notifications.Webhooks = []v1alpha1.WebhookNotifications{{
-			Name: "ops", URL: "https://hooks.example.com/timeout",
-			SecretRef: v1alpha1.SecretKeySelector{Namespace: "timeout-system", Name: "hooks", Key: "key"},
-		}}
+		p.Spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: "ops"}}
 	})
 	var wg sync.WaitGroup
 	for range 16 {
@@ -66,17 +86,22 @@ func TestBuiltChannelsCarryThePlannedNames(t *testing.T) {
 	ref := func(key string) v1alpha1.SecretKeySelector {
 		return v1alpha1.SecretKeySelector{Namespace: "timeout-system", Name: "channels", Key: key}
 	}
-	spec := v1alpha1.Notifications{
-		Email: &v1alpha1.EmailNotifications{Host: "smtp.example.com", From: "timeout@example.com", Events: []v1alpha1.EventType{v1alpha1.EventReminder}},
-		Slack: &v1alpha1.SlackNotifications{WebhookURLSecretRef: ref("url")},
-		Webhooks: []v1alpha1.WebhookNotifications{
-			{Name: "portal", URL: "https://portal.example.com/hook", SecretRef: ref("key")},
-			{Name: "deletions", URL: "https://audit.example.com/hook", SecretRef: ref("key"), Events: []v1alpha1.EventType{v1alpha1.EventDeleted}},
-		},
-	}
+	c := channelsWith(t, secrets,
+		channel("mail", v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{Host: "smtp.example.com", From: "timeout@example.com"}}),
+		channel("chat", v1alpha1.NotificationChannelSpec{Slack: &v1alpha1.SlackChannel{WebhookURLSecretRef: ref("url")}}),
+		channel("portal", v1alpha1.NotificationChannelSpec{Webhook: &v1alpha1.WebhookChannel{URL: "https://portal.example.com/hook", SecretRef: ref("key")}}),
+		channel("deletions", v1alpha1.NotificationChannelSpec{Webhook: &v1alpha1.WebhookChannel{URL: "https://audit.example.com/hook", SecretRef: ref("key")}}),
+	)
+	spec := v1alpha1.Notifications{Channels: []v1alpha1.ChannelReference{
+		{Name: "mail", Events: []v1alpha1.EventType{v1alpha1.EventReminder}},
+		{Name: "chat"},
+		{Name: "portal"},
+		{Name: "deletions", Events: []v1alpha1.EventType{v1alpha1.EventDeleted}},
+	}}
 	for name, spec := range map[string]v1alpha1.Notifications{"every channel": spec, "none": {}} {
 		t.Run(name, func(t *testing.T) {
-			set, err := buildChannels(context.Background(), spec, secrets)
+			p := newPolicy("p-"+strings.ReplaceAll(name, " ", "-"), func(p *v1alpha1.TimeoutPolicy) { p.Spec.Notifications = spec })
+			set, err := c.get(context.Background(), p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,5 +109,77 @@ func TestBuiltChannelsCarryThePlannedNames(t *testing.T) {
 				t.Errorf("built %v, planned %v", set.names, want)
 			}
 		})
+	}
+}
+
+// A policy only names channels; whether it may use one, and how, is the
+// channel's administrator's to say.
+func TestChannelsRefuseWhatTheirAdministratorDidNotAllow(t *testing.T) {
+	mail := channel("team-a-mail", v1alpha1.NotificationChannelSpec{
+		Email:               &v1alpha1.EmailChannel{Host: "smtp.example.com", From: "timeout@example.com"},
+		AllowedEmailDomains: []string{"team-a.example.com"},
+		PolicySelector:      &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}},
+	})
+	c := channelsWith(t, secretsByKey{"key": "a signing key"}, mail, channel("ops", hookSpec))
+	for _, tt := range []struct {
+		name       string
+		labels     map[string]string
+		ref        v1alpha1.ChannelReference
+		wantReason string // empty: usable
+		wantIn     string
+	}{
+		{name: "lets a policy its selector matches use it", labels: map[string]string{"team": "a"},
+			ref: v1alpha1.ChannelReference{Name: "team-a-mail", To: []string{"lead@team-a.example.com"}}},
+		{name: "refuses a policy its selector does not match", labels: map[string]string{"team": "b"},
+			ref: v1alpha1.ChannelReference{Name: "team-a-mail"}, wantReason: v1alpha1.ReasonChannelRefused, wantIn: "policySelector does not match"},
+		{name: "refuses to send to an address outside its domains", labels: map[string]string{"team": "a"},
+			ref: v1alpha1.ChannelReference{Name: "team-a-mail", To: []string{"me@attacker.example"}}, wantReason: v1alpha1.ReasonChannelRefused, wantIn: `"me@attacker.example"`},
+		{name: "refuses recipients for a channel that is not e-mail",
+			ref: v1alpha1.ChannelReference{Name: "ops", To: []string{"me@attacker.example"}}, wantReason: v1alpha1.ReasonChannelRefused, wantIn: "not an e-mail channel"},
+		{name: "reports a channel that does not exist",
+			ref: v1alpha1.ChannelReference{Name: "nowhere"}, wantReason: v1alpha1.ReasonChannelNotFound, wantIn: "NotificationChannel nowhere does not exist"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPolicy("user", func(p *v1alpha1.TimeoutPolicy) {
+				p.Labels = tt.labels
+				p.Spec.Notifications.Channels = []v1alpha1.ChannelReference{tt.ref}
+			})
+			_, err := c.get(context.Background(), p)
+			if tt.wantReason == "" {
+				if err != nil {
+					t.Fatalf("get: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("the policy may use the channel")
+			}
+			if got := channelReason(err); got != tt.wantReason || !strings.Contains(err.Error(), tt.wantIn) {
+				t.Errorf("reason %s, error %q; want %s and %q", got, err, tt.wantReason, tt.wantIn)
+			}
+		})
+	}
+}
+
+// Editing a channel takes effect at once, not after channelsTTL.
+func TestChannelsAreRebuiltWhenTheirChannelChanges(t *testing.T) {
+	ch := channel("ops", hookSpec)
+	c := channelsWith(t, secretsByKey{"key": "a signing key"}, ch)
+	p := newPolicy("hooks", func(p *v1alpha1.TimeoutPolicy) {
+		p.Spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: "ops"}}
+	})
+	if _, err := c.get(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Reader.(client.Client)
+	if err := cl.Get(context.Background(), client.ObjectKeyFromObject(ch), ch); err != nil {
+		t.Fatal(err)
+	}
+	ch.Spec.PolicySelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "other"}}
+	if err := cl.Update(context.Background(), ch); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.get(context.Background(), p); channelReason(err) != v1alpha1.ReasonChannelRefused {
+		t.Errorf("after the channel refused the policy, get = %v", err)
 	}
 }

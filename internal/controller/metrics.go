@@ -6,6 +6,8 @@ package controller
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
 // The controller's metrics, served with controller-runtime's on
@@ -86,4 +88,17 @@ func forgetPolicyMetrics(policy string) {
 	objectsTracked.DeleteLabelValues(policy)
 	objectsKept.DeleteLabelValues(policy)
 	objectsExpiringSoon.DeleteLabelValues(policy)
+}
+
+// MetricsServerOptions serves metrics on addr, when secure (the default)
+// over HTTPS and only to callers with a token the API server accepts and
+// allows get on /metrics: the metrics name policies and channels, and
+// scraping them costs the controller work. Without a certificate directory
+// the server makes a self-signed certificate.
+func MetricsServerOptions(addr string, secure bool) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: addr, SecureServing: secure}
+	if secure {
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
 }

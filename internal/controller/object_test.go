@@ -65,6 +65,7 @@ type harness struct {
 func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: clocktesting.NewFakeClock(now), rec: events.NewFakeRecorder(100)}
+	objs = append(objs, &v1alpha1.NotificationChannel{ObjectMeta: metav1.ObjectMeta{Name: scriptedChannel}})
 	h.client = fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).Build()
 	cached := interceptor.NewClient(h.client, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -148,9 +149,8 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 	})
 	h.r = &ObjectReconciler{
 		Client: cached, APIReader: fresh, Recorder: h.rec, Clock: h.clock,
-		// No policy here configures a channel: the Kubernetes Event is the
-		// only one, and nothing reads a Secret.
-		Channels: &Channels{Clock: h.clock},
+		// Only the scripted channel is built: nothing reads a Secret.
+		Channels: &Channels{Reader: h.client, Clock: h.clock},
 	}
 	h.r.Outbox = h.r.NewOutbox(h.client, fresh, "timeout-system", 0, logr.Discard())
 	// One-off messages go out in the background; none may outlive the test.
@@ -1016,9 +1016,6 @@ func TestObjectReconcilerForgetsWhatOneOffMessagesReported(t *testing.T) {
 	// background; what they find wrong with the object must not be
 	// remembered about an object that is gone.
 	theScripted.set(nil, nil)
-	withScripted := func(p *v1alpha1.TimeoutPolicy) {
-		p.Spec.Notifications.AllowedEmailDomains = []string{scriptedDomain}
-	}
 	cm := newConfigMap("scratch", ttl("10m"), annotated(notify.AnnotationNotify, "not-an-address"))
 	h := newHarness(t, t0.Add(time.Hour), newPolicy("told", withScripted), cm)
 

@@ -19,9 +19,7 @@ import (
 
 // told is a policy with the scripted channel and no reminders.
 func told() *v1alpha1.TimeoutPolicy {
-	return newPolicy("told", func(p *v1alpha1.TimeoutPolicy) {
-		p.Spec.Notifications.AllowedEmailDomains = []string{scriptedDomain}
-	})
+	return newPolicy("told", withScripted)
 }
 
 func (h *harness) outboxEntries() []corev1.ConfigMap {

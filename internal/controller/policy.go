@@ -86,7 +86,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if _, err := r.Channels.get(ctx, policy); err != nil {
 		// Without its channels the policy cannot give the notice it
 		// promises, so its objects wait (none is deleted) until this is fixed.
-		r.setReady(policy, metav1.ConditionFalse, v1alpha1.ReasonChannelsNotReady,
+		r.setReady(policy, metav1.ConditionFalse, channelReason(err),
 			"Notification channels cannot be used, so nothing is deleted under this policy: "+err.Error())
 		return ctrl.Result{RequeueAfter: channelsTTL}, r.patchStatus(ctx, orig, policy, ReasonInvalidPolicy)
 	}

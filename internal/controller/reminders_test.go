@@ -23,9 +23,15 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
-// scriptedDomain, in a policy's allowedEmailDomains, turns on the scripted
-// channel for it.
-const scriptedDomain = "scripted.test"
+// scriptedChannel is the NotificationChannel the scripted notifier is
+// built for: every harness holds it, with an empty spec that no real kind
+// of channel claims.
+const scriptedChannel = "scripted"
+
+// withScripted makes a policy send through the scripted channel.
+func withScripted(p *v1alpha1.TimeoutPolicy) {
+	p.Spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: scriptedChannel}}
+}
 
 // scripted is a channel whose answers a test sets.
 type scripted struct {
@@ -77,9 +83,9 @@ func (c *scripted) count(t v1alpha1.EventType) int {
 var theScripted = &scripted{}
 
 func init() {
-	notify.Register("zz-scripted", func(_ context.Context, spec v1alpha1.Notifications, _ notify.Secrets) ([]notify.Notifier, error) {
-		if slices.Contains(spec.AllowedEmailDomains, scriptedDomain) {
-			return []notify.Notifier{theScripted}, nil
+	notify.Register("zz-scripted", func(_ context.Context, ch notify.Channel, _ notify.Secrets) (notify.Notifier, error) {
+		if ch.Name == scriptedChannel {
+			return theScripted, nil
 		}
 		return nil, nil
 	})
@@ -90,7 +96,7 @@ func init() {
 func remindingPolicy(notice v1alpha1.Duration) *v1alpha1.TimeoutPolicy {
 	return newPolicy("reminding", reminders("30m"), func(p *v1alpha1.TimeoutPolicy) {
 		p.Spec.MinimumNotice = notice
-		p.Spec.Notifications.AllowedEmailDomains = []string{scriptedDomain}
+		withScripted(p)
 	})
 }
 
@@ -272,7 +278,7 @@ func TestLeavingTheGlobalDryRunGivesTheMinimumNoticeAgain(t *testing.T) {
 
 	live := t0.Add(90 * time.Minute)
 	h.clock.SetTime(live)
-	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Clock: h.clock}}
+	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock}}
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +324,7 @@ func TestARestartAtAnyStepRepeatsAndLosesNothing(t *testing.T) {
 		h.clock.SetTime(t0.Add(at))
 		for range times {
 			// Everything in memory is dropped.
-			h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Clock: h.clock}}
+			h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock}}
 			h.r.Outbox = h.r.NewOutbox(h.client, h.r.APIReader, "timeout-system", 0, logr.Discard())
 			if _, err := h.reconcile(cm); err != nil && !strings.Contains(err.Error(), "conflict") {
 				t.Fatal(err)

@@ -237,7 +237,7 @@ func TestAForbiddenRecordWriteNeitherBlocksTheObjectNorGoesUnreported(t *testing
 	t.Logf("events %q; stored=%v", all, h.stored(cm) != nil)
 	// A restart loses pendingDeliveries: the reminder goes out again.
 	h.clock.SetTime(t0.Add(45 * time.Minute))
-	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Clock: h.clock}}
+	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock}}
 	h.reconcile(cm)
 	t.Logf("reminders after a restart: %d", theScripted.count(v1alpha1.EventReminder))
 	if theScripted.count(v1alpha1.EventReminder) > 1 {

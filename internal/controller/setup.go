@@ -45,14 +45,21 @@ import (
 // +kubebuilder:rbac:groups=amphitheatre.app,resources=playbooks,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=timeoutpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=timeoutpolicies/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=notificationchannels,verbs=get;list;watch
+// +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=notificationchannels/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// Who scrapes the metrics is checked with the API server:
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 //
 // In its own namespace only (test/install checks that this is enough):
-// Secrets, which --secret-namespace confines to that namespace; the
+// Secrets and the ConfigMaps of CA bundles, which --secret-namespace
+// confines to that namespace; the
 // leader election Lease, created once and then read and renewed by name;
 // and the core/v1 Events client-go's leader election records about it.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get,namespace=timeout-system
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get,namespace=timeout-system
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=create,namespace=timeout-system
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;update,resourceNames=timeout-controller.timeout.amphitheatre.app,namespace=timeout-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=timeout-system
@@ -130,7 +137,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		return errors.New("no outbox namespace: the expired and deleted messages need a namespace to be kept in until they are out")
 	}
 
-	channels := &Channels{Secrets: secretReader{reader: mgr.GetAPIReader(), namespace: opts.SecretNamespace}, Clock: opts.Clock}
+	secrets := secretReader{reader: mgr.GetAPIReader(), namespace: opts.SecretNamespace}
+	channels := &Channels{Reader: mgr.GetClient(), Secrets: secrets, Clock: opts.Clock}
 	objects := &ObjectReconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
@@ -194,13 +202,22 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("policy").
-		For(&v1alpha1.TimeoutPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Labels decide which channels a policy may use.
+		For(&v1alpha1.TimeoutPolicy{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		Watches(&v1alpha1.NotificationChannel{}, handler.EnqueueRequestsFromMapFunc(policiesUsing(mgr.GetClient()))).
 		// Another policy's edit can change which objects this one governs.
 		Watches(&v1alpha1.TimeoutPolicy{}, handler.EnqueueRequestsFromMapFunc(allPolicies(mgr.GetClient())),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(policies)
 	if err != nil {
 		return fmt.Errorf("create policy controller: %w", err)
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("channel").
+		For(&v1alpha1.NotificationChannel{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(&ChannelReconciler{Client: mgr.GetClient(), Secrets: secrets})
+	if err != nil {
+		return fmt.Errorf("create channel controller: %w", err)
 	}
 	if opts.ArchiveDir != "" && opts.ArchiveRetention > 0 {
 		if err := mgr.Add(pruneArchive(opts.ArchiveDir, opts.ArchiveRetention, opts.Clock, mgr.GetLogger())); err != nil {

@@ -7,10 +7,12 @@ package notify
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -81,8 +83,8 @@ type Content struct {
 
 // Notifier delivers messages over one channel.
 type Notifier interface {
-	// Name identifies the channel in delivery records, logs and Events:
-	// "email", "slack", "webhook/<name>".
+	// Name identifies the channel in delivery records, logs and Events;
+	// Build names each notifier after its NotificationChannel.
 	Name() string
 	// Accepts reports whether the channel subscribes to event type t.
 	Accepts(t v1alpha1.EventType) bool
@@ -98,9 +100,25 @@ type Secrets interface {
 	Get(ctx context.Context, namespace, name, key string) ([]byte, error)
 }
 
-// Factory builds the notifiers a policy's notifications configure for one
-// kind of channel; none when the policy does not configure that kind.
-type Factory func(ctx context.Context, spec v1alpha1.Notifications, secrets Secrets) ([]Notifier, error)
+// Channel is one NotificationChannel as one policy uses it: what its
+// administrator wrote, and what the policy chose.
+type Channel struct {
+	// Name is the NotificationChannel's name, and the Notifier's.
+	Name string
+	Spec v1alpha1.NotificationChannelSpec
+	// Events the policy sends through the channel; every type when empty.
+	Events []v1alpha1.EventType
+	// To receive every e-mail, besides the addresses a message names.
+	To []string
+	// TLS verifies the channel's server (its CA bundle and server name);
+	// nil means the system roots and the endpoint's host.
+	TLS *tls.Config
+}
+
+// Factory builds the notifier of a channel of its kind, reading the
+// channel's Secrets; it returns nil and no error for a channel of another
+// kind.
+type Factory func(ctx context.Context, ch Channel, secrets Secrets) (Notifier, error)
 
 var (
 	mu        sync.RWMutex
@@ -118,28 +136,63 @@ func Register(kind string, f Factory) {
 	factories[kind] = f
 }
 
-// Build returns every notifier spec configures, across registered kinds,
-// in a stable order. It stops at the first kind that fails.
-func Build(ctx context.Context, spec v1alpha1.Notifications, secrets Secrets) ([]Notifier, error) {
+// Build returns the notifiers of channels, in their order, each named
+// after its channel and taking only the events the policy chose. Exactly
+// one registered kind must build each channel. It reports every channel
+// that cannot be built, not only the first, so that one look at the
+// policy's status is enough to fix them all.
+func Build(ctx context.Context, channels []Channel, secrets Secrets) ([]Notifier, error) {
 	mu.RLock()
-	kinds := make([]string, 0, len(factories))
-	for k := range factories {
-		kinds = append(kinds, k)
+	kinds := slices.Sorted(maps.Keys(factories))
+	fs := make([]Factory, len(kinds))
+	for i, k := range kinds {
+		fs[i] = factories[k]
 	}
 	mu.RUnlock()
-	sort.Strings(kinds)
-	var out []Notifier
-	for _, k := range kinds {
-		mu.RLock()
-		f := factories[k]
-		mu.RUnlock()
-		ns, err := f(ctx, spec, secrets)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", k, err)
+	var (
+		out  []Notifier
+		errs []error
+	)
+	for _, ch := range channels {
+		var built []Notifier
+		var chErrs []error
+		for i, f := range fs {
+			n, err := f(ctx, ch, secrets)
+			if err != nil {
+				chErrs = append(chErrs, fmt.Errorf("%s: %w", kinds[i], err))
+				continue
+			}
+			if n != nil {
+				built = append(built, n)
+			}
 		}
-		out = append(out, ns...)
+		switch {
+		case len(chErrs) > 0:
+			errs = append(errs, fmt.Errorf("channel %s: %w", ch.Name, errors.Join(chErrs...)))
+		case len(built) != 1:
+			errs = append(errs, fmt.Errorf("channel %s: %d kinds of channel claim it, want exactly one", ch.Name, len(built)))
+		default:
+			out = append(out, named{Notifier: built[0], name: ch.Name, events: ch.Events})
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// named is a channel's notifier as one policy uses it: called after the
+// NotificationChannel, and subscribed to the events the policy chose.
+type named struct {
+	Notifier
+	name   string
+	events []v1alpha1.EventType
+}
+
+func (n named) Name() string { return n.name }
+
+func (n named) Accepts(t v1alpha1.EventType) bool {
+	return Subscribed(n.events, t) && n.Notifier.Accepts(t)
 }
 
 // Subscribed reports whether a channel configured with events accepts t:
@@ -148,41 +201,27 @@ func Subscribed(events []v1alpha1.EventType, t v1alpha1.EventType) bool {
 	return len(events) == 0 || slices.Contains(events, t)
 }
 
-// The names of the channels: what Notifier.Name returns, and what the
-// record, the audit trail and the metrics call them. EventsChannel is the
-// Kubernetes Event, which counts as the message only for a message type no
-// configured channel carries.
-const (
-	ChannelEmail  = "email"
-	ChannelSlack  = "slack"
-	EventsChannel = "events"
-)
-
-// WebhookChannel is the name of the webhook called name.
-func WebhookChannel(name string) string { return "webhook/" + name }
+// EventsChannel names the Kubernetes Event in the record, the audit trail
+// and the metrics; it counts as the message only for a message type no
+// channel of the policy carries. A NotificationChannel cannot be called
+// that.
+const EventsChannel = "events"
 
 // Recorded are the message types whose deliveries the record on the
 // object keeps.
 var Recorded = []v1alpha1.EventType{v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed, v1alpha1.EventWouldDelete}
 
 // ChannelNames returns, per recorded message type, the names of the
-// channels spec configures that carry it ("email", "slack",
-// "webhook/<name>", the names their Notifiers have), or EventsChannel when
-// none does. It reads no Secret: the controller and the plugin both plan
-// from it.
+// channels spec names that carry it (the names their Notifiers have), or
+// EventsChannel when none does. It reads no channel and no Secret: the
+// controller and the plugin both plan from it.
 func ChannelNames(spec v1alpha1.Notifications) map[v1alpha1.EventType][]string {
 	out := map[v1alpha1.EventType][]string{}
 	for _, t := range Recorded {
 		var names []string
-		if spec.Email != nil && Subscribed(spec.Email.Events, t) {
-			names = append(names, ChannelEmail)
-		}
-		if spec.Slack != nil && Subscribed(spec.Slack.Events, t) {
-			names = append(names, ChannelSlack)
-		}
-		for _, w := range spec.Webhooks {
-			if Subscribed(w.Events, t) {
-				names = append(names, WebhookChannel(w.Name))
+		for _, c := range spec.Channels {
+			if Subscribed(c.Events, t) {
+				names = append(names, c.Name)
 			}
 		}
 		if len(names) == 0 {
@@ -192,3 +231,14 @@ func ChannelNames(spec v1alpha1.Notifications) map[v1alpha1.EventType][]string {
 	}
 	return out
 }
+
+// The names the channel packages' own notifiers have, before Build names
+// them after their NotificationChannel.
+const (
+	ChannelEmail = "email"
+	ChannelSlack = "slack"
+)
+
+// WebhookChannel is the name of the webhook notifier called name, before
+// Build names it after its NotificationChannel.
+func WebhookChannel(name string) string { return "webhook/" + name }

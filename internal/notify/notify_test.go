@@ -198,32 +198,50 @@ func (f fakeNotifier) Name() string                                 { return f.n
 func (f fakeNotifier) Accepts(v1alpha1.EventType) bool              { return true }
 func (f fakeNotifier) Send(context.Context, Message, Content) error { return nil }
 
-func TestBuildCallsEveryRegisteredKindInOrder(t *testing.T) {
-	Register("zz-test-b", func(context.Context, v1alpha1.Notifications, Secrets) ([]Notifier, error) {
-		return []Notifier{fakeNotifier{"b"}}, nil
-	})
-	Register("zz-test-a", func(_ context.Context, spec v1alpha1.Notifications, _ Secrets) ([]Notifier, error) {
-		if len(spec.AllowedEmailDomains) > 0 {
+func TestBuildNamesEachChannelAfterItsNotificationChannel(t *testing.T) {
+	// Two test kinds: "a" claims channels with an e-mail spec, and fails
+	// for a host of "broken"; "b" claims those with a Slack spec.
+	Register("zz-test-a", func(_ context.Context, ch Channel, _ Secrets) (Notifier, error) {
+		switch {
+		case ch.Spec.Email == nil:
+			return nil, nil
+		case ch.Spec.Email.Host == "broken":
 			return nil, errors.New("broken")
 		}
-		return []Notifier{fakeNotifier{"a"}}, nil
+		return fakeNotifier{"a"}, nil
 	})
-	ns, err := Build(context.Background(), v1alpha1.Notifications{}, nil)
+	Register("zz-test-b", func(_ context.Context, ch Channel, _ Secrets) (Notifier, error) {
+		if ch.Spec.Slack == nil {
+			return nil, nil
+		}
+		return fakeNotifier{"b"}, nil
+	})
+	mail := v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{Host: "smtp.example.com"}}
+	chat := v1alpha1.NotificationChannelSpec{Slack: &v1alpha1.SlackChannel{}}
+	ns, err := Build(context.Background(), []Channel{
+		{Name: "team-mail", Spec: mail, Events: []v1alpha1.EventType{v1alpha1.EventReminder}},
+		{Name: "team-chat", Spec: chat},
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
 	for _, n := range ns {
-		if strings.HasPrefix(n.Name(), "a") || strings.HasPrefix(n.Name(), "b") {
-			names = append(names, n.Name())
-		}
+		names = append(names, n.Name())
 	}
-	if !slices.Equal(names, []string{"a", "b"}) {
-		t.Errorf("Build() = %v, want a then b", names)
+	if !slices.Equal(names, []string{"team-mail", "team-chat"}) {
+		t.Errorf("Build() names = %v, want team-mail then team-chat", names)
 	}
-	_, err = Build(context.Background(), v1alpha1.Notifications{AllowedEmailDomains: []string{"x"}}, nil)
-	if err == nil || !strings.Contains(err.Error(), "zz-test-a: broken") {
-		t.Errorf("Build() error = %v, want it to name the failing kind", err)
+	if ns[0].Accepts(v1alpha1.EventDeleted) || !ns[0].Accepts(v1alpha1.EventReminder) {
+		t.Error("a channel takes events other than those the policy chose for it")
+	}
+
+	_, err = Build(context.Background(), []Channel{
+		{Name: "bad-mail", Spec: v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{Host: "broken"}}},
+		{Name: "nothing", Spec: v1alpha1.NotificationChannelSpec{}},
+	}, nil)
+	if err == nil || !strings.Contains(err.Error(), "channel bad-mail: zz-test-a: broken") || !strings.Contains(err.Error(), "channel nothing: 0 kinds") {
+		t.Errorf("Build() error = %v, want it to name every failing channel and kind", err)
 	}
 	defer func() {
 		if recover() == nil {

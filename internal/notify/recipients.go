@@ -74,6 +74,17 @@ func ParseRecipients(value string, allowedDomains []string) (Recipients, []error
 	return r, errs
 }
 
+// AddressAllowed reports whether the domain of the e-mail address is one
+// of allowed or a subdomain of one; every address is allowed when allowed
+// is empty.
+func AddressAllowed(address string, allowed []string) bool {
+	at := strings.LastIndexByte(address, '@')
+	if at < 0 {
+		return len(allowed) == 0
+	}
+	return domainAllowed(strings.ToLower(strings.TrimSpace(address[at+1:])), allowed)
+}
+
 // domainAllowed reports whether domain is one of allowed or a subdomain
 // of one; every domain is allowed when allowed is empty.
 func domainAllowed(domain string, allowed []string) bool {

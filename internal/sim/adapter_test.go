@@ -11,13 +11,14 @@ package sim
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
@@ -25,24 +26,40 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
-// simDomain, in a policy's allowedEmailDomains, gives the policy the
-// simulated channels.
-const simDomain = "sim.test"
+// simChannel names the NotificationChannel that is the world's channel i.
+func simChannel(i int) string { return fmt.Sprintf("sim-%d", i) }
+
+// simChannels are the NotificationChannels every simulated policy names:
+// the world's channels, created with it.
+func simChannels() []client.Object {
+	out := make([]client.Object, numChannels)
+	for i := range out {
+		out[i] = &v1alpha1.NotificationChannel{ObjectMeta: metav1.ObjectMeta{Name: simChannel(i)}}
+	}
+	return out
+}
+
+// simReferences are the references a simulated policy makes to them.
+func simReferences() []v1alpha1.ChannelReference {
+	out := make([]v1alpha1.ChannelReference, numChannels)
+	for i := range out {
+		out[i] = v1alpha1.ChannelReference{Name: simChannel(i)}
+	}
+	return out
+}
 
 // current is the world whose channels the registered factory builds.
 // Simulations run one at a time.
 var current *world
 
 func init() {
-	notify.Register("zz-sim", func(_ context.Context, spec v1alpha1.Notifications, _ notify.Secrets) ([]notify.Notifier, error) {
-		if current == nil || !slices.Contains(spec.AllowedEmailDomains, simDomain) {
-			return nil, nil
+	notify.Register("zz-sim", func(_ context.Context, ch notify.Channel, _ notify.Secrets) (notify.Notifier, error) {
+		for i := range numChannels {
+			if current != nil && ch.Name == simChannel(i) {
+				return simNotifier{w: current, i: i}, nil
+			}
 		}
-		out := make([]notify.Notifier, numChannels)
-		for i := range out {
-			out[i] = simNotifier{w: current, i: i}
-		}
-		return out, nil
+		return nil, nil
 	})
 }
 
@@ -52,7 +69,7 @@ type simNotifier struct {
 	i int
 }
 
-func (n simNotifier) Name() string                    { return fmt.Sprintf("sim-%d", n.i) }
+func (n simNotifier) Name() string                    { return simChannel(n.i) }
 func (n simNotifier) Accepts(v1alpha1.EventType) bool { return true }
 func (n simNotifier) Send(ctx context.Context, m notify.Message, _ notify.Content) error {
 	return n.w.send(ctx, n.i, m)
@@ -81,7 +98,7 @@ func start(w *world) *instance {
 		APIReader: w.live,
 		Recorder:  w.recorder,
 		Clock:     w.clock,
-		Channels:  &controller.Channels{Secrets: noSecrets{}, Clock: w.clock},
+		Channels:  &controller.Channels{Reader: w.live, Secrets: noSecrets{}, Clock: w.clock},
 		Audit:     audit.New(w.trail),
 		Caps:      controller.NewDeletionCaps(0),
 	}

@@ -222,7 +222,7 @@ func (w *world) writePolicy(i int, create bool, edit func(*v1alpha1.TimeoutPolic
 func applySpec(p *v1alpha1.TimeoutPolicy, compact string) {
 	spec := v1alpha1.TimeoutPolicySpec{
 		Target:        v1alpha1.Target{APIVersion: "v1", Kind: "ConfigMap"},
-		Notifications: v1alpha1.Notifications{AllowedEmailDomains: []string{simDomain}},
+		Notifications: v1alpha1.Notifications{Channels: simReferences()},
 		Reminders:     []v1alpha1.Duration{},
 	}
 	for _, kv := range strings.Split(compact, ",") {

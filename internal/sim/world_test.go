@@ -145,7 +145,7 @@ func newWorld(disabled map[string]string) *world {
 	// The plain tracker: the one that manages fields builds a REST mapper
 	// on every write, which would spend most of a run.
 	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
-	w.store = fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).WithObjects(ns).Build()
+	w.store = fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).WithObjects(append(simChannels(), ns)...).Build()
 	w.live = interceptor.NewClient(w.store, interceptor.Funcs{Patch: w.patch, Delete: w.delete})
 	w.cached = interceptor.NewClient(w.live, interceptor.Funcs{Get: w.cacheGet})
 	current = w

@@ -32,7 +32,10 @@ import (
 // would.
 const fieldManager = "chart-test"
 
-var policyResource = schema.GroupVersionResource{Group: "timeout.amphitheatre.app", Version: "v1alpha1", Resource: "timeoutpolicies"}
+var (
+	policyResource  = schema.GroupVersionResource{Group: "timeout.amphitheatre.app", Version: "v1alpha1", Resource: "timeoutpolicies"}
+	channelResource = schema.GroupVersionResource{Group: "timeout.amphitheatre.app", Version: "v1alpha1", Resource: "notificationchannels"}
+)
 
 // server is the API server the rendered objects are applied to, started
 // by the first test that needs it and stopped by TestMain.

@@ -93,7 +93,14 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if host, _, _ := unstructured.NestedString(p.Object, "spec", "notifications", "email", "host"); host != "smtp.example.com" {
+		if refs, _, _ := unstructured.NestedSlice(p.Object, "spec", "notifications", "channels"); len(refs) == 0 {
+			t.Error("the policy names no NotificationChannel")
+		}
+		ch, err := get(channelResource, "", "timeout-controller-email")
+		if err != nil {
+			t.Fatalf("NotificationChannel timeout-controller-email: %v", err)
+		}
+		if host, _, _ := unstructured.NestedString(ch.Object, "spec", "email", "host"); host != "smtp.example.com" {
 			t.Errorf("email host %q, want smtp.example.com", host)
 		}
 		for _, name := range []string{"smtp-credentials", "slack-webhook", "portal-webhook"} {

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -48,6 +49,7 @@ import (
 var (
 	playbooks = schema.GroupVersionResource{Group: "amphitheatre.app", Version: "v1", Resource: "playbooks"}
 	policies  = schema.GroupVersionResource{Group: "timeout.amphitheatre.app", Version: "v1alpha1", Resource: "timeoutpolicies"}
+	channels  = schema.GroupVersionResource{Group: "timeout.amphitheatre.app", Version: "v1alpha1", Resource: "notificationchannels"}
 	crds      = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 )
 
@@ -160,7 +162,7 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 	})
 
 	t.Run("serves its probes and metrics", func(t *testing.T) {
-		for _, url := range []string{"http://" + probeAddr + "/healthz", "http://" + probeAddr + "/readyz", "http://" + metricsAddr + "/metrics"} {
+		for _, url := range []string{"http://" + probeAddr + "/healthz", "http://" + probeAddr + "/readyz"} {
 			eventually(t, 10*time.Second, url, func() (bool, string) {
 				resp, err := http.Get(url)
 				if err != nil {
@@ -170,6 +172,17 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 				return resp.StatusCode == http.StatusOK, resp.Status
 			})
 		}
+		// Metrics are for authorized scrapers only (test/integration
+		// checks that one with a token gets them).
+		insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the controller's self-signed certificate
+		eventually(t, 10*time.Second, "metrics refuse a caller without a token", func() (bool, string) {
+			resp, err := insecure.Get("https://" + metricsAddr + "/metrics")
+			if err != nil {
+				return false, err.Error()
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode == http.StatusUnauthorized, resp.Status
+		})
 	})
 
 	t.Run("makes the shipped policy ready", func(t *testing.T) {
@@ -177,8 +190,20 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 	})
 
 	t.Run("reminds and deletes a Playbook on time", func(t *testing.T) {
-		// The shipped policy, on a scale of seconds, with a webhook whose
-		// signing key is in the Secret.
+		// The shipped policy, on a scale of seconds, with a webhook channel
+		// whose signing key is in the Secret.
+		channel := map[string]any{
+			"apiVersion": policies.GroupVersion().String(),
+			"kind":       "NotificationChannel",
+			"metadata":   map[string]any{"name": "install-test"},
+			"spec": map[string]any{"webhook": map[string]any{
+				"url":       hooks.URL,
+				"secretRef": map[string]any{"namespace": namespace, "name": "install-test-webhook", "key": "key"},
+			}},
+		}
+		_, err := dyn.Resource(channels).Apply(ctx, "install-test", &unstructured.Unstructured{Object: channel},
+			metav1.ApplyOptions{FieldManager: "install-test", Force: true})
+		must(t, err, "create the NotificationChannel")
 		patch := map[string]any{
 			"apiVersion": policies.GroupVersion().String(),
 			"kind":       "TimeoutPolicy",
@@ -187,14 +212,10 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 				"defaultTTL":    "8s",
 				"reminders":     []any{"4s"},
 				"minimumNotice": "2s",
-				"notifications": map[string]any{"webhooks": []any{map[string]any{
-					"name":      "install-test",
-					"url":       hooks.URL,
-					"secretRef": map[string]any{"namespace": namespace, "name": "install-test-webhook", "key": "key"},
-				}}},
+				"notifications": map[string]any{"channels": []any{map[string]any{"name": "install-test"}}},
 			},
 		}
-		_, err := dyn.Resource(policies).Apply(ctx, "playbooks", &unstructured.Unstructured{Object: patch},
+		_, err = dyn.Resource(policies).Apply(ctx, "playbooks", &unstructured.Unstructured{Object: patch},
 			metav1.ApplyOptions{FieldManager: "install-test", Force: true})
 		must(t, err, "patch the policy")
 		waitReady(t, dyn, "playbooks")

@@ -166,7 +166,10 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 					t.Errorf("%s: verb %q", where, v)
 				}
 			}
-			if len(rule.NonResourceURLs) > 0 {
+			// The only non-resource URL: reading the metrics, for the role
+			// scrapers are bound to.
+			if len(rule.NonResourceURLs) > 0 && (r.name != "timeout-controller-metrics-reader" ||
+				!slices.Equal(rule.NonResourceURLs, []string{"/metrics"}) || !slices.Equal(rule.Verbs, []string{"get"})) {
 				t.Errorf("%s: non-resource URLs %v", where, rule.NonResourceURLs)
 			}
 			if !slices.Contains(rule.APIGroups, "") || !slices.Contains(rule.Resources, "secrets") {
@@ -251,7 +254,7 @@ func TestDeploymentIsRestrictedAndSized(t *testing.T) {
 	if c.Image != "ghcr.io/amphitheatre-app/timeout-controller:v0.1.0" {
 		t.Errorf("image %q", c.Image)
 	}
-	for _, arg := range []string{"--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
+	for _, arg := range []string{"--leader-elect", "--metrics-bind-address=:8443", "--health-probe-bind-address=:8081",
 		"--cluster-event-namespace=default", "--audit-log=-"} {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("args %v lack %s", c.Args, arg)
@@ -268,8 +271,8 @@ func TestDeploymentIsRestrictedAndSized(t *testing.T) {
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	if ports["metrics"] != 8080 || ports["probes"] != 8081 {
-		t.Errorf("ports %v, want metrics 8080 and probes 8081", ports)
+	if ports["metrics"] != 8443 || ports["probes"] != 8081 {
+		t.Errorf("ports %v, want metrics 8443 and probes 8081", ports)
 	}
 	for name, p := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != name || p.HTTPGet.Port.String() != "probes" {
@@ -326,7 +329,7 @@ func TestDeploymentIsRestrictedAndSized(t *testing.T) {
 	if !labels.SelectorFromSet(svc.Spec.Selector).Matches(podLabels) {
 		t.Error("the metrics Service does not select the controller's pods")
 	}
-	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8080 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8443 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
 		t.Errorf("metrics Service ports %+v", svc.Spec.Ports)
 	}
 }

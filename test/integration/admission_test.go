@@ -16,10 +16,14 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
@@ -176,7 +180,20 @@ func TestAdmissionPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mustAccept("the controller's merge patch of its reminders record", patch(string(record)))
+		_, err = asController(t).Resource(playbooks).Patch(ctx, name, types.MergePatchType, record, metav1.PatchOptions{})
+		mustAccept("the controller's merge patch of its reminders record", err)
+		forged := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, expiry.AnnotationReminders,
+			`{"expiresAt":"2026-11-27T14:00:00Z","sent":{"3d":{"at":"2026-11-24T14:00:00Z","channels":["events"]}}}`)
+		mustForbid := func(what string, err error) {
+			t.Helper()
+			if !apierrors.IsForbidden(err) {
+				t.Fatalf("%s: %v, want it forbidden", what, err)
+			}
+			mustContain(t, err.Error(), "playbook "+name, expiry.AnnotationReminders, "only the controller writes it")
+		}
+		mustForbid("anyone else forging the reminders record", patch(forged))
+		mustForbid("anyone else removing the reminders record",
+			patch(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, expiry.AnnotationReminders)))
 
 		// A whole-object update that leaves the bad values as they are.
 		cur, err = res.Get(ctx, name, metav1.GetOptions{})
@@ -396,4 +413,33 @@ func admissionCases() []admissionCase {
 			stricter: []string{"alice@example.com," + strings.Repeat(" ", 4100), strings.Repeat(",", 200000), "alice@\u212aeys.example"},
 		},
 	}
+}
+
+// asController returns a client that acts as the controller's ServiceAccount
+// as the shipped manifests name it, allowed to patch Playbooks.
+func asController(t *testing.T) *dynamic.DynamicClient {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-controller-patches-playbooks"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"amphitheatre.app"}, Resources: []string{"playbooks"}, Verbs: []string{"get", "list", "patch"}}},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "timeout-system", Name: "timeout-controller"}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := k8s.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(restConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:timeout-system:timeout-controller"}
+	d := dynamic.NewForConfigOrDie(cfg)
+	eventually(t, 10*time.Second, "the controller's test role in force", func() (bool, error) {
+		_, err := d.Resource(playbooks).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil || !apierrors.IsForbidden(err), err
+	})
+	return d
 }

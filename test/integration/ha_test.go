@@ -131,9 +131,10 @@ func TestHAFailoverAndGracefulShutdown(t *testing.T) {
 	spec := playbookPolicy(test, "1h")
 	spec.Reminders = []v1alpha1.Duration{"14s", "7s"}
 	spec.MinimumNotice = "0s"
-	spec.Notifications.Webhooks = []v1alpha1.WebhookNotifications{{
-		Name: "receiver", URL: rc.url, SecretRef: v1alpha1.SecretKeySelector{Namespace: ns, Name: "webhook", Key: "key"},
-	}}
+	createChannel(t, test, v1alpha1.NotificationChannelSpec{Webhook: &v1alpha1.WebhookChannel{
+		URL: rc.url, SecretRef: v1alpha1.SecretKeySelector{Namespace: ns, Name: "webhook", Key: "key"},
+	}})
+	spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: test}}
 	createPolicy(t, test, spec)
 	eventually(t, 15*time.Second, "policy "+test+" ready", func() (bool, error) {
 		p, err := getPolicy(test)

@@ -244,3 +244,15 @@ func getPolicy(name string) (*v1alpha1.TimeoutPolicy, error) {
 	err := k8s.Get(context.Background(), types.NamespacedName{Name: name}, p)
 	return p, err
 }
+
+// createChannel creates the NotificationChannel name, as its
+// administrator would, and deletes it when the test ends.
+func createChannel(t *testing.T, name string, spec v1alpha1.NotificationChannelSpec) *v1alpha1.NotificationChannel {
+	t.Helper()
+	ch := &v1alpha1.NotificationChannel{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	if err := k8s.Create(context.Background(), ch); err != nil {
+		t.Fatalf("create NotificationChannel %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ch) })
+	return ch
+}

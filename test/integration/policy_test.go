@@ -155,10 +155,11 @@ func TestAPolicyTheControllerCannotUseIsNotReady(t *testing.T) {
 			message: "timeout-secrets/nowhere",
 			spec: func() v1alpha1.TimeoutPolicySpec {
 				s := playbookPolicy("no-secret", "1h")
-				s.Notifications.Webhooks = []v1alpha1.WebhookNotifications{{
-					Name: "hook", URL: "http://127.0.0.1:9/hook",
+				createChannel(t, "no-secret", v1alpha1.NotificationChannelSpec{Webhook: &v1alpha1.WebhookChannel{
+					URL:       "http://127.0.0.1:9/hook",
 					SecretRef: v1alpha1.SecretKeySelector{Namespace: "timeout-secrets", Name: "nowhere", Key: "key"},
-				}}
+				}})
+				s.Notifications.Channels = []v1alpha1.ChannelReference{{Name: "no-secret"}}
 				return s
 			}(),
 		},
@@ -167,10 +168,20 @@ func TestAPolicyTheControllerCannotUseIsNotReady(t *testing.T) {
 			message: "secret default/team-b-smtp is outside namespace timeout-secrets",
 			spec: func() v1alpha1.TimeoutPolicySpec {
 				s := playbookPolicy("foreign-secret", "1h")
-				s.Notifications.Email = &v1alpha1.EmailNotifications{
+				createChannel(t, "foreign-secret", v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{
 					Host: "smtp.example.com", From: "timeout@example.com",
 					CredentialsSecretRef: &v1alpha1.SecretReference{Namespace: "default", Name: "team-b-smtp"},
-				}
+				}})
+				s.Notifications.Channels = []v1alpha1.ChannelReference{{Name: "foreign-secret"}}
+				return s
+			}(),
+		},
+		{
+			name: "a channel that does not exist", policy: "no-channel", reason: v1alpha1.ReasonChannelNotFound,
+			message: "NotificationChannel nowhere does not exist",
+			spec: func() v1alpha1.TimeoutPolicySpec {
+				s := playbookPolicy("no-channel", "1h")
+				s.Notifications.Channels = []v1alpha1.ChannelReference{{Name: "nowhere"}}
 				return s
 			}(),
 		},
@@ -195,7 +206,7 @@ func TestAPolicyTheControllerCannotUseIsNotReady(t *testing.T) {
 			mustContain(t, meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady).Message, tc.message)
 			warning := findEvent(t, eventNamespace, tc.policy, map[string]string{
 				v1alpha1.ReasonInvalidSpec: "InvalidPolicy", v1alpha1.ReasonTargetNotFound: "TargetNotFound",
-				v1alpha1.ReasonChannelsNotReady: "InvalidPolicy",
+				v1alpha1.ReasonChannelsNotReady: "InvalidPolicy", v1alpha1.ReasonChannelNotFound: "InvalidPolicy",
 			}[tc.reason])
 			mustContain(t, warning.Note, tc.message)
 		})

@@ -6,6 +6,7 @@ package integration
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -43,6 +44,13 @@ type received struct {
 
 func startMailbox(t *testing.T) *mailbox {
 	t.Helper()
+	return startMailboxTLS(t, nil)
+}
+
+// startMailboxTLS starts a mailbox that speaks TLS from the first byte
+// with tc, or plain SMTP when tc is nil.
+func startMailboxTLS(t *testing.T, tc *tls.Config) *mailbox {
+	t.Helper()
 	mb := &mailbox{}
 	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &mailSession{box: mb}, nil }))
 	srv.Domain = "localhost"
@@ -52,6 +60,9 @@ func startMailbox(t *testing.T) *mailbox {
 		t.Fatal(err)
 	}
 	mb.addr = l.Addr().String()
+	if tc != nil {
+		l = tls.NewListener(l, tc)
+	}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return mb
@@ -154,8 +165,21 @@ type cloudEvent struct {
 
 func startReceiver(t *testing.T, key []byte) *receiver {
 	t.Helper()
+	return startReceiverTLS(t, key, nil)
+}
+
+// startReceiverTLS starts a receiver that serves HTTPS with tc, or plain
+// HTTP when tc is nil.
+func startReceiverTLS(t *testing.T, key []byte, tc *tls.Config) *receiver {
+	t.Helper()
 	rc := &receiver{key: key}
-	srv := httptest.NewServer(http.HandlerFunc(rc.serve))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(rc.serve))
+	if tc != nil {
+		srv.TLS = tc
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	rc.url = srv.URL + "/hooks/timeout"
 	return rc

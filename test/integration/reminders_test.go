@@ -49,14 +49,17 @@ func reminderPolicy(t *testing.T, test string, reminders []v1alpha1.Duration, no
 	spec.MinimumNotice = notice
 	if mb != nil {
 		host, port := mb.hostPort(t)
-		spec.Notifications.Email = &v1alpha1.EmailNotifications{
-			Host: host, Port: port, Security: "None", From: "timeout@example.com", To: []string{"ops@example.com"},
-		}
+		createChannel(t, test+"-mail", v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{
+			Host: host, Port: port, Security: "None", From: "timeout@example.com",
+		}})
+		spec.Notifications.Channels = append(spec.Notifications.Channels,
+			v1alpha1.ChannelReference{Name: test + "-mail", To: []string{"ops@example.com"}})
 	}
 	if rc != nil {
-		spec.Notifications.Webhooks = []v1alpha1.WebhookNotifications{{
-			Name: "receiver", URL: rc.url, SecretRef: webhookSecret(t, test+"-webhook", rc.key),
-		}}
+		createChannel(t, test+"-webhook", v1alpha1.NotificationChannelSpec{Webhook: &v1alpha1.WebhookChannel{
+			URL: rc.url, SecretRef: webhookSecret(t, test+"-webhook", rc.key),
+		}})
+		spec.Notifications.Channels = append(spec.Notifications.Channels, v1alpha1.ChannelReference{Name: test + "-webhook"})
 	}
 	return spec
 }
@@ -106,7 +109,7 @@ func TestRemindersGoOutOnceAcrossARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, err := expiry.ParseRecord(got.GetAnnotations()[expiry.AnnotationReminders])
-	if err != nil || rec == nil || !slices.Equal(rec.Sent["6s"].Channels, []string{"webhook/receiver"}) || rec.Title != "hello-go" {
+	if err != nil || rec == nil || !slices.Equal(rec.Sent["6s"].Channels, []string{"reminders-webhook"}) || rec.Title != "hello-go" {
 		t.Fatalf("record after the first stage = %+v (%v)", rec, err)
 	}
 
@@ -344,17 +347,23 @@ func TestSecretsStayOutOfEventsStatusAndLogs(t *testing.T) {
 	}
 	secrets = append(secrets, token, password)
 
-	spec := reminderPolicy(t, "leak", []v1alpha1.Duration{"2s"}, "0s", mb, nil)
-	spec.Notifications.Email.Security = "None"
-	spec.Notifications.Email.CredentialsSecretRef = &v1alpha1.SecretReference{Namespace: secretNamespace, Name: "leak-smtp"}
-	spec.Notifications.Slack = &v1alpha1.SlackNotifications{
+	spec := playbookPolicy("leak", "1h")
+	spec.Reminders = []v1alpha1.Duration{"2s"}
+	spec.MinimumNotice = "0s"
+	host, port := mb.hostPort(t)
+	createChannel(t, "leak-mail", v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{
+		Host: host, Port: port, Security: "None", From: "timeout@example.com",
+		CredentialsSecretRef: &v1alpha1.SecretReference{Namespace: secretNamespace, Name: "leak-smtp"},
+	}})
+	createChannel(t, "leak-slack", v1alpha1.NotificationChannelSpec{Slack: &v1alpha1.SlackChannel{
 		WebhookURLSecretRef: v1alpha1.SecretKeySelector{Namespace: secretNamespace, Name: "leak-slack", Key: "url"},
-	}
+	}})
+	spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: "leak-mail", To: []string{"ops@example.com"}}, {Name: "leak-slack"}}
 	createPolicy(t, "leak", spec)
 	pb := create(t, playbooks, newPlaybook("leak", "leaky", map[string]string{expiry.AnnotationTTL: "3s"}))
 
 	failed := findEvent(t, eventNamespace, pb.GetName(), "ReminderFailed")
-	mustContain(t, failed.Note, "via email", "via slack")
+	mustContain(t, failed.Note, "via leak-mail", "via leak-slack")
 	pb.expectDeletedOnTime(t, pb.after(3*time.Second))
 
 	events, err := clients.EventsV1().Events(eventNamespace).List(ctx, metav1.ListOptions{})

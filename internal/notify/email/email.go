@@ -50,6 +50,10 @@ type Config struct {
 	From     string
 	// To receive every message, besides the addresses a message names.
 	To []string
+	// AllowedDomains, when set, are the only domains the notifier sends
+	// to: To must be in them, and a message's own addresses outside them
+	// are dropped.
+	AllowedDomains []string
 	// Username and Password authenticate to the server when Username is
 	// set.
 	Username string
@@ -100,6 +104,9 @@ func New(cfg Config) (notify.Notifier, error) {
 	for _, a := range cfg.To {
 		if _, err := netmail.ParseAddress(a); err != nil {
 			return nil, fmt.Errorf("to address %q: %w", a, err)
+		}
+		if !notify.AddressAllowed(a, cfg.AllowedDomains) {
+			return nil, fmt.Errorf("to address %q is outside the allowed domains (%s)", a, strings.Join(cfg.AllowedDomains, ", "))
 		}
 	}
 	if cfg.Username != "" && cfg.Password == "" {
@@ -238,7 +245,11 @@ func (n *notifier) recipients(extra []string) (to, bcc []string) {
 		to = add(to, a)
 	}
 	for _, a := range extra {
-		bcc = add(bcc, a)
+		// The object's writer names these; the channel's administrator
+		// decides where its mail may go.
+		if notify.AddressAllowed(a, n.cfg.AllowedDomains) {
+			bcc = add(bcc, a)
+		}
 	}
 	return to, bcc
 }
@@ -301,18 +312,21 @@ func (n *notifier) redact(err error) error {
 	return errors.New(strings.ReplaceAll(err.Error(), n.cfg.Password, "[redacted]"))
 }
 
-func factory(ctx context.Context, spec v1alpha1.Notifications, secrets notify.Secrets) ([]notify.Notifier, error) {
-	e := spec.Email
+// factory builds the notifier of an e-mail channel, reading its
+// credentials. The policy's to must be in the channel's allowed domains.
+func factory(ctx context.Context, ch notify.Channel, secrets notify.Secrets) (notify.Notifier, error) {
+	e := ch.Spec.Email
 	if e == nil {
 		return nil, nil
 	}
 	cfg := Config{
-		Host:     e.Host,
-		Port:     int(e.Port),
-		Security: e.Security,
-		From:     e.From,
-		To:       e.To,
-		Events:   e.Events,
+		Host:           e.Host,
+		Port:           int(e.Port),
+		Security:       e.Security,
+		From:           e.From,
+		To:             ch.To,
+		AllowedDomains: ch.Spec.AllowedEmailDomains,
+		TLSConfig:      ch.TLS,
 	}
 	if ref := e.CredentialsSecretRef; ref != nil {
 		var err error
@@ -325,9 +339,9 @@ func factory(ctx context.Context, spec v1alpha1.Notifications, secrets notify.Se
 	}
 	n, err := New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("spec.notifications.email: %w", err)
+		return nil, fmt.Errorf("spec.email: %w", err)
 	}
-	return []notify.Notifier{n}, nil
+	return n, nil
 }
 
 func credential(ctx context.Context, secrets notify.Secrets, ref *v1alpha1.SecretReference, key string) (string, error) {

@@ -744,22 +744,22 @@ func TestFactory(t *testing.T) {
 		"mail/empty/password":             "",
 		"other/smtp-credentials/password": "another-password",
 	}
-	email := func(namespace, name string) v1alpha1.Notifications {
-		e := &v1alpha1.EmailNotifications{Host: "smtp.example.com", Port: 587, Security: "StartTLS", From: "timeout@example.com", To: []string{"ops@example.com"}}
+	email := func(namespace, name string) notify.Channel {
+		e := &v1alpha1.EmailChannel{Host: "smtp.example.com", Port: 587, Security: "StartTLS", From: "timeout@example.com"}
 		if name != "" {
 			e.CredentialsSecretRef = &v1alpha1.SecretReference{Namespace: namespace, Name: name}
 		}
-		return v1alpha1.Notifications{Email: e}
+		return notify.Channel{Name: "team-mail", Spec: v1alpha1.NotificationChannelSpec{Email: e}, To: []string{"ops@example.com"}}
 	}
 	for _, tc := range []struct {
 		name         string
-		spec         v1alpha1.Notifications
+		spec         notify.Channel
 		wantN        int
 		wantUser     string
 		wantPassword string
 		wantErr      []string // all in the error
 	}{
-		{name: "builds nothing without an email block", spec: v1alpha1.Notifications{}},
+		{name: "builds nothing for a channel of another kind", spec: notify.Channel{Spec: v1alpha1.NotificationChannelSpec{Slack: &v1alpha1.SlackChannel{}}}},
 		{name: "builds one notifier without credentials", spec: email("", ""), wantN: 1},
 		{name: "reads the credentials from the Secret", spec: email("mail", "smtp-credentials"), wantN: 1, wantUser: testUser, wantPassword: testPassword},
 		{name: "names the Secret and key when the Secret is missing", spec: email("mail", "missing"), wantErr: []string{"mail/missing", `"username"`}},
@@ -767,7 +767,8 @@ func TestFactory(t *testing.T) {
 		{name: "rejects an empty key", spec: email("mail", "empty"), wantErr: []string{"mail/empty", `"username"`, "empty"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ns, err := factory(t.Context(), tc.spec, secrets)
+			n, err := factory(t.Context(), tc.spec, secrets)
+			ns := built(n)
 			if len(tc.wantErr) > 0 {
 				if err == nil {
 					t.Fatal("factory succeeded, want an error")
@@ -801,8 +802,17 @@ func TestFactory(t *testing.T) {
 	}
 }
 
+// built is what a factory returned, as a list: empty for nil.
+func built(n notify.Notifier) []notify.Notifier {
+	if n == nil {
+		return nil
+	}
+	return []notify.Notifier{n}
+}
+
 func TestBuildRegistersEmail(t *testing.T) {
-	ns, err := notify.Build(t.Context(), v1alpha1.Notifications{Email: &v1alpha1.EmailNotifications{Host: "smtp.example.com", From: "timeout@example.com"}}, fakeSecrets{})
+	ch := notify.Channel{Name: "email", Spec: v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{Host: "smtp.example.com", From: "timeout@example.com"}}}
+	ns, err := notify.Build(t.Context(), []notify.Channel{ch}, fakeSecrets{})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -836,16 +846,17 @@ func TestFactoryNotifierAuthenticates(t *testing.T) {
 		_ = s.Close()
 		<-done
 	})
-	spec := v1alpha1.Notifications{Email: &v1alpha1.EmailNotifications{
+	spec := notify.Channel{Name: "team-mail", To: []string{"ops@example.com"}, Spec: v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{
 		Host: "127.0.0.1", Port: int32(l.Addr().(*net.TCPAddr).Port), Security: SecurityNone,
-		From: "timeout@example.com", To: []string{"ops@example.com"},
+		From:                 "timeout@example.com",
 		CredentialsSecretRef: &v1alpha1.SecretReference{Namespace: "mail", Name: "smtp-credentials"},
-	}}
+	}}}
 	secrets := fakeSecrets{
 		"mail/smtp-credentials/username": testUser,
 		"mail/smtp-credentials/password": testPassword + "\n",
 	}
-	ns, err := factory(t.Context(), spec, secrets)
+	n, err := factory(t.Context(), spec, secrets)
+	ns := built(n)
 	if err != nil || len(ns) != 1 {
 		t.Fatalf("factory = %d notifiers, %v; want 1", len(ns), err)
 	}

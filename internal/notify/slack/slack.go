@@ -6,6 +6,7 @@ package slack
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -27,13 +28,13 @@ const DefaultTimeout = 10 * time.Second
 
 func init() { notify.Register("slack", factory) }
 
-// factory builds the Slack notifier of spec, reading the webhook URL from
-// its Secret.
-func factory(ctx context.Context, spec v1alpha1.Notifications, secrets notify.Secrets) ([]notify.Notifier, error) {
-	if spec.Slack == nil {
+// factory builds the notifier of a Slack channel, reading the webhook URL
+// from its Secret.
+func factory(ctx context.Context, ch notify.Channel, secrets notify.Secrets) (notify.Notifier, error) {
+	if ch.Spec.Slack == nil {
 		return nil, nil
 	}
-	ref := spec.Slack.WebhookURLSecretRef
+	ref := ch.Spec.Slack.WebhookURLSecretRef
 	raw, err := secrets.Get(ctx, ref.Namespace, ref.Name, ref.Key)
 	if err != nil {
 		return nil, fmt.Errorf("webhook URL from Secret %s/%s key %q: %w", ref.Namespace, ref.Name, ref.Key, err)
@@ -44,7 +45,11 @@ func factory(ctx context.Context, spec v1alpha1.Notifications, secrets notify.Se
 	if err := checkURL(webhookURL); err != nil {
 		return nil, fmt.Errorf("webhook URL in Secret %s/%s key %q: %w", ref.Namespace, ref.Name, ref.Key, err)
 	}
-	return []notify.Notifier{New(webhookURL, spec.Slack.Events)}, nil
+	var opts []Option
+	if ch.TLS != nil {
+		opts = append(opts, WithTLSConfig(ch.TLS))
+	}
+	return New(webhookURL, nil, opts...), nil
 }
 
 // checkURL reports what is wrong with a webhook URL without repeating any
@@ -87,6 +92,16 @@ func WithTimeout(d time.Duration) Option {
 		if d > 0 {
 			n.client.Timeout = d
 		}
+	}
+}
+
+// WithTLSConfig verifies the receiver with tc (a channel's own CA bundle
+// and server name) instead of the system roots.
+func WithTLSConfig(tc *tls.Config) Option {
+	return func(n *notifier) {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tc.Clone()
+		n.client.Transport = t
 	}
 }
 

@@ -583,43 +583,44 @@ func (s secrets) Get(_ context.Context, namespace, name, key string) ([]byte, er
 func TestFactoryBuildsFromTheSecret(t *testing.T) {
 	r, url := serve(t, http.StatusOK)
 	ref := v1alpha1.SecretKeySelector{Namespace: "timeout-system", Name: "slack-webhook", Key: "url"}
+	chat := []notify.Channel{{Name: "team-chat", Spec: v1alpha1.NotificationChannelSpec{Slack: &v1alpha1.SlackChannel{WebhookURLSecretRef: ref}}}}
 	tests := []struct {
 		name    string
-		spec    v1alpha1.Notifications
+		spec    []notify.Channel
 		secrets secrets
 		want    int    // notifiers built
 		errHas  string // error names the Secret and key
 		secret  string // must not be in the error
 	}{
-		{name: "builds nothing when Slack is not configured", spec: v1alpha1.Notifications{}},
+		{name: "builds nothing without channels"},
 		{
 			name:    "builds one notifier from the URL in the Secret, trailing newline and all",
-			spec:    v1alpha1.Notifications{Slack: &v1alpha1.SlackNotifications{WebhookURLSecretRef: ref}},
+			spec:    chat,
 			secrets: secrets{"timeout-system/slack-webhook/url": url + "\n"},
 			want:    1,
 		},
 		{
 			name:   "fails naming the Secret and key when the key is missing",
-			spec:   v1alpha1.Notifications{Slack: &v1alpha1.SlackNotifications{WebhookURLSecretRef: ref}},
+			spec:   chat,
 			errHas: `timeout-system/slack-webhook key "url"`,
 		},
 		{
 			name:    "fails without the value when it is not a URL",
-			spec:    v1alpha1.Notifications{Slack: &v1alpha1.SlackNotifications{WebhookURLSecretRef: ref}},
+			spec:    chat,
 			secrets: secrets{"timeout-system/slack-webhook/url": "https://hooks.slack.com" + hookPath + "\x7f"},
 			errHas:  `timeout-system/slack-webhook key "url"`,
 			secret:  token,
 		},
 		{
 			name:    "fails without the value when it would send the token over plain HTTP",
-			spec:    v1alpha1.Notifications{Slack: &v1alpha1.SlackNotifications{WebhookURLSecretRef: ref}},
+			spec:    chat,
 			secrets: secrets{"timeout-system/slack-webhook/url": "http://hooks.slack.com" + hookPath},
 			errHas:  "https",
 			secret:  token,
 		},
 		{
 			name:    "fails when the value is empty",
-			spec:    v1alpha1.Notifications{Slack: &v1alpha1.SlackNotifications{WebhookURLSecretRef: ref}},
+			spec:    chat,
 			secrets: secrets{"timeout-system/slack-webhook/url": " \n"},
 			errHas:  "is empty",
 		},
@@ -649,8 +650,8 @@ func TestFactoryBuildsFromTheSecret(t *testing.T) {
 			if tt.want == 0 {
 				return
 			}
-			if ns[0].Name() != "slack" {
-				t.Errorf("Name() = %q, want slack", ns[0].Name())
+			if ns[0].Name() != "team-chat" {
+				t.Errorf("Name() = %q, want team-chat", ns[0].Name())
 			}
 			before := len(r.received())
 			m := message(v1alpha1.EventReminder)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
@@ -38,42 +40,36 @@ const KeyPrefix = "whsec_"
 // ContentType is the media type of a structured-mode CloudEvent in JSON.
 const ContentType = "application/cloudevents+json"
 
-// maxErrorBody is how much of a failed response's body an error quotes.
+// maxErrorBody is how much of a failed response's body the debug log quotes.
 const maxErrorBody = 200
 
 func init() { notify.Register("webhook", factory) }
 
-// factory builds one notifier per entry of spec.Webhooks. It reports every
-// webhook whose key cannot be read, not only the first, so that one look
-// at the policy's status is enough to fix them all.
-func factory(ctx context.Context, spec v1alpha1.Notifications, secrets notify.Secrets) ([]notify.Notifier, error) {
-	var (
-		out  []notify.Notifier
-		errs []error
-	)
-	for _, w := range spec.Webhooks {
-		ref := w.SecretRef
-		where := fmt.Sprintf("Secret %s/%s key %q", ref.Namespace, ref.Name, ref.Key)
-		value, err := secrets.Get(ctx, ref.Namespace, ref.Name, ref.Key)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("webhook %s: signing key from %s: %w", w.Name, where, err))
-			continue
-		}
-		key, err := ParseKey(value)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("webhook %s: signing key in %s: %w", w.Name, where, err))
-			continue
-		}
-		if _, err := parseURL(w.URL); err != nil {
-			errs = append(errs, fmt.Errorf("webhook %s: %w", w.Name, err))
-			continue
-		}
-		out = append(out, New(w.Name, w.URL, key, w.Events))
+// factory builds the notifier of a webhook channel, reading its signing
+// key.
+func factory(ctx context.Context, ch notify.Channel, secrets notify.Secrets) (notify.Notifier, error) {
+	w := ch.Spec.Webhook
+	if w == nil {
+		return nil, nil
 	}
-	if err := errors.Join(errs...); err != nil {
+	ref := w.SecretRef
+	where := fmt.Sprintf("Secret %s/%s key %q", ref.Namespace, ref.Name, ref.Key)
+	value, err := secrets.Get(ctx, ref.Namespace, ref.Name, ref.Key)
+	if err != nil {
+		return nil, fmt.Errorf("signing key from %s: %w", where, err)
+	}
+	key, err := ParseKey(value)
+	if err != nil {
+		return nil, fmt.Errorf("signing key in %s: %w", where, err)
+	}
+	if _, err := parseURL(w.URL); err != nil {
 		return nil, err
 	}
-	return out, nil
+	var opts []Option
+	if ch.TLS != nil {
+		opts = append(opts, WithTLSConfig(ch.TLS))
+	}
+	return New(ch.Name, w.URL, key, nil, opts...), nil
 }
 
 // ParseKey returns the HMAC key a Secret value holds: the base64 after
@@ -108,6 +104,16 @@ func WithTimeout(d time.Duration) Option {
 // WithClock sets the clock that stamps the webhook-timestamp header.
 func WithClock(c clock.PassiveClock) Option {
 	return func(n *notifier) { n.clock = c }
+}
+
+// WithTLSConfig verifies the receiver with tc (a channel's own CA bundle
+// and server name) instead of the system roots.
+func WithTLSConfig(tc *tls.Config) Option {
+	return func(n *notifier) {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tc.Clone()
+		n.client.Transport = t
+	}
 }
 
 type notifier struct {
@@ -243,7 +249,12 @@ func (n *notifier) Send(ctx context.Context, m notify.Message, _ notify.Content)
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("%s: POST %s: HTTP %d: %q", n.Name(), n.safeURL, resp.StatusCode, n.quote(head))
+		// The error becomes an Event, which people read who are not the
+		// receiver's owner: what the receiver answered goes to the debug
+		// log only.
+		logr.FromContextOrDiscard(ctx).V(1).Info("webhook receiver refused the event",
+			"channel", n.Name(), "status", resp.StatusCode, "answer", n.quote(head))
+		return fmt.Errorf("%s: POST %s: HTTP %d", n.Name(), n.safeURL, resp.StatusCode)
 	}
 	return nil
 }

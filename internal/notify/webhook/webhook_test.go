@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"io"
 	"net"
 	"net/http"
@@ -200,10 +202,10 @@ func TestSendDeliversASignedCloudEvent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := &receiver{key: tt.verifyKey}
 			srv := serve(t, rc)
-			spec := v1alpha1.Notifications{Webhooks: []v1alpha1.WebhookNotifications{{
+			spec := channels(hook{
 				Name: "audit", URL: srv.URL + "/hooks/timeout",
 				SecretRef: v1alpha1.SecretKeySelector{Namespace: "tc-system", Name: "audit-webhook", Key: "key"},
-			}}}
+			})
 			ns, err := notify.Build(t.Context(), spec, fakeSecrets{"tc-system/audit-webhook/key": tt.secret})
 			if err != nil {
 				t.Fatalf("Build: %v", err)
@@ -391,21 +393,14 @@ func TestSendFailures(t *testing.T) {
 		wantRequests int
 	}{
 		{
-			name: "reports HTTP 500 with its status and the start of the body",
+			// The error becomes an Event that more people read than the
+			// receiver's owner meant to answer.
+			name: "reports HTTP 500 with its status and not the receiver's answer",
 			handler: func(w http.ResponseWriter, _ *http.Request) {
 				http.Error(w, "database is down", http.StatusInternalServerError)
 			},
-			want:         []string{"webhook/audit", "500", "database is down"},
-			wantRequests: 1,
-		},
-		{
-			name: "quotes at most 200 bytes of the body",
-			handler: func(w http.ResponseWriter, _ *http.Request) {
-				w.WriteHeader(http.StatusBadGateway)
-				_, _ = io.WriteString(w, strings.Repeat("x", 1000))
-			},
-			want:         []string{"502", strings.Repeat("x", 200)},
-			notWant:      []string{strings.Repeat("x", 201)},
+			want:         []string{"webhook/audit", "500"},
+			notWant:      []string{"database is down"},
 			wantRequests: 1,
 		},
 		{
@@ -520,6 +515,34 @@ func TestSendAfterTheReceiverComesBack(t *testing.T) {
 	}
 }
 
+func TestSendLogsTheReceiversAnswerAtDebugLevelOnly(t *testing.T) {
+	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, strings.Repeat("x", 1000))
+	}))
+	var lines []string
+	logAt := func(verbosity int) context.Context {
+		lines = nil
+		log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: verbosity})
+		return logr.NewContext(t.Context(), log)
+	}
+	n := webhook.New("audit", srv.URL+"/hooks", []byte(rawKey), nil)
+
+	if err := n.Send(logAt(0), reminder(), notify.Content{}); err == nil || strings.Contains(err.Error(), "xxx") {
+		t.Fatalf("Send error = %v, want one without the answer", err)
+	}
+	if strings.Contains(strings.Join(lines, "\n"), "xxx") {
+		t.Errorf("the answer is logged above debug level: %q", lines)
+	}
+	if err := n.Send(logAt(1), reminder(), notify.Content{}); err == nil {
+		t.Fatal("Send succeeded")
+	}
+	all := strings.Join(lines, "\n")
+	if !strings.Contains(all, strings.Repeat("x", 200)) || strings.Contains(all, strings.Repeat("x", 201)) {
+		t.Errorf("debug log = %q, want the first 200 bytes of the answer", lines)
+	}
+}
+
 func TestErrorsNeverContainSecrets(t *testing.T) {
 	secrets := []string{rawKey, "tok3n", base64.StdEncoding.EncodeToString([]byte("user:tok3n"))}
 	tests := []struct {
@@ -600,7 +623,7 @@ func TestFactory(t *testing.T) {
 	}
 	tests := []struct {
 		name        string
-		webhooks    []v1alpha1.WebhookNotifications
+		webhooks    []hook
 		wantNames   []string
 		wantAccepts []map[v1alpha1.EventType]bool
 		wantErr     []string
@@ -609,12 +632,12 @@ func TestFactory(t *testing.T) {
 			name: "builds nothing without webhooks",
 		},
 		{
-			name: "builds one notifier per webhook, named after it, with its events",
-			webhooks: []v1alpha1.WebhookNotifications{
+			name: "builds one notifier per channel, named after it, with the events the policy chose",
+			webhooks: []hook{
 				{Name: "ops", URL: "https://ops.example.com/hooks", SecretRef: ref("ops"), Events: []v1alpha1.EventType{v1alpha1.EventReminder, v1alpha1.EventDeletionFailed}},
 				{Name: "audit", URL: "https://audit.example.com/in", SecretRef: ref("audit")},
 			},
-			wantNames: []string{"webhook/ops", "webhook/audit"},
+			wantNames: []string{"ops", "audit"},
 			wantAccepts: []map[v1alpha1.EventType]bool{
 				{v1alpha1.EventReminder: true, v1alpha1.EventDeletionFailed: true},
 				every,
@@ -622,31 +645,31 @@ func TestFactory(t *testing.T) {
 		},
 		{
 			name: "names the Secret and key it cannot read",
-			webhooks: []v1alpha1.WebhookNotifications{
+			webhooks: []hook{
 				{Name: "ops", URL: "https://ops.example.com/hooks", SecretRef: ref("ops")},
 				{Name: "missing", URL: "https://ops.example.com/hooks", SecretRef: ref("nope")},
 			},
-			wantErr: []string{"webhook missing", "Secret tc-system/nope", `key "key"`, "not found"},
+			wantErr: []string{"channel missing", "Secret tc-system/nope", `key "key"`, "not found"},
 		},
 		{
 			name:     "refuses a whsec_ key that is not base64, without quoting it",
-			webhooks: []v1alpha1.WebhookNotifications{{Name: "corrupt", URL: "https://ops.example.com/hooks", SecretRef: ref("corrupt")}},
-			wantErr:  []string{"webhook corrupt", "Secret tc-system/corrupt", "base64"},
+			webhooks: []hook{{Name: "corrupt", URL: "https://ops.example.com/hooks", SecretRef: ref("corrupt")}},
+			wantErr:  []string{"channel corrupt", "Secret tc-system/corrupt", "base64"},
 		},
 		{
 			name:     "refuses an empty key",
-			webhooks: []v1alpha1.WebhookNotifications{{Name: "empty", URL: "https://ops.example.com/hooks", SecretRef: ref("empty")}},
-			wantErr:  []string{"webhook empty", "Secret tc-system/empty", "empty"},
+			webhooks: []hook{{Name: "empty", URL: "https://ops.example.com/hooks", SecretRef: ref("empty")}},
+			wantErr:  []string{"channel empty", "Secret tc-system/empty", "empty"},
 		},
 		{
 			name:     "refuses a URL that does not parse, without quoting it",
-			webhooks: []v1alpha1.WebhookNotifications{{Name: "bad-url", URL: "https://user:tok3n@ops.example.com:tok3n/hooks", SecretRef: ref("ops")}},
-			wantErr:  []string{"webhook bad-url", "url does not parse"},
+			webhooks: []hook{{Name: "bad-url", URL: "https://user:tok3n@ops.example.com:tok3n/hooks", SecretRef: ref("ops")}},
+			wantErr:  []string{"channel bad-url", "url does not parse"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ns, err := notify.Build(t.Context(), v1alpha1.Notifications{Webhooks: tt.webhooks}, secrets)
+			ns, err := notify.Build(t.Context(), channels(tt.webhooks...), secrets)
 			if tt.wantErr != nil {
 				if err == nil {
 					t.Fatalf("Build succeeded with %d notifiers, want an error", len(ns))
@@ -686,4 +709,23 @@ func TestFactory(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hook is a webhook channel and the events a policy sends through it.
+type hook struct {
+	Name      string
+	URL       string
+	SecretRef v1alpha1.SecretKeySelector
+	Events    []v1alpha1.EventType
+}
+
+// channels are the webhook channels of hooks, as notify.Build takes them.
+func channels(hooks ...hook) []notify.Channel {
+	var out []notify.Channel
+	for _, h := range hooks {
+		out = append(out, notify.Channel{Name: h.Name, Events: h.Events, Spec: v1alpha1.NotificationChannelSpec{
+			Webhook: &v1alpha1.WebhookChannel{URL: h.URL, SecretRef: h.SecretRef},
+		}})
+	}
+	return out
 }

@@ -1,0 +1,351 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/match"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+)
+
+// channelsTTL is how long a policy's channels are reused before they are
+// built again, which picks up rotated Secrets. A change of a
+// NotificationChannel, or of the policy's labels, rebuilds them at once.
+const channelsTTL = time.Minute
+
+// channelSet is a policy's notifiers, by name, and its templates.
+type channelSet struct {
+	// names are, per recorded message type, the channels that carry it, or
+	// notify.EventsChannel when none does.
+	names     map[v1alpha1.EventType][]string
+	notifiers map[string]notify.Notifier
+	templates *notify.Templates
+	// emailDomains restricts the addresses an object's notify annotation
+	// may name: nil when some e-mail channel of the policy takes any.
+	emailDomains []string
+}
+
+// allowedEmailDomains is what ParseRecipients checks the notify annotation
+// against. Each e-mail channel checks its own domains again when it sends.
+func (s *channelSet) allowedEmailDomains() []string {
+	if s == nil {
+		return nil
+	}
+	return s.emailDomains
+}
+
+// Channels builds and caches each policy's channels.
+type Channels struct {
+	// Reader reads NotificationChannels: the manager's cache, which
+	// watches them.
+	Reader client.Reader
+	// Secrets reads the channels' credentials and, through ConfigMaps when
+	// it has that method, their CA bundles.
+	Secrets notify.Secrets
+	Clock   clock.PassiveClock
+
+	mu    sync.Mutex
+	cache map[types.UID]cachedChannels
+	// building lets one caller at a time build: when a policy's set
+	// expires, every worker misses it at once, and each would otherwise
+	// read the Secrets and parse the templates again.
+	building sync.Mutex
+}
+
+type cachedChannels struct {
+	generation int64
+	// inputs says which channels, at which resourceVersions, and which
+	// policy labels the set was built from.
+	inputs string
+	built  time.Time
+	set    *channelSet
+	err    error
+}
+
+// channelError says why a policy cannot use its channels, with the reason
+// its Ready condition gives.
+type channelError struct {
+	reason string
+	err    error
+}
+
+func (e *channelError) Error() string { return e.err.Error() }
+func (e *channelError) Unwrap() error { return e.err }
+
+// channelReason is the Ready reason for err, an error of Channels.get.
+func channelReason(err error) string {
+	if ce, ok := errors.AsType[*channelError](err); ok {
+		return ce.reason
+	}
+	return v1alpha1.ReasonChannelsNotReady
+}
+
+// get returns the channels policy p names. Its error says what is wrong
+// with them, without secrets.
+func (c *Channels) get(ctx context.Context, p *v1alpha1.TimeoutPolicy) (*channelSet, error) {
+	now := c.Clock.Now()
+	chans, inputs, err := c.lookup(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := c.cached(p, inputs, now); ok {
+		return e.set, e.err
+	}
+	c.building.Lock()
+	defer c.building.Unlock()
+	// Built by another caller while this one waited.
+	if e, ok := c.cached(p, inputs, now); ok {
+		return e.set, e.err
+	}
+
+	set, err := c.build(ctx, p, chans)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cache == nil {
+		c.cache = map[types.UID]cachedChannels{}
+	}
+	c.cache[p.UID] = cachedChannels{generation: p.Generation, inputs: inputs, built: now, set: set, err: err}
+	return set, err
+}
+
+func (c *Channels) cached(p *v1alpha1.TimeoutPolicy, inputs string, now time.Time) (cachedChannels, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.cache[p.UID]
+	return e, ok && e.generation == p.Generation && e.inputs == inputs && now.Sub(e.built) < channelsTTL
+}
+
+// lookup reads the NotificationChannels p names. A channel that is missing
+// makes the policy unusable, like one it may not use: the controller never
+// falls back to sending somewhere else.
+func (c *Channels) lookup(ctx context.Context, p *v1alpha1.TimeoutPolicy) ([]*v1alpha1.NotificationChannel, string, error) {
+	refs := p.Spec.Notifications.Channels
+	if len(refs) == 0 {
+		return nil, "", nil
+	}
+	if c.Reader == nil {
+		return nil, "", errors.New("the controller reads no NotificationChannels")
+	}
+	var (
+		out     []*v1alpha1.NotificationChannel
+		missing []string
+		inputs  strings.Builder
+	)
+	for _, ref := range refs {
+		ch := &v1alpha1.NotificationChannel{}
+		if err := c.Reader.Get(ctx, types.NamespacedName{Name: ref.Name}, ch); err != nil {
+			if apierrors.IsNotFound(err) {
+				missing = append(missing, ref.Name)
+				continue
+			}
+			return nil, "", fmt.Errorf("read NotificationChannel %s: %w", ref.Name, err)
+		}
+		out = append(out, ch)
+		fmt.Fprintf(&inputs, "%s=%s,", ch.Name, ch.ResourceVersion)
+	}
+	if len(missing) > 0 {
+		return nil, "", &channelError{reason: v1alpha1.ReasonChannelNotFound,
+			err: fmt.Errorf("NotificationChannel %s does not exist", strings.Join(missing, ", "))}
+	}
+	inputs.WriteString(labels.Set(p.Labels).String())
+	return out, inputs.String(), nil
+}
+
+// build checks that p may use each of its channels the way it asks to and
+// builds their notifiers.
+func (c *Channels) build(ctx context.Context, p *v1alpha1.TimeoutPolicy, chans []*v1alpha1.NotificationChannel) (*channelSet, error) {
+	templates, err := notify.NewTemplates(p.Spec.Notifications.Templates)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		resolved []notify.Channel
+		refused  []error
+		errs     []error
+		domains  []string
+		anyEmail bool
+		open     bool
+	)
+	for i, ref := range p.Spec.Notifications.Channels {
+		ch := chans[i]
+		if err := permits(ch, p, ref); err != nil {
+			refused = append(refused, err)
+			continue
+		}
+		tc, err := channelTLS(ctx, ch, c.Secrets)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("channel %s: %w", ch.Name, err))
+			continue
+		}
+		if ch.Spec.Email != nil {
+			anyEmail = true
+			open = open || len(ch.Spec.AllowedEmailDomains) == 0
+			domains = append(domains, ch.Spec.AllowedEmailDomains...)
+		}
+		resolved = append(resolved, notify.Channel{Name: ch.Name, Spec: ch.Spec, Events: ref.Events, To: ref.To, TLS: tc})
+	}
+	if len(refused) > 0 {
+		return nil, &channelError{reason: v1alpha1.ReasonChannelRefused, err: errors.Join(refused...)}
+	}
+	notifiers, err := notify.Build(ctx, resolved, c.Secrets)
+	if err := errors.Join(append(errs, err)...); err != nil {
+		return nil, err
+	}
+	set := &channelSet{names: map[v1alpha1.EventType][]string{}, notifiers: map[string]notify.Notifier{}, templates: templates}
+	if anyEmail && !open {
+		set.emailDomains = slices.Compact(slices.Sorted(slices.Values(domains)))
+	}
+	for _, n := range notifiers {
+		set.notifiers[n.Name()] = n
+	}
+	// Only a channel that carries reminders can give notice, and a message
+	// counts as delivered once the channels that carry it took it. These
+	// are the names notify.ChannelNames plans with (the plugin does).
+	for _, t := range notify.Recorded {
+		for _, n := range notifiers {
+			if n.Accepts(t) {
+				set.names[t] = append(set.names[t], n.Name())
+			}
+		}
+		if len(set.names[t]) == 0 {
+			set.names[t] = []string{notify.EventsChannel}
+		}
+	}
+	return set, nil
+}
+
+// permits reports why channel ch refuses to be used by policy p as ref
+// asks, or nil.
+func permits(ch *v1alpha1.NotificationChannel, p *v1alpha1.TimeoutPolicy, ref v1alpha1.ChannelReference) error {
+	if ch.Spec.PolicySelector != nil {
+		sel, err := match.Selector(ch.Spec.PolicySelector)
+		if err != nil {
+			return fmt.Errorf("NotificationChannel %s: spec.policySelector: %w", ch.Name, err)
+		}
+		if !sel.Matches(labels.Set(p.Labels)) {
+			return fmt.Errorf("NotificationChannel %s does not let policy %s use it: its policySelector does not match the policy's labels", ch.Name, p.Name)
+		}
+	}
+	if len(ref.To) > 0 && ch.Spec.Email == nil {
+		return fmt.Errorf("NotificationChannel %s is not an e-mail channel; to is only for e-mail channels", ch.Name)
+	}
+	for _, a := range ref.To {
+		if !notify.AddressAllowed(a, ch.Spec.AllowedEmailDomains) {
+			return fmt.Errorf("NotificationChannel %s does not send to %q: it is outside the channel's allowed domains (%s)",
+				ch.Name, a, strings.Join(ch.Spec.AllowedEmailDomains, ", "))
+		}
+	}
+	return nil
+}
+
+// configMapReader reads keys of ConfigMaps; the controller's secretReader does.
+type configMapReader interface {
+	ConfigMap(ctx context.Context, namespace, name, key string) ([]byte, error)
+}
+
+// channelTLS is how channel ch verifies its server, or nil for the
+// defaults. Its CA bundle is trusted for this channel only.
+func channelTLS(ctx context.Context, ch *v1alpha1.NotificationChannel, secrets notify.Secrets) (*tls.Config, error) {
+	spec := ch.Spec.TLS
+	if spec == nil {
+		return nil, nil
+	}
+	tc := &tls.Config{ServerName: spec.ServerName, MinVersion: tls.VersionTLS12}
+	// Only the administrator who owns the channel can set this, and the
+	// channel then says so in its Insecure condition.
+	tc.InsecureSkipVerify = spec.InsecureSkipVerify //nolint:gosec // explicit, per channel, reported
+	b := spec.CABundle
+	if b == nil {
+		return tc, nil
+	}
+	var (
+		pem   []byte
+		where string
+		err   error
+	)
+	switch {
+	case b.ConfigMapRef != nil:
+		r := b.ConfigMapRef
+		where = fmt.Sprintf("ConfigMap %s/%s key %q", r.Namespace, r.Name, r.Key)
+		cm, ok := secrets.(configMapReader)
+		if !ok {
+			return nil, fmt.Errorf("CA bundle from %s: the controller reads no ConfigMaps", where)
+		}
+		pem, err = cm.ConfigMap(ctx, r.Namespace, r.Name, r.Key)
+	case b.SecretRef != nil:
+		r := b.SecretRef
+		where = fmt.Sprintf("Secret %s/%s key %q", r.Namespace, r.Name, r.Key)
+		pem, err = secrets.Get(ctx, r.Namespace, r.Name, r.Key)
+	default:
+		return nil, errors.New("tls.caBundle names neither a ConfigMap nor a Secret")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("CA bundle from %s: %w", where, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("CA bundle in %s holds no PEM certificate", where)
+	}
+	tc.RootCAs = pool
+	return tc, nil
+}
+
+// secretReader reads Secrets, and the ConfigMaps that hold CA bundles,
+// straight from the API server: the controller neither caches nor watches
+// them, so it needs get on the named ones only. With a namespace set, it
+// reads nothing outside it.
+type secretReader struct {
+	reader    client.Reader
+	namespace string
+}
+
+func (s secretReader) Get(ctx context.Context, namespace, name, key string) ([]byte, error) {
+	if s.namespace != "" && namespace != s.namespace {
+		return nil, fmt.Errorf("secret %s/%s is outside namespace %s, the only one this controller reads Secrets from", namespace, name, s.namespace)
+	}
+	secret := &corev1.Secret{}
+	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, secret); err != nil {
+		return nil, fmt.Errorf("read Secret %s/%s: %w", namespace, name, err)
+	}
+	v, ok := secret.Data[key]
+	if !ok {
+		return nil, fmt.Errorf("secret %s/%s has no key %q", namespace, name, key)
+	}
+	return v, nil
+}
+
+// ConfigMap returns the value of key in ConfigMap namespace/name.
+func (s secretReader) ConfigMap(ctx context.Context, namespace, name, key string) ([]byte, error) {
+	if s.namespace != "" && namespace != s.namespace {
+		return nil, fmt.Errorf("configmap %s/%s is outside namespace %s, the only one this controller reads CA bundles from", namespace, name, s.namespace)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := s.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, cm); err != nil {
+		return nil, fmt.Errorf("read ConfigMap %s/%s: %w", namespace, name, err)
+	}
+	if v, ok := cm.Data[key]; ok {
+		return []byte(v), nil
+	}
+	if v, ok := cm.BinaryData[key]; ok {
+		return v, nil
+	}
+	return nil, fmt.Errorf("configmap %s/%s has no key %q", namespace, name, key)
+}
