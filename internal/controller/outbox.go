@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -78,7 +80,9 @@ type outboxDeliverer struct {
 
 func (d outboxDeliverer) Deliver(ctx context.Context, policy string, msg notify.Message, names []string) (map[string]error, error) {
 	p := &v1alpha1.TimeoutPolicy{}
-	if err := d.reader.Get(ctx, types.NamespacedName{Name: policy}, p); err != nil {
+	if err := d.reader.Get(ctx, types.NamespacedName{Name: policy}, p); apierrors.IsNotFound(err) {
+		p = orphaned(policy, names)
+	} else if err != nil {
 		return nil, fmt.Errorf("get policy %s: %w", policy, err)
 	}
 	set, err := d.channels.get(ctx, p)
@@ -105,4 +109,20 @@ func (d outboxDeliverer) Deliver(ctx context.Context, policy string, msg notify.
 		results[name] = errors.New(text)
 	}
 	return results, nil
+}
+
+// orphaned stands in for a policy deleted after one of its objects was:
+// the messages still go out over the channels it named, with the default
+// templates and without the policy's own recipients. A channel that
+// restricts its users with a policySelector refuses the stand-in, which
+// has no labels.
+func orphaned(policy string, channels []string) *v1alpha1.TimeoutPolicy {
+	p := &v1alpha1.TimeoutPolicy{}
+	p.Name = policy
+	// Its own cache entry, apart from any live policy's.
+	p.UID = types.UID("deleted/" + policy + "/" + strings.Join(channels, ","))
+	for _, name := range channels {
+		p.Spec.Notifications.Channels = append(p.Spec.Notifications.Channels, v1alpha1.ChannelReference{Name: name})
+	}
+	return p
 }

@@ -263,7 +263,7 @@ func stageAcceptedOnce(h *History) []Violation {
 }
 
 // oneOffDelivered: every one-off message (expired, deleted, deletion
-// failed, would delete) that a channel refused reaches that channel once
+// failed) that a channel refused reaches that channel once
 // the channel has recovered for the delivery bound.
 func oneOffDelivered(h *History) []Violation {
 	if !h.Settled {
@@ -290,9 +290,12 @@ func oneOffDelivered(h *History) []Violation {
 	return out
 }
 
+// oneOffType reports whether messages of type t go out once, after the
+// fact; would-delete is recorded on the object and retried like a
+// reminder, as long as the rehearsal it reports still stands.
 func oneOffType(t v1alpha1.EventType) bool {
 	switch t {
-	case v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed:
+	case v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed, v1alpha1.EventWouldDelete:
 		return false
 	}
 	return true

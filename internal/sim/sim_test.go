@@ -191,7 +191,7 @@ var regressions = []struct {
 	schedule []Step
 }{
 	{
-		name: "an invalid selector does not hand its objects to a shorter-lived policy",
+		name:  "an invalid selector does not hand its objects to a shorter-lived policy",
 		check: "deletedOnlyWhenGoverned", schedule: []Step{ // seed 2030
 			{Kind: "policyCreate", Val: "ttl=1h,rem=5m,notice=0s,sel=b,prio=3,dry=0,cap=0", WaitMS: 900000},
 			{Kind: "create", Obj: 2, Val: "b", WaitMS: 1800000},
@@ -200,7 +200,7 @@ var regressions = []struct {
 		},
 	},
 	{
-		name: "an expired message refused during an outage reaches the channel after it",
+		name:  "an expired message refused during an outage reaches the channel after it",
 		check: "oneOffDelivered", schedule: []Step{ // seed 2019
 			{Kind: "policyCreate", Val: "ttl=2h,rem=5m,notice=0s,sel=,prio=2,dry=0,cap=0", WaitMS: 30000},
 			{Kind: "create", Obj: 1, Val: "a;ttl=20m", WaitMS: 200},
@@ -219,14 +219,14 @@ var regressions = []struct {
 		},
 	},
 	{
-		name: "every deletion has an intent and an outcome on the audit trail",
+		name:  "every deletion has an intent and an outcome on the audit trail",
 		check: "auditIntentAndOutcome", schedule: []Step{ // seed 1000
 			{Kind: "policyCreate", Val: "ttl=2h,rem=20m,notice=0s,sel=,prio=2,dry=0,cap=0", WaitMS: 1000},
 			{Kind: "create", Obj: 4, Val: "a;expires-at=+25m", WaitMS: 300000},
 		},
 	},
 	{
-		name: "a policy edit that shortens the lifetime does not delete before the time a reminder gave",
+		name:  "a policy edit that shortens the lifetime does not delete before the time a reminder gave",
 		check: "notBeforeAnnounced", schedule: []Step{ // seed 2025
 			{Kind: "policyCreate", Val: "ttl=1h,rem=20m,notice=0s,sel=,prio=3,dry=0,cap=0", WaitMS: 1000},
 			{Kind: "create", Obj: 1, Val: "a", WaitMS: 2700000},
