@@ -44,6 +44,9 @@ func (k Key) String() string {
 	return k.GVK.Kind + "/" + k.NamespacedName.String()
 }
 
+// outboxKind is the kind the outbox keeps its entries in.
+var outboxKind = schema.GroupKind{Kind: "ConfigMap"}
+
 // conflictRetry is how soon an object is looked at again after a delete
 // lost a race with a write to it.
 const conflictRetry = 100 * time.Millisecond
@@ -240,6 +243,11 @@ func (ev *evaluation) plan() expiry.Plan {
 // returns nil when no valid policy governs obj, which is then left alone.
 func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) (*evaluation, error) {
 	gvk := key.GVK
+	if gvk.GroupKind() == outboxKind && obj.Labels[outbox.LabelEntry] == "true" {
+		// The outbox's own entries: a policy on ConfigMaps that selects
+		// them must not delete the messages they hold.
+		return nil, nil
+	}
 	var policies v1alpha1.TimeoutPolicyList
 	// Read only: the evaluation keeps pointers into the list, and nothing
 	// changes them.

@@ -92,3 +92,19 @@ func TestADeleteThatFailsLeavesNoOutboxEntry(t *testing.T) {
 		})
 	}
 }
+
+// A policy on ConfigMaps whose selector takes in the outbox's own entries
+// leaves them alone: deleting one would lose the messages it holds.
+func TestAPolicyOnConfigMapsNeverDeletesTheOutboxEntries(t *testing.T) {
+	entry := newConfigMap("timeout-outbox-uid-gone", ttl("10m"), func(cm *corev1.ConfigMap) {
+		cm.Namespace = "timeout-system"
+		cm.Labels = map[string]string{outbox.LabelEntry: "true"}
+	})
+	h := newHarness(t, t0.Add(time.Hour), newPolicy("everything"), entry)
+	if _, err := h.reconcile(entry); err != nil {
+		t.Fatal(err)
+	}
+	if h.stored(entry) == nil {
+		t.Fatal("an outbox entry was deleted under a policy on ConfigMaps")
+	}
+}
