@@ -175,3 +175,44 @@ func TestGoingLiveOwesTheMinimumNoticeFromThen(t *testing.T) {
 		})
 	}
 }
+
+// A reminder told people the object goes at its expiry; then the lifetime
+// is shortened (a policy edit, an annotation) to a time already past. The
+// object is not deleted before the time people were given, whatever the
+// minimum notice, and the shortened record still owes its own notice.
+func TestAShorteningNeverDeletesBeforeATimeAMessageGave(t *testing.T) {
+	for _, notice := range []time.Duration{0, time.Hour} {
+		t.Run("minimum notice "+FormatDuration(notice), func(t *testing.T) {
+			s := Schedule{DefaultTTL: 14 * Day, Reminders: []time.Duration{3 * Day}, MinimumNotice: notice}
+			remindedAt := expires.Add(-3 * Day)
+			rec := (*Record)(nil).For(expires, created, remindedAt)
+			rec.Delivered(StageKey(3*Day), true, people, remindedAt)
+			rec.Announce(expires)
+
+			shortened := created.Add(Day)
+			var deletedAt time.Time
+			for now := remindedAt.Add(time.Minute); now.Before(expires.Add(2 * Day)); now = now.Add(time.Minute) {
+				rec = rec.For(shortened, created, now)
+				p := Next(Input{Life: Lifetime{ExpiresAt: shortened}, Schedule: s, Record: rec, Channels: toAll(people), Now: now})
+				if p.Action == Delete {
+					deletedAt = now
+					break
+				}
+				if p.Action == Notify {
+					rec = rec.Clone()
+					rec.Delivered(p.Key, p.Event == v1alpha1.EventReminder, p.Channels, now)
+					rec.Announce(p.At)
+				}
+			}
+			if deletedAt.IsZero() {
+				t.Fatal("never deleted")
+			}
+			if deletedAt.Before(expires) {
+				t.Errorf("deleted at %s, before %s, the time the reminder gave", deletedAt, expires)
+			}
+			if deletedAt.After(expires.Add(notice + time.Minute)) {
+				t.Errorf("deleted at %s, later than the time given plus the notice", deletedAt)
+			}
+		})
+	}
+}
