@@ -153,14 +153,25 @@ func TestAdmissionPolicyMatchesParsers(t *testing.T) {
 		}
 	})
 
-	t.Run("checks neither the controller's record nor the legacy ttl", func(t *testing.T) {
+	t.Run("checks no value of the legacy ttl, and of the record only who writes it", func(t *testing.T) {
 		p := admissionPolicy(t)
+		recordRules := 0
 		for _, v := range p.Spec.Validations {
-			for _, s := range []string{"'" + AnnotationReminders + "'", "'" + AnnotationLegacyTTL + "'"} {
-				if strings.Contains(v.Expression, s) {
-					t.Errorf("%s has a rule on %s:\n%s", admissionPolicyPath, s, v.Expression)
-				}
+			if strings.Contains(v.Expression, "'"+AnnotationLegacyTTL+"'") {
+				t.Errorf("%s has a rule on %s:\n%s", admissionPolicyPath, AnnotationLegacyTTL, v.Expression)
 			}
+			if !strings.Contains(v.Expression, "'"+AnnotationReminders+"'") {
+				continue
+			}
+			// The record is the controller's: the one rule on it says who
+			// may change it, never what it holds.
+			recordRules++
+			if !strings.HasPrefix(v.Expression, "request.userInfo.username == ") {
+				t.Errorf("%s has a rule on the value of %s:\n%s", admissionPolicyPath, AnnotationReminders, v.Expression)
+			}
+		}
+		if recordRules != 1 {
+			t.Errorf("%s has %d rules on %s, want the one that keeps it to the controller", admissionPolicyPath, recordRules, AnnotationReminders)
 		}
 		for _, v := range p.Spec.Variables {
 			if v.Name != "knownKeys" && strings.Contains(v.Expression, "'"+AnnotationReminders+"'") {

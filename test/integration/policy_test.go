@@ -241,6 +241,10 @@ func TestAnInvalidPolicyKeepsItsObjects(t *testing.T) {
 // the Playbook if it were handed on; it must be kept well past that.
 func TestAPolicyMadeInvalidKeepsItsObjects(t *testing.T) {
 	t.Parallel()
+	createChannel(t, "made-invalid-hook", v1alpha1.NotificationChannelSpec{Webhook: &v1alpha1.WebhookChannel{
+		URL:       "http://127.0.0.1:9/hook",
+		SecretRef: v1alpha1.SecretKeySelector{Namespace: "timeout-secrets", Name: "nowhere", Key: "key"},
+	}})
 	for i, tc := range []struct {
 		name, patch, reason, message string
 	}{
@@ -265,9 +269,8 @@ func TestAPolicyMadeInvalidKeepsItsObjects(t *testing.T) {
 			reason: v1alpha1.ReasonInvalidSpec, message: "spec.defaultTTL",
 		},
 		{
-			name: "a webhook whose signing key Secret is missing",
-			patch: `{"spec":{"notifications":{"webhooks":[{"name":"hook","url":"http://127.0.0.1:9/hook",` +
-				`"secretRef":{"namespace":"timeout-secrets","name":"nowhere","key":"key"}}]}}}`,
+			name:   "a webhook whose signing key Secret is missing",
+			patch:  `{"spec":{"notifications":{"channels":[{"name":"made-invalid-hook"}]}}}`,
 			reason: v1alpha1.ReasonChannelsNotReady, message: "timeout-secrets/nowhere",
 		},
 	} {
