@@ -406,17 +406,25 @@ func TestSecretsAndReferencesStayInTheReleaseNamespace(t *testing.T) {
 			if p == nil {
 				t.Fatal("no TimeoutPolicy playbooks rendered")
 			}
+			// The Secrets are named by the NotificationChannels the chart
+			// renders (cluster-scoped, so the reference carries the
+			// namespace) and by nothing else; the policy names none.
 			refs := 0
-			walk(p.Object["spec"], func(path string, m map[string]any) {
-				if strings.HasSuffix(path, "SecretRef") || strings.HasSuffix(path, "secretRef") {
-					refs++
-					if m["namespace"] != namespace {
-						t.Errorf("%s names namespace %v, want the release namespace %q", path, m["namespace"], namespace)
-					}
+			for _, o := range objs {
+				if o.GetKind() != "TimeoutPolicy" && o.GetKind() != "NotificationChannel" {
+					continue
 				}
-			})
+				walk(o.Object["spec"], func(path string, m map[string]any) {
+					if strings.HasSuffix(path, "SecretRef") || strings.HasSuffix(path, "secretRef") {
+						refs++
+						if m["namespace"] != namespace {
+							t.Errorf("%s %s: %s names namespace %v, want the release namespace %q", o.GetKind(), o.GetName(), path, m["namespace"], namespace)
+						}
+					}
+				})
+			}
 			if refs != v.secretRefs {
-				t.Errorf("the policy names %d Secrets, want %d", refs, v.secretRefs)
+				t.Errorf("the policy and its channels name %d Secrets, want %d", refs, v.secretRefs)
 			}
 		})
 	}
