@@ -359,6 +359,33 @@ func TestRBACEqualsTheGeneratedRoles(t *testing.T) {
 	}
 }
 
+func TestTheClusterRolesForPeopleAndPrometheusAreThoseOfConfig(t *testing.T) {
+	objs := objects(t, mustRender(t, valueSets[0]))
+	for _, file := range []string{"policy_author_role.yaml", "channel_admin_role.yaml", "metrics_reader_role.yaml"} {
+		t.Run(file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(root, "config", "rbac", file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := objects(t, data)
+			if len(want) != 1 || want[0].GetKind() != "ClusterRole" {
+				t.Fatalf("config/rbac/%s holds %d objects, want one ClusterRole", file, len(want))
+			}
+			// The default release is called timeout-controller, so the
+			// chart's names are config's.
+			o := find(objs, "ClusterRole", want[0].GetName())
+			if o == nil {
+				t.Fatalf("the chart renders no ClusterRole %s (config/rbac/%s has it)", want[0].GetName(), file)
+			}
+			if got, w := rules(t, o), rules(t, want[0]); !reflect.DeepEqual(got, w) {
+				g, _ := yaml.Marshal(got)
+				wy, _ := yaml.Marshal(w)
+				t.Errorf("the chart's ClusterRole %s differs from config/rbac/%s:\nchart:\n%s\nconfig:\n%s", o.GetName(), file, g, wy)
+			}
+		})
+	}
+}
+
 func TestCRDsAreCopiesOfConfig(t *testing.T) {
 	want, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
 	if err != nil {
