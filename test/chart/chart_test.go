@@ -359,6 +359,33 @@ func TestRBACEqualsTheGeneratedRoles(t *testing.T) {
 	}
 }
 
+func TestTheClusterRolesForPeopleAndPrometheusAreThoseOfConfig(t *testing.T) {
+	objs := objects(t, mustRender(t, valueSets[0]))
+	for _, file := range []string{"policy_author_role.yaml", "channel_admin_role.yaml", "metrics_reader_role.yaml"} {
+		t.Run(file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(root, "config", "rbac", file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := objects(t, data)
+			if len(want) != 1 || want[0].GetKind() != "ClusterRole" {
+				t.Fatalf("config/rbac/%s holds %d objects, want one ClusterRole", file, len(want))
+			}
+			// The default release is called timeout-controller, so the
+			// chart's names are config's.
+			o := find(objs, "ClusterRole", want[0].GetName())
+			if o == nil {
+				t.Fatalf("the chart renders no ClusterRole %s (config/rbac/%s has it)", want[0].GetName(), file)
+			}
+			if got, w := rules(t, o), rules(t, want[0]); !reflect.DeepEqual(got, w) {
+				g, _ := yaml.Marshal(got)
+				wy, _ := yaml.Marshal(w)
+				t.Errorf("the chart's ClusterRole %s differs from config/rbac/%s:\nchart:\n%s\nconfig:\n%s", o.GetName(), file, g, wy)
+			}
+		})
+	}
+}
+
 func TestCRDsAreCopiesOfConfig(t *testing.T) {
 	want, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
 	if err != nil {
@@ -406,17 +433,25 @@ func TestSecretsAndReferencesStayInTheReleaseNamespace(t *testing.T) {
 			if p == nil {
 				t.Fatal("no TimeoutPolicy playbooks rendered")
 			}
+			// The Secrets are named by the NotificationChannels the chart
+			// renders (cluster-scoped, so the reference carries the
+			// namespace) and by nothing else; the policy names none.
 			refs := 0
-			walk(p.Object["spec"], func(path string, m map[string]any) {
-				if strings.HasSuffix(path, "SecretRef") || strings.HasSuffix(path, "secretRef") {
-					refs++
-					if m["namespace"] != namespace {
-						t.Errorf("%s names namespace %v, want the release namespace %q", path, m["namespace"], namespace)
-					}
+			for _, o := range objs {
+				if o.GetKind() != "TimeoutPolicy" && o.GetKind() != "NotificationChannel" {
+					continue
 				}
-			})
+				walk(o.Object["spec"], func(path string, m map[string]any) {
+					if strings.HasSuffix(path, "SecretRef") || strings.HasSuffix(path, "secretRef") {
+						refs++
+						if m["namespace"] != namespace {
+							t.Errorf("%s %s: %s names namespace %v, want the release namespace %q", o.GetKind(), o.GetName(), path, m["namespace"], namespace)
+						}
+					}
+				})
+			}
 			if refs != v.secretRefs {
-				t.Errorf("the policy names %d Secrets, want %d", refs, v.secretRefs)
+				t.Errorf("the policy and its channels name %d Secrets, want %d", refs, v.secretRefs)
 			}
 		})
 	}
