@@ -326,3 +326,59 @@ func FuzzParseRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestRecordForReturningExpiry follows an expiry that policy edits move
+// away and back: what was delivered about it stays delivered.
+func TestRecordForReturningExpiry(t *testing.T) {
+	later, earlier := expires.Add(Week), expires.Add(-Day)
+	tests := []struct {
+		name string
+		// moves are the expiries For is called with, one hour apart,
+		// starting from a record for expires whose 3d reminder reached
+		// email and slack.
+		moves []time.Time
+		// delivered is what the last record counts as delivered.
+		delivered map[string][]string
+		notice    bool
+	}{
+		{name: "counts the stages of an expiry moved later and back as delivered",
+			moves: []time.Time{later, expires}, delivered: map[string][]string{"3d": people}, notice: true},
+		{name: "counts the stages of an expiry moved earlier and back as delivered",
+			moves: []time.Time{earlier, expires}, delivered: map[string][]string{"3d": people}, notice: true},
+		{name: "remembers an expiry across several others",
+			moves: []time.Time{later, earlier, expires.Add(2 * Week), expires}, delivered: map[string][]string{"3d": people}, notice: true},
+		{name: "forgets an expiry beyond the last four",
+			moves: []time.Time{later, expires.Add(2 * Week), expires.Add(3 * Week), expires.Add(4 * Week), expires.Add(5 * Week), expires}, delivered: map[string][]string{}},
+		{name: "counts nothing as delivered for an expiry never seen",
+			moves: []time.Time{later, expires.Add(2 * Week)}, delivered: map[string][]string{"extended": people}, notice: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := sent(fresh(), "3d", expires.Add(-3*Day), people...)
+			now := expires.Add(-3 * Day)
+			for _, at := range tt.moves {
+				now = now.Add(time.Hour)
+				rec = rec.For(at, created, now)
+				// Each new expiry is announced to everyone it concerns.
+				if !rec.ExtendedFrom.IsZero() {
+					rec.Delivered(KeyExtended, false, people, now)
+				}
+			}
+			got := map[string][]string{}
+			for k, d := range rec.Sent {
+				got[k] = d.Channels
+			}
+			if len(got) != len(tt.delivered) {
+				t.Fatalf("delivered %v, want %v", got, tt.delivered)
+			}
+			for k, want := range tt.delivered {
+				if !slices.Equal(got[k], want) {
+					t.Errorf("delivered %v, want %v", got, tt.delivered)
+				}
+			}
+			if rec.NoticeAt.IsZero() == tt.notice {
+				t.Errorf("NoticeAt = %v, want notice %v", rec.NoticeAt, tt.notice)
+			}
+		})
+	}
+}
