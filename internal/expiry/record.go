@@ -102,12 +102,15 @@ type Earlier struct {
 }
 
 // The bounds of Record.Earlier. Four expiries cover a policy edit undone,
-// and a few more, while the annotation stays small: a channel name may be
-// 253 characters, and ten channels for eleven messages would make one
-// entry about 28 KiB.
+// and a few more; the size keeps the annotation far below the API server's
+// 256 KiB for all of an object's annotations. Channels with ordinary names
+// take about 1 KiB an expiry; ten channels with the longest names (253
+// characters) for eleven messages take about 28 KiB, so that then only
+// the latest earlier expiry is remembered, and the whole record stays
+// under 72 KiB.
 const (
 	MaxEarlier     = 4
-	MaxEarlierSize = 16 << 10
+	MaxEarlierSize = 32 << 10
 )
 
 // Warnings said once per expiry.
