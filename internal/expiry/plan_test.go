@@ -4,6 +4,8 @@
 package expiry
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -325,4 +327,139 @@ func FuzzParseRecord(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRecordForReturningExpiry follows an expiry that policy edits move
+// away and back: what was delivered about it stays delivered.
+func TestRecordForReturningExpiry(t *testing.T) {
+	later, earlier := expires.Add(Week), expires.Add(-Day)
+	tests := []struct {
+		name string
+		// moves are the expiries For is called with, one hour apart,
+		// starting from a record for expires whose 3d reminder reached
+		// email and slack.
+		moves []time.Time
+		// delivered is what the last record counts as delivered.
+		delivered map[string][]string
+		notice    bool
+	}{
+		{name: "counts the stages of an expiry moved later and back as delivered",
+			moves: []time.Time{later, expires}, delivered: map[string][]string{"3d": people}, notice: true},
+		{name: "counts the stages of an expiry moved earlier and back as delivered",
+			moves: []time.Time{earlier, expires}, delivered: map[string][]string{"3d": people}, notice: true},
+		{name: "remembers an expiry across several others",
+			moves: []time.Time{later, earlier, expires.Add(2 * Week), expires}, delivered: map[string][]string{"3d": people}, notice: true},
+		{name: "forgets an expiry beyond the last four",
+			moves: []time.Time{later, expires.Add(2 * Week), expires.Add(3 * Week), expires.Add(4 * Week), expires.Add(5 * Week), expires}, delivered: map[string][]string{}},
+		{name: "counts nothing as delivered for an expiry never seen",
+			moves: []time.Time{later, expires.Add(2 * Week)}, delivered: map[string][]string{"extended": people}, notice: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := sent(fresh(), "3d", expires.Add(-3*Day), people...)
+			now := expires.Add(-3 * Day)
+			for _, at := range tt.moves {
+				now = now.Add(time.Hour)
+				rec = rec.For(at, created, now)
+				// Each new expiry is announced to everyone it concerns.
+				if !rec.ExtendedFrom.IsZero() {
+					rec.Delivered(KeyExtended, false, people, now)
+				}
+			}
+			got := map[string][]string{}
+			for k, d := range rec.Sent {
+				got[k] = d.Channels
+			}
+			if len(got) != len(tt.delivered) {
+				t.Fatalf("delivered %v, want %v", got, tt.delivered)
+			}
+			for k, want := range tt.delivered {
+				if !slices.Equal(got[k], want) {
+					t.Errorf("delivered %v, want %v", got, tt.delivered)
+				}
+			}
+			if rec.NoticeAt.IsZero() == tt.notice {
+				t.Errorf("NoticeAt = %v, want notice %v", rec.NoticeAt, tt.notice)
+			}
+		})
+	}
+}
+
+func TestRecordForReturningExtension(t *testing.T) {
+	later := expires.Add(Week)
+	rec := sent(fresh(), "3d", expires.Add(-3*Day), people...)
+	now := expires.Add(-2 * Day)
+	rec = sent(rec.For(later, created, now), KeyExtended, now, people...)
+	rec = sent(rec, "3d", later.Add(-3*Day), "email")
+	announced := rec.Announced
+
+	t.Run("does not announce the same extension again", func(t *testing.T) {
+		back := rec.For(expires, created, now.Add(time.Hour)).For(later, created, now.Add(2*time.Hour))
+		if !back.ExtendedFrom.Equal(expires) || !slices.Equal(back.Sent[KeyExtended].Channels, people) ||
+			!slices.Equal(back.Sent["3d"].Channels, []string{"email"}) || !back.Announced.Equal(announced) {
+			t.Errorf("For(later again) = %s", back)
+		}
+	})
+	t.Run("announces an extension from another expiry", func(t *testing.T) {
+		other := sent(rec.For(expires.Add(Day), created, now.Add(time.Hour)), "3d", now.Add(time.Hour), "slack")
+		back := other.For(later, created, now.Add(2*time.Hour))
+		if !back.ExtendedFrom.Equal(expires.Add(Day)) || len(back.Sent[KeyExtended].Channels) != 0 ||
+			!slices.Equal(back.Sent["3d"].Channels, []string{"email"}) {
+			t.Errorf("For(later from another expiry) = %s", back)
+		}
+	})
+}
+
+// TestRecordSize measures the annotation for the largest records a policy
+// allows: ten reminders, every message, ten channels, moved through more
+// expiries than it remembers.
+func TestRecordSize(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		channel string
+		earlier int
+		most    int
+	}{
+		{name: "channels with the longest names", channel: "%0253d", earlier: 1, most: 72 << 10},
+		{name: "channels with ordinary names", channel: "team-%d-slack", earlier: MaxEarlier, most: 16 << 10},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var channels []string
+			for i := range 10 {
+				channels = append(channels, fmt.Sprintf(tt.channel, i))
+			}
+			rec := worstRecord(channels)
+			earlier, err := json.Marshal(rec.Earlier)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(earlier) > MaxEarlierSize || len(rec.Earlier) != tt.earlier {
+				t.Errorf("%d earlier expiries take %d bytes, want %d within %d", len(rec.Earlier), len(earlier), tt.earlier, MaxEarlierSize)
+			}
+			size := len(rec.String())
+			if size > tt.most {
+				t.Errorf("the record takes %d bytes, want at most %d", size, tt.most)
+			}
+			t.Logf("the record takes %d bytes, %d of them for %d earlier expiries", size, len(earlier), len(rec.Earlier))
+		})
+	}
+}
+
+// worstRecord is a record whose every message reached channels under each
+// of more expiries than it remembers.
+func worstRecord(channels []string) *Record {
+	keys := []string{KeyExtended, KeyPostponed, KeyWouldDelete, KeyLive}
+	for i := range 10 {
+		keys = append(keys, StageKey(time.Duration(i+1)*time.Hour))
+	}
+	rec := fresh()
+	now := created
+	for i := range 2 * MaxEarlier {
+		now = now.Add(time.Hour)
+		rec = rec.For(expires.Add(time.Duration(i+1)*Day), created, now)
+		for _, k := range keys {
+			rec.Delivered(k, IsStage(k), channels, now)
+		}
+	}
+	return rec
 }

@@ -78,7 +78,40 @@ type Record struct {
 	// ReportDeletionFailed, ReportArchiveFailed, FailedReport) to when it
 	// was said, so that a restart does not say it again.
 	Reported map[string]time.Time `json:"reported,omitempty"`
+	// Earlier are the latest earlier expiries that messages were delivered
+	// about, newest first: when a policy edit moves the expiry back to one
+	// of them, its reminders are not sent again. At most MaxEarlier, and
+	// only while they fit in MaxEarlierSize; an expiry that comes back
+	// after it was dropped gets its reminders again, with the same
+	// message IDs.
+	Earlier []Earlier `json:"earlier,omitempty"`
 }
+
+// Earlier is what was delivered about an expiry that is no longer the
+// current one.
+type Earlier struct {
+	ExpiresAt time.Time `json:"expiresAt"`
+	// NoticeAt is when a reminder about this expiry first reached someone.
+	NoticeAt time.Time `json:"noticeAt,omitzero"`
+	// ExtendedFrom is the expiry the extension message about this one
+	// announced it was extended from.
+	ExtendedFrom time.Time `json:"extendedFrom,omitzero"`
+	// Sent are the reminder stages and the extension message delivered
+	// about this expiry, as in Record.Sent.
+	Sent map[string]Delivery `json:"sent"`
+}
+
+// The bounds of Record.Earlier. Four expiries cover a policy edit undone,
+// and a few more; the size keeps the annotation far below the API server's
+// 256 KiB for all of an object's annotations. Channels with ordinary names
+// take about 1 KiB an expiry; ten channels with the longest names (253
+// characters) for eleven messages take about 28 KiB, so that then only
+// the latest earlier expiry is remembered, and the whole record stays
+// under 72 KiB.
+const (
+	MaxEarlier     = 4
+	MaxEarlierSize = 32 << 10
+)
 
 // Warnings said once per expiry.
 const (
@@ -131,13 +164,28 @@ func (r *Record) Clone() *Record {
 		return nil
 	}
 	c := *r
-	c.Sent = make(map[string]Delivery, len(r.Sent))
-	for k, d := range r.Sent {
-		d.Channels = slices.Clone(d.Channels)
-		c.Sent[k] = d
+	c.Sent = cloneSent(r.Sent)
+	if c.Sent == nil {
+		c.Sent = map[string]Delivery{}
 	}
 	c.Reported = maps.Clone(r.Reported)
+	c.Earlier = slices.Clone(r.Earlier)
+	for i := range c.Earlier {
+		c.Earlier[i].Sent = cloneSent(r.Earlier[i].Sent)
+	}
 	return &c
+}
+
+func cloneSent(sent map[string]Delivery) map[string]Delivery {
+	if sent == nil {
+		return nil
+	}
+	c := make(map[string]Delivery, len(sent))
+	for k, d := range sent {
+		d.Channels = slices.Clone(d.Channels)
+		c[k] = d
+	}
+	return c
 }
 
 // String is the annotation value.
@@ -153,8 +201,94 @@ func (r *Record) String() string {
 // been given, stages that fell due before the extension are not caught up,
 // and until it has, notice owed stays owed. An earlier one starts afresh
 // from the object's creation: notice of a later date is no notice of an
-// earlier one.
+// earlier one. An expiry the record remembers (Earlier) gets back the
+// reminders delivered about it, and the notice they gave, so that moving
+// the expiry away and back never repeats a stage; its extension message
+// too, when it would announce the same extension.
 func (r *Record) For(at, created, now time.Time) *Record {
+	next := r.moveTo(at, created, now)
+	if next == r || r == nil || r.ExpiresAt.IsZero() {
+		return next
+	}
+	next.Earlier = r.remember(at)
+	for _, e := range r.Earlier {
+		if e.ExpiresAt.Equal(at) {
+			next.restore(e)
+		}
+	}
+	return next
+}
+
+// remember returns Earlier with the record's own expiry put first, without
+// the expiry at (which becomes the current one again), within the bounds.
+func (r *Record) remember(at time.Time) []Earlier {
+	var out []Earlier
+	if own := r.delivered(); len(own.Sent) > 0 {
+		out = append(out, own)
+	}
+	for _, e := range r.Earlier {
+		if !e.ExpiresAt.Equal(at) && !e.ExpiresAt.Equal(r.ExpiresAt) {
+			out = append(out, Earlier{ExpiresAt: e.ExpiresAt, NoticeAt: e.NoticeAt, ExtendedFrom: e.ExtendedFrom, Sent: cloneSent(e.Sent)})
+		}
+	}
+	out = out[:min(len(out), MaxEarlier)]
+	for len(out) > 0 {
+		if b, _ := json.Marshal(out); len(b) <= MaxEarlierSize {
+			break
+		}
+		out = out[:len(out)-1]
+	}
+	return out
+}
+
+// delivered is what was delivered about the record's expiry, as an entry
+// of Earlier: the reminders and the extension message, the messages that
+// are said once per expiry and that its return must not repeat.
+func (r *Record) delivered() Earlier {
+	e := Earlier{ExpiresAt: r.ExpiresAt, ExtendedFrom: r.ExtendedFrom, Sent: map[string]Delivery{}}
+	for k, d := range r.Sent {
+		if IsStage(k) || k == KeyExtended {
+			d.Channels = slices.Clone(d.Channels)
+			e.Sent[k] = d
+		}
+	}
+	if hasStage(e.Sent) {
+		e.NoticeAt = r.NoticeAt
+	}
+	return e
+}
+
+func hasStage(sent map[string]Delivery) bool {
+	for k := range sent {
+		if IsStage(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// restore counts what was delivered about the returning expiry e as
+// delivered. The extension message counts only when it announced the same
+// extension; the notice is the earliest either record knows of, since a
+// reminder about this very date reached people then.
+func (r *Record) restore(e Earlier) {
+	for k, d := range e.Sent {
+		if k == KeyExtended && (r.ExtendedFrom.IsZero() || !r.ExtendedFrom.Equal(e.ExtendedFrom)) {
+			continue
+		}
+		if r.Sent == nil {
+			r.Sent = map[string]Delivery{}
+		}
+		d.Channels = slices.Clone(d.Channels)
+		r.Sent[k] = d
+	}
+	if !e.NoticeAt.IsZero() && (r.NoticeAt.IsZero() || e.NoticeAt.Before(r.NoticeAt)) {
+		r.NoticeAt = e.NoticeAt
+	}
+}
+
+// moveTo is For without the memory of earlier expiries.
+func (r *Record) moveTo(at, created, now time.Time) *Record {
 	switch {
 	case r == nil || r.ExpiresAt.IsZero():
 		// No record, or one that says nothing (an edited annotation): as

@@ -19,9 +19,7 @@ import (
 // on main yet, each with the defect's number: the fixed-seed run must pass
 // today and keep passing. Empty it as the fixes land; the known-defect
 // table below shows what each one found.
-var disabled = map[string]string{
-	"stageAcceptedOnce": "known limit: an expiry that a policy edit moves away and back gets its reminders again, with the same message id (the record keeps the current expiry only)",
-}
+var disabled = map[string]string{}
 
 // run plays steps in a new world and returns the first violations and
 // the step after which they showed (len(steps) for the settling phase).
@@ -234,7 +232,7 @@ var regressions = []struct {
 		},
 	},
 	{
-		name: "a reminder stage is not sent twice when a policy edit moves the expiry away and back", knownDefect: "new: the record keeps the current expiry only",
+		name:  "a reminder stage is not sent twice when a policy edit moves the expiry away and back",
 		check: "stageAcceptedOnce", schedule: []Step{ // seed 380
 			{Kind: "policyCreate", Val: "ttl=10m,rem=20m;5m,notice=10m,sel=a,prio=4,dry=1,cap=0", WaitMS: 1000},
 			{Kind: "create", Obj: 1, Val: "a"},
