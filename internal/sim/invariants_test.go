@@ -161,17 +161,21 @@ func notBeforeExpiry(h *History) []Violation {
 	return out
 }
 
-// announcedFor is the latest deletion time any accepted message or Event
-// gave for uid since its expiry was last set by hand.
-func announcedFor(h *History, uid types.UID, since time.Time) time.Time {
+// announcedFor is the latest deletion time a message or Event gave for
+// uid, whatever expiry it was about: the controller keeps it across
+// changes of expiry and never deletes before it. Only messages the
+// controller learned were accepted count (one accepted but reset is the
+// at-least-once edge: it may be sent again, never counted), and a
+// would-delete message gives no deletion time.
+func announcedFor(h *History, uid types.UID) time.Time {
 	var latest time.Time
 	for _, s := range h.Sends {
-		if s.UID == uid && s.Accepted && !s.At.Before(since) && s.Announced.After(latest) {
+		if s.UID == uid && s.Reported && s.Type != v1alpha1.EventWouldDelete && s.Announced.After(latest) {
 			latest = s.Announced
 		}
 	}
 	for _, e := range h.Events {
-		if e.UID == uid && !e.At.Before(since) && e.Announced.After(latest) {
+		if e.UID == uid && e.Announced.After(latest) {
 			latest = e.Announced
 		}
 	}
@@ -179,12 +183,12 @@ func announcedFor(h *History, uid types.UID, since time.Time) time.Time {
 }
 
 // notBeforeAnnounced: no object is deleted before the latest deletion
-// time a message or Event announced for it (since its owner last set its
-// expiry: what the owner writes supersedes what they were told).
+// time a message or Event announced for it, even after its owner or a
+// policy edit shortened its lifetime.
 func notBeforeAnnounced(h *History) []Violation {
 	var out []Violation
 	for _, d := range h.Deletions {
-		if at := announcedFor(h, d.UID, d.Since); d.At.Before(at) {
+		if at := announcedFor(h, d.UID); d.At.Before(at) {
 			out = append(out, violation("notBeforeAnnounced", "%s deleted at %s, %s before the deletion time announced for it",
 				d.Name, d.At.Format(time.RFC3339Nano), at.Sub(d.At)))
 		}
@@ -329,7 +333,7 @@ func deletedPromptly(h *History) []Violation {
 				due = at
 			}
 		}
-		if at := announcedFor(h, f.UID, f.Since); at.After(due) {
+		if at := announcedFor(h, f.UID); at.After(due) {
 			due = at
 		}
 		if h.Excused.After(due) {

@@ -71,8 +71,8 @@ func TestEachCheckFailsOnItsViolationAndOnlyThen(t *testing.T) {
 			check: "notBeforeAnnounced",
 			broken: History{Deletions: []Deletion{deletedAt(time.Hour, nil)},
 				Sends: []Send{reminderSent(40*time.Minute, at(70*time.Minute))}},
-			// Told before the owner set the expiry again: superseded.
-			kept: History{Deletions: []Deletion{deletedAt(time.Hour, func(f *Facts) { f.Since = at(45 * time.Minute) })},
+			// Deleted at the time given, however the expiry moved since.
+			kept: History{Deletions: []Deletion{deletedAt(70*time.Minute, func(f *Facts) { f.Since = at(45 * time.Minute) })},
 				Sends: []Send{reminderSent(40*time.Minute, at(70*time.Minute))}},
 		},
 		{

@@ -241,6 +241,19 @@ var regressions = []struct {
 			{Kind: "policyEdit", Val: "ttl=10m,rem=20m;5m,notice=10m,sel=,prio=3,dry=0,cap=0", WaitMS: 1800000},
 		},
 	},
+	{
+		// The check's own model lacked the postponement a policy going
+		// live owes, and dropped it when an invalid annotation was written.
+		name:  "an object rehearsed under a dry run and then governed by a live policy goes at the postponed time",
+		check: "deletedPromptly", schedule: []Step{ // seed 2686
+			{Kind: "policyCreate", Val: "ttl=1h,rem=5m,notice=0s,sel=a,prio=0,dry=1,cap=0", WaitMS: 1000},
+			{Kind: "create", Obj: 3, Val: "a;expires-at=+25m", WaitMS: 900000},
+			{Kind: "policyCreate", Pol: 2, Val: "ttl=1h,rem=,notice=10m,sel=b,prio=2,dry=0,cap=0", WaitMS: 200},
+			{Kind: "ttl", Obj: 4, Val: "15m", WaitMS: 900000},
+			{Kind: "policyEdit", Pol: 2, Val: "ttl=10m,rem=20m;5m,notice=10m,sel=,prio=1,dry=0,cap=0", WaitMS: 1000},
+			{Kind: "invalidTTL", Obj: 3, Val: "soon"},
+		},
+	},
 }
 
 // TestRegressionSchedulesKeepEveryPromise replays each regression case
