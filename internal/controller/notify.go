@@ -802,7 +802,7 @@ func (r *ObjectReconciler) storeEvent(ctx context.Context, key Key, obj *metav1.
 		Action:              actionNotify,
 		Reason:              reasonSent(plan),
 		Regarding:           *reference(key.GVK, obj),
-		Note:                sentNote(ev, plan, msg, []string{notify.EventsChannel}),
+		Note:                cutNote(sentNote(ev, plan, msg, []string{notify.EventsChannel})),
 		Type:                corev1.EventTypeNormal,
 	}
 	if err := r.Client.Create(ctx, e); err != nil && !apierrors.IsAlreadyExists(err) {
