@@ -174,6 +174,13 @@ func Next(in Input) Plan {
 	if rec.Announced.After(deleteAt) {
 		deleteAt = rec.Announced
 	}
+	// Nor sooner than the minimum notice after the first reminder that
+	// reached someone, whatever expiry it was about.
+	if noticed := rec.Noticed; in.Schedule.MinimumNotice > 0 && !noticed.IsZero() {
+		if t := noticed.Add(in.Schedule.MinimumNotice); t.After(deleteAt) {
+			deleteAt = t
+		}
+	}
 	blocked := owed && noticeAt.IsZero()
 	// A deletion that is due comes first: a reminder it would overtake
 	// has nothing left to announce, unless it is the notice still owed.

@@ -71,6 +71,10 @@ type Record struct {
 	// edit or an annotation that shortens the lifetime never makes what
 	// people were told false.
 	Announced time.Time `json:"announced,omitzero"`
+	// Noticed is when a reminder first reached someone about the object,
+	// under this expiry or an earlier one: however the expiry moves, the
+	// object is not deleted sooner than the minimum notice after it.
+	Noticed time.Time `json:"noticed,omitzero"`
 	// Sent maps a message key (a reminder's StageKey, KeyExtended,
 	// KeyPostponed, KeyWouldDelete, KeyLive) to its delivery.
 	Sent map[string]Delivery `json:"sent,omitempty"`
@@ -297,7 +301,7 @@ func (r *Record) moveTo(at, created, now time.Time) *Record {
 	case r.ExpiresAt.Equal(at):
 		return r
 	case at.After(r.ExpiresAt):
-		next := &Record{ExpiresAt: at, Since: now, NoticeAt: r.NoticeAt, Title: r.Title, Announced: r.Announced}
+		next := &Record{ExpiresAt: at, Since: now, NoticeAt: r.NoticeAt, Title: r.Title, Announced: r.Announced, Noticed: r.Noticed}
 		if r.NoticeAt.IsZero() {
 			// Nobody has been told anything yet: the stages that were owed
 			// stay owed (the most urgent is sent, then the minimum notice
@@ -317,7 +321,7 @@ func (r *Record) moveTo(at, created, now time.Time) *Record {
 		// Counted from creation, as for an object first seen: stages
 		// already due are caught up and the notice is owed again. What
 		// people were told still holds: no deletion before it.
-		return &Record{ExpiresAt: at, Since: created, Title: r.Title, Announced: r.Announced}
+		return &Record{ExpiresAt: at, Since: created, Title: r.Title, Announced: r.Announced, Noticed: r.Noticed}
 	}
 }
 
@@ -350,6 +354,9 @@ func (r *Record) Delivered(key string, reminder bool, channels []string, now tim
 	r.Sent[key] = d
 	if reminder && r.NoticeAt.IsZero() {
 		r.NoticeAt = now
+	}
+	if reminder && r.Noticed.IsZero() {
+		r.Noticed = now
 	}
 }
 

@@ -254,6 +254,32 @@ var regressions = []struct {
 			{Kind: "invalidTTL", Obj: 3, Val: "soon"},
 		},
 	},
+	{
+		name:  "a shortening that drops the stages still keeps the minimum notice after the first reminder",
+		check: "noticeGiven", schedule: []Step{ // seed 425310
+			{Kind: "policyCreate", Pol: 1, Val: "ttl=1h,rem=,notice=10m,sel=,prio=1,dry=0,cap=0"},
+			{Kind: "create", Obj: 1, Val: "a", WaitMS: 1800000},
+			{Kind: "ttl", Obj: 4, Val: "90m", WaitMS: 300000},
+			{Kind: "ttl", Obj: 3, Val: "40m", WaitMS: 900000},
+			{Kind: "invalidTTL", Obj: 4, Val: "1x", WaitMS: 200},
+			{Kind: "policyEdit", Pol: 1, Val: "ttl=1h,rem=20m;5m,notice=0s,sel=,prio=4,dry=1,cap=0"},
+			{Kind: "policyCreate", Pol: 1, Val: "ttl=10m,rem=,notice=10m,sel=,prio=2,dry=0,cap=0", WaitMS: 200},
+		},
+	},
+	{
+		// A cap's turn is not a promise: a restart spaces the backlog afresh.
+		name:  "a restart after a dry run ends under a cap deletes nothing before a time a message gave",
+		check: "notBeforeAnnounced", schedule: []Step{ // seed 425615
+			{Kind: "policyCreate", Val: "ttl=1h,rem=,notice=10m,sel=a,prio=2,dry=0,cap=0", WaitMS: 1000},
+			{Kind: "create", Obj: 4, Val: "b", WaitMS: 30000},
+			{Kind: "create", Val: "b", WaitMS: 30000},
+			{Kind: "policyEdit", Val: "ttl=1h,rem=20m,notice=0s,sel=,prio=4,dry=1,cap=0", WaitMS: 300000},
+			{Kind: "outage", DurMS: 2400000, WaitMS: 1800000},
+			{Kind: "cap", Val: "2", WaitMS: 1800000},
+			{Kind: "dryRunToggle", WaitMS: 200},
+			{Kind: "restart", WaitMS: 900000},
+		},
+	},
 }
 
 // TestRegressionSchedulesKeepEveryPromise replays each regression case

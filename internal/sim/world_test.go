@@ -428,6 +428,12 @@ func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, _, reason,
 	if !ok {
 		return
 	}
+	if reason == "DeletionThrottled" {
+		// A cap's turn says when the deletion may go at the earliest, not
+		// a time anyone was promised: the turns are in memory, and a new
+		// leader spaces the backlog afresh.
+		return
+	}
 	text := fmt.Sprintf(note, args...)
 	m := announced.FindStringSubmatch(text)
 	if m == nil {
