@@ -201,7 +201,9 @@ func notBeforeAnnounced(h *History) []Violation {
 func firstReminder(h *History, uid types.UID) time.Time {
 	var first time.Time
 	for _, s := range h.Sends {
-		if s.UID == uid && s.Accepted && s.Type == v1alpha1.EventReminder && (first.IsZero() || s.At.Before(first)) {
+		// A reminder the receiver took while the controller saw a reset
+		// is the at-least-once edge: the controller cannot count it.
+		if s.UID == uid && s.Reported && s.Type == v1alpha1.EventReminder && (first.IsZero() || s.At.Before(first)) {
 			first = s.At
 		}
 	}

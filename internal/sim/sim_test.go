@@ -280,6 +280,18 @@ var regressions = []struct {
 			{Kind: "restart", WaitMS: 900000},
 		},
 	},
+	{
+		// The check counted a reminder the receiver took while the
+		// controller saw a reset: the controller cannot know of it.
+		name:  "a reminder the controller never learned was taken does not start the notice",
+		check: "noticeGiven", schedule: []Step{ // seed 432148
+			{Kind: "connectionReset", WaitMS: 1800000},
+			{Kind: "create", Val: "b", WaitMS: 1800000},
+			{Kind: "outage", Ch: 1, DurMS: 300000},
+			{Kind: "policyCreate", Val: "ttl=10m,rem=20m;5m,notice=10m,sel=b,prio=4,dry=0,cap=0", WaitMS: 200},
+			{Kind: "shorten", DurMS: 600000},
+		},
+	},
 }
 
 // TestRegressionSchedulesKeepEveryPromise replays each regression case
