@@ -135,19 +135,27 @@ func (c *deletionCaps) admit(key Key, uid types.UID, expiresAt time.Time, policy
 		return t.at, "", false
 	}
 	// The policy lets the object go: now it takes a global turn, and keeps
-	// its distance from the policy's last deletion.
+	// its distance from the policy's last deletion. The distance counts
+	// from the turn the object was entitled to, not from now: a reconcile
+	// that comes late does not push the policy's later turns back.
 	t.final = true
+	entitled := pc.gone.earliest(t.at)
 	t.at = now
+	if entitled.After(t.at) {
+		t.at, limitedBy = entitled, capPolicy
+	}
 	if g := c.global.earliest(now); g.After(t.at) {
 		t.at, limitedBy = g, capGlobal
 	}
-	if p := pc.gone.earliest(now); p.After(t.at) {
-		t.at, limitedBy = p, capPolicy
-	}
 	c.global.take(t.at)
-	pc.gone.take(t.at)
-	pc.queue.take(t.at)
-	pc.last = t.at
+	if limitedBy == capGlobal {
+		// Held back by the global cap: the policy's next deletion keeps
+		// its distance from this one.
+		entitled = t.at
+	}
+	pc.gone.take(entitled)
+	pc.queue.take(entitled)
+	pc.last = entitled
 	c.turns[key] = t
 	return t.at, limitedBy, t.at.After(now)
 }

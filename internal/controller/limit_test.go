@@ -325,3 +325,14 @@ func TestCapsHoldUnderRandomSchedules(t *testing.T) {
 		})
 	}
 }
+
+// An object whose reconcile comes half a second after its turn goes at
+// once, and the policy's later turns stay where they were: lateness under
+// load does not pile up into a slower cap.
+func TestALateReconcileDoesNotPushLaterTurnsBack(t *testing.T) {
+	objects := []capObject{{policy: "p"}, {policy: "p", lateForTurn: 500 * time.Millisecond}, {policy: "p"}, {policy: "p"}}
+	deleted := simulateCaps(t, 0, map[string]int32{"p": 60}, objects, nil)
+	if want := []time.Duration{0, 1500 * time.Millisecond, 2 * time.Second, 3 * time.Second}; !slices.Equal(deleted, want) {
+		t.Fatalf("deleted at %v, want %v", deleted, want)
+	}
+}
