@@ -263,6 +263,11 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 		if got := hooks.types(created.GetName()); !slices.Contains(got, "app.amphitheatre.timeout.reminder") {
 			t.Errorf("the webhook got %v, no signed reminder", got)
 		}
+		// Through the outbox, a ConfigMap in the controller's namespace.
+		eventually(t, 15*time.Second, "the deleted message", func() (bool, string) {
+			got := hooks.types(created.GetName())
+			return slices.Contains(got, "app.amphitheatre.timeout.deleted"), fmt.Sprintf("the webhook got %v", got)
+		})
 	})
 
 	t.Run("hands the Lease back when stopped", func(t *testing.T) {
