@@ -7,14 +7,11 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,7 +21,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
@@ -37,27 +33,9 @@ var policiesGVR = schema.GroupVersionResource{Group: "timeout.amphitheatre.app",
 func policyAuthor(t *testing.T) (client.Client, *dynamic.DynamicClient) {
 	t.Helper()
 	ctx := context.Background()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "policy_author_role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(raw, role); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
 	const ns, sa = "authors", "policy-author"
 	_ = k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "policy-author-test"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}},
-	}
-	if err := k8s.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	bindShippedClusterRole(t, "policy_author_role.yaml", "policy-author-test", ns, sa)
 	cfg := rest.CopyConfig(restConfig)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa}
 	c, err := client.New(cfg, client.Options{Scheme: testScheme})

@@ -6,6 +6,11 @@ package integration
 import (
 	"context"
 	"fmt"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"os"
+	"path/filepath"
+	"sigs.k8s.io/yaml"
 	"strings"
 	"testing"
 	"time"
@@ -255,4 +260,31 @@ func createChannel(t *testing.T, name string, spec v1alpha1.NotificationChannelS
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ch) })
 	return ch
+}
+
+// bindShippedClusterRole creates the ClusterRole of config/rbac/file, as
+// the install ships it, and binds it under binding to the ServiceAccount
+// namespace/name.
+func bindShippedClusterRole(t *testing.T, file, binding, namespace, name string) {
+	t.Helper()
+	ctx := context.Background()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(raw, role); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	b := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: binding},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
+	}
+	if err := k8s.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 }

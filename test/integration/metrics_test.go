@@ -8,20 +8,16 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/yaml"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
 )
@@ -38,25 +34,7 @@ func scraperToken(t *testing.T, name string, bound bool) string {
 		t.Fatal(err)
 	}
 	if bound {
-		raw, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "metrics_reader_role.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		role := &rbacv1.ClusterRole{}
-		if err := yaml.Unmarshal(raw, role); err != nil {
-			t.Fatal(err)
-		}
-		if err := k8s.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-		binding := &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + name},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
-		}
-		if err := k8s.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
+		bindShippedClusterRole(t, "metrics_reader_role.yaml", "e2e-"+name, ns, name)
 	}
 	tr, err := clients.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
