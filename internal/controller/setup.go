@@ -33,6 +33,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+
 	// The notification channels register themselves.
 	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/email"
 	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/slack"

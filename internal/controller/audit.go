@@ -1,0 +1,37 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+)
+
+// audit adds rec to the audit trail, filled in with the object, its policy
+// and its expiry. A record that cannot be written is counted and logged:
+// the action it is about has happened.
+func (r *ObjectReconciler) audit(ctx context.Context, key Key, obj metav1.Object, ev *evaluation, recs ...audit.Record) {
+	apiVersion, kind := key.GVK.ToAPIVersionAndKind()
+	now := r.Clock.Now()
+	for i := range recs {
+		rec := &recs[i]
+		rec.Time = now
+		rec.Object = audit.Object{APIVersion: apiVersion, Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
+		if ev != nil {
+			rec.Policy = ev.policy.Name
+			if !ev.life.Keep && rec.ExpiresAt == nil {
+				at := ev.life.ExpiresAt
+				rec.ExpiresAt = &at
+			}
+		}
+	}
+	if err := r.Audit.Write(recs...); err != nil {
+		auditFailures.Add(float64(len(recs)))
+		logf.FromContext(ctx).Error(err, "audit trail", "records", len(recs))
+	}
+}
