@@ -40,7 +40,7 @@ func (r *ObjectReconciler) announce(ctx context.Context, key Key, obj *metav1.Pa
 		problems = append(problems, fmt.Sprintf("via %s: %s", name, failed[name]))
 	}
 	if len(problems) > 0 {
-		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonReminderFailed, actionNotify,
+		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonMessageFailed, actionNotify,
 			"Sending the %s message failed %s", t, strings.Join(problems, "; "))
 	}
 	if len(sent) > 0 {

@@ -162,7 +162,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		}
 	}
 	if len(firstFailures) > 0 {
-		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonReminderFailed, actionNotify,
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonMessageFailed, actionNotify,
 			"Sending %s failed %s; retrying with backoff", describeMessage(plan), strings.Join(firstFailures, "; "))
 	}
 	if noticeNotGiven && said[expiry.ReportNoticeNotGiven] {
@@ -256,7 +256,7 @@ func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []
 		n, ok := ev.channels.notifiers[name]
 		switch {
 		case !ok:
-			// The Kubernetes Event is the reminder: ReminderSent.
+			// The Kubernetes Event is the reminder: MessageSent.
 			sent = append(sent, name)
 		case !n.Accepts(msg.Type):
 			skipped = append(skipped, name)

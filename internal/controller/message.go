@@ -129,7 +129,7 @@ func reasonSent(plan expiry.Plan) string {
 	if plan.Event == v1alpha1.EventWouldDelete {
 		return ReasonWouldDelete
 	}
-	return ReasonReminderSent
+	return ReasonMessageSent
 }
 
 // sentNote is the note of the Event that says plan's message went out via

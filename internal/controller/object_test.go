@@ -780,9 +780,14 @@ func TestObjectReconcilerDryRun(t *testing.T) {
 		},
 		{
 			// The would-delete message told people of the old date.
-			name:       "tells of the new expiry",
+			name:       "tells of the new expiry in a MessageSent Event that names the extended message",
 			at:         t0.Add(time.Hour),
-			wantEvents: []string{"Normal ReminderSent"},
+			wantEvents: []string{"Normal MessageSent"},
+			check: func(t *testing.T, evs []string) {
+				if !strings.Contains(evs[0], "the extended message") {
+					t.Errorf("MessageSent note %q does not name the message type", evs[0])
+				}
+			},
 		},
 		{
 			name:       "waits for the new expiry",

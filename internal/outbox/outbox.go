@@ -446,7 +446,7 @@ func (o *Outbox) process(ctx context.Context, t *tracked) bool {
 		}
 		o.audit(log, recs...)
 		if len(failed) > 0 {
-			o.Recorder.Eventf(objectRef(e), nil, corev1.EventTypeWarning, "ReminderFailed", "Notify",
+			o.Recorder.Eventf(objectRef(e), nil, corev1.EventTypeWarning, "MessageFailed", "Notify",
 				"Sending the %s message failed %s; retrying until %s", m.Message.Type, strings.Join(failed, "; "),
 				e.Created.Add(o.giveUpAfter()).UTC().Format(time.RFC3339))
 		}

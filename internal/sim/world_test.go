@@ -439,7 +439,7 @@ func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, _, reason,
 	if m == nil {
 		return
 	}
-	if reason == "ReminderSent" && !strings.Contains(text, " reminder via ") {
+	if reason == "MessageSent" && !strings.Contains(text, " reminder via ") {
 		// Sent the extended or postponed message: not a reminder, but
 		// its deletion time is announced all the same.
 		reason = "MessageSent"
