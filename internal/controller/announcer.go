@@ -29,7 +29,7 @@ func (r *ObjectReconciler) announce(ctx context.Context, key Key, obj *metav1.Pa
 	}
 	// No InvalidRecipient warnings from here: the object may be gone, and
 	// its reconciles warned already.
-	msg := r.message(key, obj, ev, t, ev.life.ExpiresAt, "")
+	msg := r.message(key, obj, ev, t, ev.Life.ExpiresAt, "")
 	msg.Detail = detail
 	sent, _, failed := r.deliver(ctx, ev, names, msg)
 	r.audit(ctx, key, obj, ev, deliveryRecords(t, "", sent, failed)...)

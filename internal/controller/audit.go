@@ -24,8 +24,8 @@ func (r *ObjectReconciler) audit(ctx context.Context, key Key, obj metav1.Object
 		rec.Object = audit.Object{APIVersion: apiVersion, Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
 		if ev != nil {
 			rec.Policy = ev.policy.Name
-			if !ev.life.Keep && rec.ExpiresAt == nil {
-				at := ev.life.ExpiresAt
+			if !ev.Life.Keep && rec.ExpiresAt == nil {
+				at := ev.Life.ExpiresAt
 				rec.ExpiresAt = &at
 			}
 		}

@@ -34,7 +34,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	// Each channel backs off on its own: one that keeps failing must not
 	// slow down the retries of another.
 	retryKeyOf := func(channel string) retryKey {
-		return newRetryKey(key, obj.UID, ev.record.ExpiresAt, plan.Key, channel)
+		return newRetryKey(key, obj.UID, ev.Record.ExpiresAt, plan.Key, channel)
 	}
 	var due []string
 	for _, name := range plan.Channels {
@@ -47,7 +47,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	}
 
 	if ev.needsTitle(key) {
-		ev.record.Title = r.title(ctx, key)
+		ev.Record.Title = r.title(ctx, key)
 	}
 	msg := r.message(key, obj, ev, plan.Event, plan.At, plan.Key)
 	if plan.Event == v1alpha1.EventReminder {
@@ -56,11 +56,11 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	switch {
 	case plan.Key == expiry.KeyLive:
 		msg.Detail = fmt.Sprintf("its deletion was only rehearsed until now (dry run), and policy %s promises %s of notice before deletion",
-			ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
+			ev.policy.Name, expiry.FormatDuration(ev.Schedule.MinimumNotice))
 	case plan.Event == v1alpha1.EventPostponed:
 		// The postponement is to the first reminder plus the notice.
 		msg.Detail = fmt.Sprintf("the first reminder reached people at %s and policy %s promises %s of notice before deletion",
-			plan.At.Add(-ev.schedule.MinimumNotice).UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
+			plan.At.Add(-ev.Schedule.MinimumNotice).UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.Schedule.MinimumNotice))
 	case plan.Event == v1alpha1.EventWouldDelete:
 		msg.Detail = "not deleted because " + r.whyRehearsed()
 	}
@@ -78,7 +78,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		sendCtx, cancel = context.WithDeadline(sendCtx, plan.Deadline)
 		defer cancel()
 	}
-	_, alreadySent := ev.record.Sent[plan.Key]
+	_, alreadySent := ev.Record.Sent[plan.Key]
 	var sent, skipped []string
 	failed := failures{}
 	if slices.Equal(due, []string{notify.EventsChannel}) {
@@ -102,11 +102,11 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	now := r.Clock.Now()
 	reminder := plan.Event == v1alpha1.EventReminder && len(sent) > 0
 	if reminder && !alreadySent {
-		reminderLag.Observe(now.Sub(reminderDue(ev.record, plan.Key)).Seconds())
+		reminderLag.Observe(now.Sub(reminderDue(ev.Record, plan.Key)).Seconds())
 	}
 	r.audit(ctx, key, obj, ev, deliveryRecords(plan.Event, msg.Stage, sent, failed)...)
 	if len(sent) > 0 {
-		log.Info("notified", "event", plan.Event, "key", plan.Key, "channels", sent, "expiresAt", ev.life.ExpiresAt)
+		log.Info("notified", "event", plan.Event, "key", plan.Key, "channels", sent, "expiresAt", ev.Life.ExpiresAt)
 		if !slices.Equal(sent, []string{notify.EventsChannel}) {
 			r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, reasonSent(plan), actionNotify, "%s", sentNote(ev, plan, msg, sent))
 		}
@@ -115,7 +115,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		// Remembered before the record is written: until the cache shows
 		// the record, or if writing it fails, this process must not send
 		// the same message again.
-		d := pendingDelivery{uid: obj.UID, expiresAt: ev.record.ExpiresAt, key: plan.Key, reminder: reminder, channels: done, at: now}
+		d := pendingDelivery{uid: obj.UID, expiresAt: ev.Record.ExpiresAt, key: plan.Key, reminder: reminder, channels: done, at: now}
 		if plan.Event == v1alpha1.EventPostponed {
 			d.postponedTo = plan.At
 		}
@@ -149,8 +149,8 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		reports = append(reports, expiry.FailedReport(plan.Key, name))
 		log.Error(errors.New(failed[name]), "notification failed", "event", plan.Event, "key", plan.Key, "channel", name, "attempt", attempt)
 	}
-	noticeNotGiven := plan.Event == v1alpha1.EventReminder && len(sent) == 0 && ev.record.NoticeAt.IsZero() &&
-		!ev.now.Before(ev.life.ExpiresAt)
+	noticeNotGiven := plan.Event == v1alpha1.EventReminder && len(sent) == 0 && ev.Record.NoticeAt.IsZero() &&
+		!ev.now.Before(ev.Life.ExpiresAt)
 	if noticeNotGiven {
 		reports = append(reports, expiry.ReportNoticeNotGiven)
 	}
@@ -168,7 +168,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	if noticeNotGiven && said[expiry.ReportNoticeNotGiven] {
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonNoticeNotGiven, actionDelete,
 			"Expired at %s but no reminder has reached anyone yet: deletion waits until one has and the minimum notice of policy %s (%s) has passed",
-			ev.life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.schedule.MinimumNotice))
+			ev.Life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.Schedule.MinimumNotice))
 	}
 	if plan.Deadline.After(ev.now) && !plan.Deadline.After(now) {
 		// The next thing (a deletion, a later stage) fell due during the
@@ -289,12 +289,12 @@ func (r *ObjectReconciler) reportFirstDelivery(ctx context.Context, key Key, obj
 		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Postponed, Result: audit.OK,
 			Detail: "deletion postponed to " + plan.At.UTC().Format(time.RFC3339) + ": " + msg.Detail})
 		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
-			"Expired at %s; deletion postponed to %s because %s", ev.life.ExpiresAt.UTC().Format(time.RFC3339),
+			"Expired at %s; deletion postponed to %s because %s", ev.Life.ExpiresAt.UTC().Format(time.RFC3339),
 			plan.At.UTC().Format(time.RFC3339), msg.Detail)
 	case v1alpha1.EventWouldDelete:
 		deletions.WithLabelValues("would_delete").Inc()
 		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.WouldDelete, Result: audit.OK, Detail: r.whyRehearsed()})
-		logf.FromContext(ctx).Info("would delete", "expiresAt", ev.life.ExpiresAt, "policy", ev.policy.Name)
+		logf.FromContext(ctx).Info("would delete", "expiresAt", ev.Life.ExpiresAt, "policy", ev.policy.Name)
 	}
 }
 

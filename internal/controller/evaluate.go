@@ -15,21 +15,19 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/decide"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/match"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
 )
 
-// evaluation is what the controller makes of an object at one moment.
+// evaluation is what the controller makes of an object at one moment:
+// the shared decision (internal/decide) and what only the controller
+// knows, its channels, its clock and its deliveries not written yet.
 type evaluation struct {
-	policy   *v1alpha1.TimeoutPolicy
-	schedule expiry.Schedule
-	life     expiry.Lifetime
-	record   *expiry.Record
-	// recordReset is set when the object's record is about another expiry
-	// and record is the new one, not yet written.
-	recordReset bool
-	// unwritten is set when record holds deliveries the object does not
+	decide.Decision
+	policy *v1alpha1.TimeoutPolicy
+	// unwritten is set when Record holds deliveries the object does not
 	// show: the cache lags, or writing them failed.
 	unwritten bool
 	channels  *channelSet
@@ -37,8 +35,6 @@ type evaluation struct {
 	// rehearse says deletions are only rehearsed: the policy's dryRun or
 	// the controller's --dry-run.
 	rehearse bool
-	// previous is, when recordReset, the expiry the old record was about.
-	previous time.Time
 }
 
 // dryRun reports whether the object's expiry deletes nothing.
@@ -58,13 +54,32 @@ var errChannelsNotReady = errors.New("notification channels not ready")
 // needsTitle reports whether a message about the object would lack its
 // title: a Playbook none of whose messages has read it yet.
 func (ev *evaluation) needsTitle(key Key) bool {
-	return ev.record.Title == "" && key.GVK.GroupKind() == playbooks && len(ev.channels.notifiers) > 0
+	return ev.Record.Title == "" && decide.HasTitle(key.GVK.GroupKind()) && len(ev.channels.notifiers) > 0
 }
 
+// plan is what happens next, as internal/decide plans it with the
+// policy's channels.
 func (ev *evaluation) plan() expiry.Plan {
-	return expiry.Next(expiry.Input{
-		Life: ev.life, Schedule: ev.schedule, Record: ev.record, Channels: ev.channels.names, DryRun: ev.rehearse, Now: ev.now,
-	})
+	return ev.Plan(ev.channels.names, ev.rehearse, ev.now)
+}
+
+// decide evaluates obj and plans what happens next: Reconcile calls it on
+// the cached object, and expire again on the one it read fresh before a
+// delete, so that both decide alike. It returns a nil evaluation when no
+// valid policy governs obj, which is then left alone, and
+// errChannelsNotReady when the governing policy's channels cannot be
+// built.
+func (r *ObjectReconciler) decide(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) (*evaluation, expiry.Plan, error) {
+	ev, err := r.evaluate(ctx, key, obj)
+	if err != nil || ev == nil {
+		return nil, expiry.Plan{}, err
+	}
+	plan := ev.plan()
+	if plan.Action != expiry.Delete {
+		// A turn under the deletion caps is for an object due now.
+		r.Caps.forget(key)
+	}
+	return ev, plan, nil
 }
 
 // evaluate finds the policy that governs obj and what it makes of obj. It
@@ -82,11 +97,10 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 	if err := r.Client.List(ctx, &policies, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list policies: %w", err)
 	}
-	matched, err := match.Matching(match.Candidates(policies.Items, gvk), r.describe(ctx, obj))
-	if err != nil || len(matched) == 0 {
+	c, err := decide.Governing(policies.Items, gvk, r.describe(ctx, obj))
+	if err != nil || c == nil {
 		return nil, err
 	}
-	c := matched[0]
 	if c.SpecErr != nil {
 		return nil, nil
 	}
@@ -96,36 +110,24 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 		// promises: the object waits for a fix.
 		return nil, errChannelsNotReady
 	}
+	now := r.Clock.Now()
+	// Deliveries not written yet belong to the record they were about,
+	// before an extension replaces it.
+	unwritten := func(shown *expiry.Record, expiresAt time.Time) *expiry.Record {
+		return r.pending.carry(key, obj.UID, shown, obj.CreationTimestamp.Time, expiresAt)
+	}
 	ev := &evaluation{
+		Decision: decide.Evaluate(c, decide.Object{Created: obj.CreationTimestamp.Time, Annotations: obj.Annotations}, now, unwritten),
 		policy:   c.TimeoutPolicy,
-		schedule: c.Schedule,
-		life:     expiry.Compute(obj.CreationTimestamp.Time, obj.Annotations, c.Schedule.DefaultTTL),
 		channels: channels,
-		now:      r.Clock.Now(),
+		now:      now,
 		rehearse: r.DryRun || c.Spec.Deletion.DryRun,
 	}
-	record, err := expiry.ParseRecord(obj.Annotations[expiry.AnnotationReminders])
-	if err != nil {
-		// The record is the controller's own; if someone broke it, the
-		// worst that follows is a repeated reminder, never a deletion
-		// without one.
-		logf.FromContext(ctx).Info("ignoring unreadable record", "error", err.Error())
+	if ev.RecordErr != nil {
+		logf.FromContext(ctx).Info("ignoring unreadable record", "error", ev.RecordErr.Error())
 	}
-	if !ev.life.Keep {
-		created := obj.CreationTimestamp.Time
-		// Deliveries not written yet belong to the record they were about,
-		// before an extension replaces it.
-		base := r.pending.carry(key, obj.UID, record, created, ev.life.ExpiresAt)
-		ev.record = base.For(ev.life.ExpiresAt, created, ev.now)
-		ev.recordReset = base != nil && ev.record != base
-		if ev.recordReset {
-			ev.previous = base.ExpiresAt
-		}
-		if ev.record == record {
-			// Planning must not change the record the object shows.
-			ev.record = record.Clone()
-		}
-		ev.unwritten = r.pending.apply(key, obj.UID, record, ev.record)
+	if !ev.Life.Keep {
+		ev.unwritten = r.pending.apply(key, obj.UID, ev.Shown, ev.Record)
 	}
 	return ev, nil
 }

@@ -46,22 +46,19 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 		if fresh.DeletionTimestamp != nil {
 			return ctrl.Result{}, nil
 		}
-		ev, err = r.evaluate(ctx, key, fresh)
+		var plan expiry.Plan
+		ev, plan, err = r.decide(ctx, key, fresh)
 		if errors.Is(err, errChannelsNotReady) {
 			return ctrl.Result{RequeueAfter: channelsTTL}, nil
 		}
 		if err != nil || ev == nil {
 			return ctrl.Result{}, err
 		}
-		plan := ev.plan()
-		if plan.Action != expiry.Delete {
-			r.Caps.forget(key)
-		}
 		switch plan.Action {
 		case expiry.Keep:
 			return ctrl.Result{}, nil
 		case expiry.Wait:
-			log.Info("expiry moved", "expiresAt", ev.life.ExpiresAt, "source", ev.life.Source)
+			log.Info("expiry moved", "expiresAt", ev.Life.ExpiresAt, "source", ev.Life.Source)
 			return ctrl.Result{RequeueAfter: expiry.After(plan.At, ev.now)}, nil
 		case expiry.Notify:
 			// The fresh read shows something the cache had not: a message
@@ -70,13 +67,13 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 		}
 		obj, u = fresh, whole
 	}
-	policy, life := ev.policy, ev.life
+	policy, life := ev.policy, ev.Life
 
 	ref := reference(key.GVK, obj)
 	if ev.needsTitle(key) {
 		// No message has read the title yet, and after the delete there is
 		// nothing left to read it from.
-		ev.record.Title = titleOf(u)
+		ev.Record.Title = titleOf(u)
 	}
 	if ev.dryRun(r.DryRun) {
 		// The planner plans a deletion under a dry run only once the
@@ -147,8 +144,8 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 	// Late by the time since the deletion fell due: the expiry, or the
 	// time a postponement announced.
 	due := life.ExpiresAt
-	if ev.record != nil && ev.record.PostponedTo.After(due) {
-		due = ev.record.PostponedTo
+	if ev.Record != nil && ev.Record.PostponedTo.After(due) {
+		due = ev.Record.PostponedTo
 	}
 	lag := now.Sub(due)
 	deletions.WithLabelValues("deleted").Inc()
@@ -170,14 +167,14 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 // says so (once per expiry) and returns an error, so that the object is
 // not deleted and is tried again with backoff.
 func (r *ObjectReconciler) archive(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, u *unstructured.Unstructured, ev *evaluation) error {
-	path, err := archive.Write(r.ArchiveDir, u, archive.Header{ArchivedAt: r.Clock.Now(), ExpiresAt: ev.life.ExpiresAt, Policy: ev.policy.Name})
+	path, err := archive.Write(r.ArchiveDir, u, archive.Header{ArchivedAt: r.Clock.Now(), ExpiresAt: ev.Life.ExpiresAt, Policy: ev.policy.Name})
 	if err != nil {
 		archives.WithLabelValues(audit.Error).Inc()
 		if r.reportOnce(ctx, key, obj, ev, expiry.ReportArchiveFailed)[expiry.ReportArchiveFailed] {
 			r.audit(ctx, key, obj, ev, audit.Record{Type: audit.ArchiveFailed, Result: audit.Error, Error: err.Error()})
 			r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonArchiveFailed, actionDelete,
 				"Expired at %s but not deleted: policy %s archives before deleting and the archive failed: %v; retrying with backoff",
-				ev.life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, err)
+				ev.Life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, err)
 		}
 		return fmt.Errorf("archive %s: %w", key, err)
 	}

@@ -11,9 +11,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/decide"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
@@ -29,8 +29,8 @@ func (r *ObjectReconciler) message(key Key, obj *metav1.PartialObjectMetadata, e
 	apiVersion, kind := key.GVK.ToAPIVersionAndKind()
 	o := notify.Object{APIVersion: apiVersion, Kind: kind, Name: obj.Name, Namespace: obj.Namespace, UID: obj.UID}
 	var expiresAt time.Time
-	if ev.record != nil {
-		o.Title, expiresAt = ev.record.Title, ev.record.ExpiresAt
+	if ev.Record != nil {
+		o.Title, expiresAt = ev.Record.Title, ev.Record.ExpiresAt
 	}
 	return notify.Message{
 		ID:         notify.NewID(obj.UID, expiresAt, t, idStage(t, stage, at)),
@@ -91,14 +91,11 @@ func (r *ObjectReconciler) title(ctx context.Context, key Key) string {
 
 // titleOf returns a Playbook's spec.title, cut to what the record keeps.
 func titleOf(u *unstructured.Unstructured) string {
-	t, _, _ := unstructured.NestedString(u.Object, "spec", "title")
+	t := decide.Title(u)
 	// The title goes into the record annotation: keep it small, and whole
 	// characters only.
 	return cutUTF8(t, maxTitle)
 }
-
-// playbooks is the kind whose spec.title names its objects.
-var playbooks = schema.GroupKind{Group: "amphitheatre.app", Kind: "Playbook"}
 
 // maxTitle caps the bytes of a title kept in the record.
 const maxTitle = 200
@@ -136,7 +133,7 @@ func reasonSent(plan expiry.Plan) string {
 // channels.
 func sentNote(ev *evaluation, plan expiry.Plan, msg notify.Message, channels []string) string {
 	if plan.Event == v1alpha1.EventWouldDelete {
-		return fmt.Sprintf("Expired at %s (%s, policy %s); %s", ev.life.ExpiresAt.UTC().Format(time.RFC3339), ev.life.Source, ev.policy.Name, msg.Detail)
+		return fmt.Sprintf("Expired at %s (%s, policy %s); %s", ev.Life.ExpiresAt.UTC().Format(time.RFC3339), ev.Life.Source, ev.policy.Name, msg.Detail)
 	}
 	return fmt.Sprintf("Sent %s via %s (%s)", describeMessage(plan), strings.Join(channels, ", "), whenText(plan.At))
 }

@@ -80,10 +80,12 @@ type ObjectReconciler struct {
 }
 
 // Reconcile plans the next action for one object and carries it out when
-// it is due.
+// it is due. It reads the object from the cache, decides, records what
+// the record must hold before anything else happens, and acts.
 func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 
+	// Read.
 	obj := newMetadata(key.GVK)
 	if err := r.Client.Get(ctx, key.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -97,7 +99,8 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		return ctrl.Result{}, nil
 	}
 
-	ev, err := r.evaluate(ctx, key, obj)
+	// Decide.
+	ev, plan, err := r.decide(ctx, key, obj)
 	if errors.Is(err, errChannelsNotReady) {
 		// The policy's status says why; look again when the channels may
 		// have been fixed (a Secret created), which no watch reports.
@@ -107,7 +110,9 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		return ctrl.Result{}, err
 	}
 	r.warnInvalid(ctx, key, obj, ev)
-	if ev.recordReset {
+
+	// Record.
+	if ev.Replaced {
 		// An extension (or a shortening) starts a new record: write it now,
 		// so that the moment it took effect stays put. The patch brings the
 		// next reconcile.
@@ -117,9 +122,9 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		if err := r.recordDelivery(writeCtx, key, obj, ev, func(*expiry.Record) {}); err != nil {
 			return ctrl.Result{}, r.writeFailed(key, obj, err)
 		}
-		if !ev.previous.IsZero() {
+		if !ev.Previous.IsZero() {
 			r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Extended, Result: audit.OK,
-				Detail: "expiry moved from " + ev.previous.UTC().Format(time.RFC3339)})
+				Detail: "expiry moved from " + ev.Previous.UTC().Format(time.RFC3339)})
 		}
 		return ctrl.Result{}, nil
 	}
@@ -132,13 +137,10 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		}
 	}
 
-	plan := ev.plan()
-	if plan.Action != expiry.Delete {
-		r.Caps.forget(key)
-	}
+	// Act.
 	switch plan.Action {
 	case expiry.Wait:
-		log.V(1).Info("waiting", "until", plan.At, "expiresAt", ev.life.ExpiresAt, "source", ev.life.Source, "policy", ev.policy.Name)
+		log.V(1).Info("waiting", "until", plan.At, "expiresAt", ev.Life.ExpiresAt, "source", ev.Life.Source, "policy", ev.policy.Name)
 		return ctrl.Result{RequeueAfter: expiry.After(plan.At, ev.now)}, nil
 	case expiry.Notify:
 		return r.notify(ctx, key, obj, ev, plan)
@@ -159,7 +161,7 @@ func (r *ObjectReconciler) turn(ctx context.Context, key Key, obj *metav1.Partia
 	if ev.dryRun(r.DryRun) {
 		return 0
 	}
-	at, by, throttled := r.Caps.admit(key, obj.UID, ev.life.ExpiresAt, ev.policy.Name, ev.policy.Spec.Deletion.MaxPerMinute, ev.now)
+	at, by, throttled := r.Caps.admit(key, obj.UID, ev.Life.ExpiresAt, ev.policy.Name, ev.policy.Spec.Deletion.MaxPerMinute, ev.now)
 	if !at.After(ev.now) {
 		return 0
 	}
@@ -172,7 +174,7 @@ func (r *ObjectReconciler) turn(ctx context.Context, key Key, obj *metav1.Partia
 		when := at.UTC().Format(time.RFC3339Nano)
 		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Throttled, Result: audit.OK, Detail: "deletion waits until " + when + " under " + limit})
 		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeNormal, ReasonDeletionThrottled, actionDelete,
-			"Expired at %s; deletion waits until %s under %s", ev.life.ExpiresAt.UTC().Format(time.RFC3339), when, limit)
+			"Expired at %s; deletion waits until %s under %s", ev.Life.ExpiresAt.UTC().Format(time.RFC3339), when, limit)
 	}
 	return expiry.After(at, ev.now)
 }

@@ -60,7 +60,7 @@ func (r *ObjectReconciler) farewell(key Key, obj *metav1.PartialObjectMetadata, 
 		if len(channels) == 0 {
 			continue
 		}
-		msg := r.message(key, obj, ev, t, ev.life.ExpiresAt, "")
+		msg := r.message(key, obj, ev, t, ev.Life.ExpiresAt, "")
 		e.Object = msg.Object
 		e.Messages = append(e.Messages, outbox.Message{Message: msg, Channels: channels})
 	}

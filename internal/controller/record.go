@@ -26,7 +26,7 @@ import (
 // object again and applies the update to the fresh record, as long as that
 // record is about the same expiry: a delivery is never lost to a race.
 func (r *ObjectReconciler) recordDelivery(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, update func(*expiry.Record)) error {
-	rec := ev.record
+	rec := ev.Record
 	// Locked on the version the record was read from; patched through a
 	// copy so that the caller's object keeps it.
 	obj = obj.DeepCopy()
@@ -57,7 +57,7 @@ func (r *ObjectReconciler) recordDelivery(ctx context.Context, key Key, obj *met
 			return nil
 		}
 		fresh, _ := expiry.ParseRecord(obj.Annotations[expiry.AnnotationReminders])
-		life := expiry.Compute(obj.CreationTimestamp.Time, obj.Annotations, ev.schedule.DefaultTTL)
+		life := expiry.Compute(obj.CreationTimestamp.Time, obj.Annotations, ev.Schedule.DefaultTTL)
 		if life.Keep || !life.ExpiresAt.Equal(rec.ExpiresAt) {
 			// The object changed under us (kept, extended): the new plan
 			// supersedes what was just sent.
@@ -198,7 +198,7 @@ func (r *ObjectReconciler) writeFailed(key Key, obj *metav1.PartialObjectMetadat
 func (r *ObjectReconciler) reportOnce(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, whats ...string) map[string]bool {
 	var fresh []string
 	for _, what := range whats {
-		if _, ok := ev.record.Reported[what]; !ok {
+		if _, ok := ev.Record.Reported[what]; !ok {
 			fresh = append(fresh, what)
 		}
 	}

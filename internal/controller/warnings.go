@@ -32,7 +32,7 @@ type reported struct {
 // warnInvalid emits one InvalidTimeout Event per invalid annotation value,
 // and again only when the values change.
 func (r *ObjectReconciler) warnInvalid(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation) {
-	life := ev.life
+	life := ev.Life
 	var sig strings.Builder
 	for _, inv := range life.Invalid {
 		sig.WriteString(inv.Annotation + "=" + inv.Value + "\n")
