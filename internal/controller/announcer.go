@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,51 +56,69 @@ const announceTimeout = 30 * time.Second
 // maxAnnouncing is how many one-off messages are sent at once.
 const maxAnnouncing = 16
 
-func (r *ObjectReconciler) slots() chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.announceSlots == nil {
-		r.announceSlots = make(chan struct{}, maxAnnouncing)
-	}
-	return r.announceSlots
+// announcer sends one-off messages in the background, a few at a time, so
+// that a slow receiver does not delay the next deletion. It is a manager
+// Runnable: at shutdown it waits for the messages under way, and from
+// then on sends each before its reconcile returns, which the manager also
+// waits for before it releases the Lease.
+type announcer struct {
+	mu       sync.Mutex
+	sending  sync.WaitGroup
+	draining bool
+	slots    chan struct{}
 }
 
-// announceLater sends a one-off message without holding up the worker: a
-// slow receiver must not delay the next deletion.
-func (r *ObjectReconciler) announceLater(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, t v1alpha1.EventType, detail string) {
+// Start waits for the shutdown, then drains.
+func (a *announcer) Start(ctx context.Context) error {
+	<-ctx.Done()
+	a.drain()
+	return nil
+}
+
+// run calls send in the background, or at once when inline or draining.
+// send gets a context of its own, bounded by announceTimeout and not cut
+// short by a shutdown.
+func (a *announcer) run(ctx context.Context, inline bool, send func(context.Context)) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), announceTimeout)
-	r.mu.Lock()
-	if r.draining {
-		// Shutting down: sent before the worker returns, which the
-		// manager waits for.
-		r.mu.Unlock()
+	a.mu.Lock()
+	if inline || a.draining {
+		a.mu.Unlock()
 		defer cancel()
-		r.announce(ctx, key, obj, ev, t, detail)
+		send(ctx)
 		return
 	}
-	r.announcing.Add(1)
-	r.mu.Unlock()
+	if a.slots == nil {
+		a.slots = make(chan struct{}, maxAnnouncing)
+	}
+	slots := a.slots
+	a.sending.Add(1)
+	a.mu.Unlock()
 	go func() {
-		defer r.announcing.Done()
+		defer a.sending.Done()
 		defer cancel()
 		// A burst of deletions must not open a connection per message.
-		slots := r.slots()
 		select {
 		case slots <- struct{}{}:
 			defer func() { <-slots }()
 		case <-ctx.Done():
 			return
 		}
-		r.announce(ctx, key, obj, ev, t, detail)
+		send(ctx)
 	}()
 }
 
-// drainAnnouncements waits, at shutdown, for the one-off messages sent in
-// the background; those announced from now on are sent before their
-// reconcile returns.
-func (r *ObjectReconciler) drainAnnouncements() {
-	r.mu.Lock()
-	r.draining = true
-	r.mu.Unlock()
-	r.announcing.Wait()
+// drain waits for the messages sent in the background; those announced
+// from now on are sent before their reconcile returns.
+func (a *announcer) drain() {
+	a.mu.Lock()
+	a.draining = true
+	a.mu.Unlock()
+	a.sending.Wait()
+}
+
+// announceLater sends a one-off message through the announcer.
+func (r *ObjectReconciler) announceLater(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, t v1alpha1.EventType, detail string) {
+	r.announcer.run(ctx, r.AnnounceInline, func(ctx context.Context) {
+		r.announce(ctx, key, obj, ev, t, detail)
+	})
 }

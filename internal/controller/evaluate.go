@@ -77,7 +77,7 @@ func (r *ObjectReconciler) decide(ctx context.Context, key Key, obj *metav1.Part
 	plan := ev.plan()
 	if plan.Action != expiry.Delete {
 		// A turn under the deletion caps is for an object due now.
-		r.Caps.forget(key)
+		r.caps().forget(key)
 	}
 	return ev, plan, nil
 }

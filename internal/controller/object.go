@@ -58,8 +58,13 @@ type ObjectReconciler struct {
 	Channels *Channels
 	// Audit receives a record of every decision; nil writes none.
 	Audit *audit.Log
-	// Caps holds the deletion caps and the turns they gave.
-	Caps *deletionCaps
+	// MaxDeletionsPerMinute caps the deletions of all policies together;
+	// 0 sets no such cap. Each policy's own cap applies either way.
+	MaxDeletionsPerMinute int
+	// AnnounceInline sends one-off messages before Reconcile returns, as
+	// while shutting down, instead of in the background: a simulation
+	// must see each send happen in its own order.
+	AnnounceInline bool
 	// DryRun deletes nothing, whatever the policies say.
 	DryRun bool
 	// ArchiveDir is where manifests are archived before deletion.
@@ -70,13 +75,20 @@ type ObjectReconciler struct {
 	// Outbox keeps the expired and deleted messages until they are out.
 	Outbox *outbox.Outbox
 
-	mu            sync.Mutex
-	seen          map[Key]reported
-	retries       retries
-	pending       pendingDeliveries
-	announcing    sync.WaitGroup
-	draining      bool
-	announceSlots chan struct{}
+	mu        sync.Mutex
+	seen      map[Key]reported
+	retries   retries
+	pending   pendingDeliveries
+	announcer announcer
+	capsOnce  sync.Once
+	capsState *deletionCaps
+}
+
+// caps are the deletion caps and the turns they gave, built on first use
+// from MaxDeletionsPerMinute.
+func (r *ObjectReconciler) caps() *deletionCaps {
+	r.capsOnce.Do(func() { r.capsState = newDeletionCaps(r.MaxDeletionsPerMinute) })
+	return r.capsState
 }
 
 // Reconcile plans the next action for one object and carries it out when
@@ -161,7 +173,7 @@ func (r *ObjectReconciler) turn(ctx context.Context, key Key, obj *metav1.Partia
 	if ev.dryRun(r.DryRun) {
 		return 0
 	}
-	at, by, throttled := r.Caps.admit(key, obj.UID, ev.Life.ExpiresAt, ev.policy.Name, ev.policy.Spec.Deletion.MaxPerMinute, ev.now)
+	at, by, throttled := r.caps().admit(key, obj.UID, ev.Life.ExpiresAt, ev.policy.Name, ev.policy.Spec.Deletion.MaxPerMinute, ev.now)
 	if !at.After(ev.now) {
 		return 0
 	}
@@ -185,7 +197,7 @@ func (r *ObjectReconciler) forget(key Key) {
 	r.mu.Unlock()
 	r.retries.forget(key)
 	r.pending.forget(key)
-	r.Caps.forget(key)
+	r.caps().forget(key)
 }
 
 // freshRead reads the whole object from the API server, and its metadata

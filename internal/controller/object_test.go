@@ -154,7 +154,7 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 	}
 	h.r.Outbox = h.r.NewOutbox(h.client, fresh, "timeout-system", 0, logr.Discard())
 	// One-off messages go out in the background; none may outlive the test.
-	t.Cleanup(h.r.announcing.Wait)
+	t.Cleanup(h.r.announcer.drain)
 	return h
 }
 
@@ -1078,7 +1078,6 @@ func TestObjectReconcilerWaitsForItsTurnUnderACap(t *testing.T) {
 	first := newConfigMap("first", ttl("10m"))
 	second := newConfigMap("second", ttl("10m"))
 	h := newHarness(t, t0, newPolicy("capped", func(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.MaxPerMinute = 2 }), first, second)
-	h.r.Caps = newDeletionCaps(0)
 	h.clock.SetTime(t0.Add(10 * time.Minute))
 
 	if _, err := h.reconcile(first); err != nil || h.stored(first) != nil {

@@ -148,7 +148,6 @@ func newWorld(disabled map[string]string) *world {
 	w.store = fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).WithObjects(append(simChannels(), ns)...).Build()
 	w.live = interceptor.NewClient(w.store, interceptor.Funcs{Patch: w.patch, Delete: w.delete})
 	w.cached = interceptor.NewClient(w.live, interceptor.Funcs{Get: w.cacheGet})
-	current = w
 	w.ctrl = start(w)
 	return w
 }
