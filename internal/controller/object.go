@@ -75,13 +75,13 @@ type ObjectReconciler struct {
 	// Outbox keeps the expired and deleted messages until they are out.
 	Outbox *outbox.Outbox
 
-	mu        sync.Mutex
-	seen      map[Key]reported
-	retries   retries
-	pending   pendingDeliveries
-	announcer announcer
-	capsOnce  sync.Once
-	capsState *deletionCaps
+	mu            sync.Mutex
+	warningsGiven map[Key]givenWarnings
+	retries       retries
+	pending       pendingDeliveries
+	announcer     announcer
+	capsOnce      sync.Once
+	capsState     *deletionCaps
 }
 
 // caps are the deletion caps and the turns they gave, built on first use
@@ -157,7 +157,7 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	case expiry.Notify:
 		return r.notify(ctx, key, obj, ev, plan)
 	case expiry.Delete:
-		if wait := r.turn(ctx, key, obj, ev); wait > 0 {
+		if wait := r.deletionTurn(ctx, key, obj, ev); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 		return r.expire(ctx, key, obj, ev)
@@ -166,10 +166,10 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	}
 }
 
-// turn returns how long the object must wait for its turn under the
+// deletionTurn returns how long the object must wait for its turn under the
 // deletion caps, and says so (once per expiry) when a cap holds it back.
 // A dry run deletes nothing, so nothing waits for it.
-func (r *ObjectReconciler) turn(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation) time.Duration {
+func (r *ObjectReconciler) deletionTurn(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation) time.Duration {
 	if ev.dryRun(r.DryRun) {
 		return 0
 	}
@@ -193,7 +193,7 @@ func (r *ObjectReconciler) turn(ctx context.Context, key Key, obj *metav1.Partia
 
 func (r *ObjectReconciler) forget(key Key) {
 	r.mu.Lock()
-	delete(r.seen, key)
+	delete(r.warningsGiven, key)
 	r.mu.Unlock()
 	r.retries.forget(key)
 	r.pending.forget(key)

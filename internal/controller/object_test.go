@@ -203,7 +203,7 @@ func (h *harness) deleteCalls() []client.DeleteOptions {
 func (h *harness) seenLen() int {
 	h.r.mu.Lock()
 	defer h.r.mu.Unlock()
-	return len(h.r.seen)
+	return len(h.r.warningsGiven)
 }
 
 // kinds returns the "Type Reason" of each Event.
@@ -942,11 +942,11 @@ func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
 				t.Fatal(err)
 			}
 			if n := h.seenLen(); n != 1 {
-				t.Fatalf("seen has %d entries after the first report, want 1", n)
+				t.Fatalf("warningsGiven has %d entries after the first report, want 1", n)
 			}
 			tt.then(h, tt.object)
 			if n := h.seenLen(); n != 0 {
-				t.Fatalf("seen has %d entries, want none: %+v", n, h.r.seen)
+				t.Fatalf("warningsGiven has %d entries, want none: %+v", n, h.r.warningsGiven)
 			}
 		})
 	}
@@ -960,7 +960,7 @@ func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
 				t.Fatal(err)
 			}
 			if n := h.seenLen(); n != 0 {
-				t.Fatalf("seen has %d entries at %s, want none", n, at)
+				t.Fatalf("warningsGiven has %d entries at %s, want none", n, at)
 			}
 		}
 	})
@@ -1037,7 +1037,7 @@ func TestObjectReconcilerForgetsWhatOneOffMessagesReported(t *testing.T) {
 		t.Fatal("the channel got no deleted message: the one-off path did not run")
 	}
 	if n := h.seenLen(); n != 0 {
-		t.Errorf("seen has %d entries after the object was deleted, want none: %+v", n, h.r.seen)
+		t.Errorf("warningsGiven has %d entries after the object was deleted, want none: %+v", n, h.r.warningsGiven)
 	}
 }
 

@@ -133,17 +133,18 @@ func (p *pendingDeliveries) carry(k Key, uid types.UID, rec *expiry.Record, crea
 	return rec
 }
 
-// apply adds to rec, the record planning goes on from, this process's
-// deliveries about its expiry that shown (the record as the object shows
-// it) lacks, and reports whether there were any: they still have to be
-// written. It forgets the deliveries shown holds, those about another
-// expiry (carried already) and those about another object under the name.
+// apply adds to rec, the record that planning goes on from, the
+// deliveries this process made about rec's expiry that are missing from
+// shown, the record as the object shows it. It reports whether there were
+// any: they still have to be written. It drops the deliveries that are no
+// longer needed: those shown holds, those about another expiry (carry
+// moved them already) and those about an earlier object of the same name.
 func (p *pendingDeliveries) apply(k Key, uid types.UID, shown, rec *expiry.Record) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var keep []pendingDelivery
 	for _, d := range p.m[k] {
-		if d.uid != uid || !d.expiresAt.Equal(rec.ExpiresAt) || shows(shown, d) {
+		if d.uid != uid || !d.expiresAt.Equal(rec.ExpiresAt) || recordHolds(shown, d) {
 			continue
 		}
 		d.applyTo(rec)
@@ -157,8 +158,8 @@ func (p *pendingDeliveries) apply(k Key, uid types.UID, shown, rec *expiry.Recor
 	return len(keep) > 0
 }
 
-// shows reports whether rec holds delivery d.
-func shows(rec *expiry.Record, d pendingDelivery) bool {
+// recordHolds reports whether rec holds delivery d.
+func recordHolds(rec *expiry.Record, d pendingDelivery) bool {
 	if rec == nil || !rec.ExpiresAt.Equal(d.expiresAt) {
 		return false
 	}
@@ -179,10 +180,10 @@ func (p *pendingDeliveries) forget(k Key) {
 // writeFailed reports a record that could not be written, once per object:
 // the deliveries stay in memory meanwhile, and planning goes on from them.
 func (r *ObjectReconciler) writeFailed(key Key, obj *metav1.PartialObjectMetadata, err error) error {
-	if r.remember(key, obj.UID, func(s *reported) bool {
-		first := !s.writeFailed
-		s.writeFailed = true
-		return first
+	if r.updateGivenWarnings(key, obj.UID, func(s *givenWarnings) bool {
+		firstFailure := !s.recordWriteFailed
+		s.recordWriteFailed = true
+		return firstFailure
 	}) {
 		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonRecordFailed, actionNotify,
 			"Could not record on the object what was sent (%s): a restart of the controller would send it again", apierrors.ReasonForError(err))

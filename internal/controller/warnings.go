@@ -19,14 +19,23 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
-// reported remembers which warnings about an object's annotations were
-// given, so that a value that stays wrong is warned about once. Only
-// objects with something to remember have an entry.
-type reported struct {
-	uid         types.UID
-	invalid     string
-	recipients  string
-	writeFailed bool
+// givenWarnings is which warnings about one object this process gave:
+// InvalidTimeout and InvalidRecipient, each summed up by the values it
+// complained about, and RecordFailed. It guards against repeating a
+// warning on every reconcile while a value stays wrong; only objects with
+// something to remember have an entry.
+//
+// It is kept in memory only: after a restart each such warning that
+// still applies is given once more (said twice, never lost). The
+// warnings about an expiry (failed messages, notice not given, deletion
+// or archive failed) are in the record's reported, and are not repeated.
+type givenWarnings struct {
+	uid types.UID
+	// invalidAnnotations and refusedRecipients are the signatures of the
+	// last InvalidTimeout and InvalidRecipient warnings.
+	invalidAnnotations string
+	refusedRecipients  string
+	recordWriteFailed  bool
 }
 
 // warnInvalid emits one InvalidTimeout Event per invalid annotation value,
@@ -37,7 +46,7 @@ func (r *ObjectReconciler) warnInvalid(ctx context.Context, key Key, obj *metav1
 	for _, inv := range life.Invalid {
 		sig.WriteString(inv.Annotation + "=" + inv.Value + "\n")
 	}
-	if !r.changed(key, obj.UID, sig.String(), func(s *reported) *string { return &s.invalid }) || sig.Len() == 0 {
+	if !r.warningsChanged(key, obj.UID, sig.String(), func(s *givenWarnings) *string { return &s.invalidAnnotations }) || sig.Len() == 0 {
 		return
 	}
 	outcome := "it is kept"
@@ -64,10 +73,10 @@ func (r *ObjectReconciler) warnInvalid(ctx context.Context, key Key, obj *metav1
 		"%s; %s", strings.Join(problems, "; "), outcome)
 }
 
-// changed reports whether the warnings about the object, summed up in sig,
+// warningsChanged reports whether the warnings about the object, summed up in sig,
 // differ from those field says were last given, and remembers sig.
-func (r *ObjectReconciler) changed(key Key, uid types.UID, sig string, field func(*reported) *string) bool {
-	return r.remember(key, uid, func(s *reported) bool {
+func (r *ObjectReconciler) warningsChanged(key Key, uid types.UID, sig string, field func(*givenWarnings) *string) bool {
+	return r.updateGivenWarnings(key, uid, func(s *givenWarnings) bool {
 		last := field(s)
 		changed := *last != sig
 		*last = sig
@@ -75,24 +84,24 @@ func (r *ObjectReconciler) changed(key Key, uid types.UID, sig string, field fun
 	})
 }
 
-// remember applies update to what was reported about the object and
+// updateGivenWarnings applies update to what was reported about the object and
 // returns update's result. A recreated object (new UID) starts afresh, and
 // an entry left with nothing in it is dropped.
-func (r *ObjectReconciler) remember(key Key, uid types.UID, update func(*reported) bool) bool {
+func (r *ObjectReconciler) updateGivenWarnings(key Key, uid types.UID, update func(*givenWarnings) bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := r.seen[key]
+	s := r.warningsGiven[key]
 	if s.uid != uid {
-		s = reported{uid: uid}
+		s = givenWarnings{uid: uid}
 	}
 	result := update(&s)
-	if s == (reported{uid: uid}) {
-		delete(r.seen, key)
+	if s == (givenWarnings{uid: uid}) {
+		delete(r.warningsGiven, key)
 	} else {
-		if r.seen == nil {
-			r.seen = map[Key]reported{}
+		if r.warningsGiven == nil {
+			r.warningsGiven = map[Key]givenWarnings{}
 		}
-		r.seen[key] = s
+		r.warningsGiven[key] = s
 	}
 	return result
 }
@@ -104,7 +113,7 @@ func (r *ObjectReconciler) warnRecipients(key Key, obj *metav1.PartialObjectMeta
 	for _, p := range problems {
 		sig.WriteString(p.Error() + "\n")
 	}
-	if !r.changed(key, obj.UID, sig.String(), func(s *reported) *string { return &s.recipients }) || sig.Len() == 0 {
+	if !r.warningsChanged(key, obj.UID, sig.String(), func(s *givenWarnings) *string { return &s.refusedRecipients }) || sig.Len() == 0 {
 		return
 	}
 	r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonInvalidRecipient, actionNotify,
