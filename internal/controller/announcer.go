@@ -14,7 +14,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
@@ -23,17 +22,18 @@ import (
 // announce tells people something that happens once, at the time it
 // happens (expired, deleted, deletion failed, would delete): there is no
 // record to keep and no retry, since the object may be gone.
-func (r *ObjectReconciler) announce(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, t v1alpha1.EventType, detail string) {
+func (r *ObjectReconciler) announce(ctx context.Context, ev *evaluation, t v1alpha1.EventType, detail string) {
+	key, obj := ev.key, ev.obj
 	names := slices.Sorted(maps.Keys(ev.channels.notifiers))
 	if len(names) == 0 {
 		return
 	}
 	// No InvalidRecipient warnings from here: the object may be gone, and
 	// its reconciles warned already.
-	msg := r.message(key, obj, ev, t, ev.Life.ExpiresAt, "")
+	msg := r.message(ev, t, ev.Life.ExpiresAt, "")
 	msg.Detail = detail
 	sent, _, failed := r.deliver(ctx, ev, names, msg)
-	r.audit(ctx, key, obj, ev, deliveryRecords(t, "", sent, failed)...)
+	r.audit(ctx, ev, deliveryRecords(t, "", sent, failed)...)
 	log := logf.FromContext(ctx)
 	var problems []string
 	for _, name := range failed.names() {
@@ -117,8 +117,8 @@ func (a *announcer) drain() {
 }
 
 // announceLater sends a one-off message through the announcer.
-func (r *ObjectReconciler) announceLater(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, t v1alpha1.EventType, detail string) {
+func (r *ObjectReconciler) announceLater(ctx context.Context, ev *evaluation, t v1alpha1.EventType, detail string) {
 	r.announcer.run(ctx, r.AnnounceInline, func(ctx context.Context) {
-		r.announce(ctx, key, obj, ev, t, detail)
+		r.announce(ctx, ev, t, detail)
 	})
 }

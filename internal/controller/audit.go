@@ -6,7 +6,6 @@ package controller
 import (
 	"context"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
@@ -15,7 +14,8 @@ import (
 // audit adds rec to the audit trail, filled in with the object, its policy
 // and its expiry. A record that cannot be written is counted and logged:
 // the action it is about has happened.
-func (r *ObjectReconciler) audit(ctx context.Context, key Key, obj metav1.Object, ev *evaluation, recs ...audit.Record) {
+func (r *ObjectReconciler) audit(ctx context.Context, ev *evaluation, recs ...audit.Record) {
+	key, obj := ev.key, ev.obj
 	apiVersion, kind := key.GVK.ToAPIVersionAndKind()
 	now := r.Clock.Now()
 	for i := range recs {

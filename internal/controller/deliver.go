@@ -28,7 +28,8 @@ import (
 
 // notify sends the message plan says is due to the channels that have not
 // accepted it yet, and records on the object which ones did.
-func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, plan expiry.Plan) (ctrl.Result, error) {
+func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expiry.Plan) (ctrl.Result, error) {
+	key, obj := ev.key, ev.obj
 	log := logf.FromContext(ctx)
 
 	// Each channel backs off on its own: one that keeps failing must not
@@ -49,7 +50,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	if ev.needsTitle(key) {
 		ev.Record.Title = r.title(ctx, key)
 	}
-	msg := r.message(key, obj, ev, plan.Event, plan.At, plan.Key)
+	msg := r.message(ev, plan.Event, plan.At, plan.Key)
 	if plan.Event == v1alpha1.EventReminder {
 		msg.Stage = plan.Key
 	}
@@ -85,7 +86,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		// No channel carries this type of message: the Kubernetes Event is
 		// the message, and it counts once the API server stored it.
 		start := time.Now()
-		err := r.storeEvent(sendCtx, key, obj, ev, plan, msg)
+		err := r.storeEvent(sendCtx, ev, plan, msg)
 		notificationSeconds.WithLabelValues(notify.EventsChannel).Observe(time.Since(start).Seconds())
 		result := "sent"
 		if err != nil {
@@ -104,7 +105,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	if reminder && !alreadySent {
 		reminderLag.Observe(now.Sub(reminderDue(ev.Record, plan.Key)).Seconds())
 	}
-	r.audit(ctx, key, obj, ev, deliveryRecords(plan.Event, msg.Stage, sent, failed)...)
+	r.audit(ctx, ev, deliveryRecords(plan.Event, msg.Stage, sent, failed)...)
 	if len(sent) > 0 {
 		log.Info("notified", "event", plan.Event, "key", plan.Key, "channels", sent, "expiresAt", ev.Life.ExpiresAt)
 		if !slices.Equal(sent, []string{notify.EventsChannel}) {
@@ -129,13 +130,13 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		}
 		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 		defer cancel()
-		if err := r.recordDelivery(recordCtx, key, obj, ev, d.applyTo); err != nil {
-			return ctrl.Result{}, r.writeFailed(key, obj, err)
+		if err := r.recordDelivery(recordCtx, ev, d.applyTo); err != nil {
+			return ctrl.Result{}, r.writeFailed(ev, err)
 		}
 		if !alreadySent && len(sent) > 0 {
 			// Said once per message, when the record first shows it: a
 			// restart reads the record and does not say it again.
-			r.reportFirstDelivery(ctx, key, obj, ev, plan, msg)
+			r.reportFirstDelivery(ctx, ev, plan, msg)
 		}
 	}
 	if len(failed) == 0 {
@@ -154,7 +155,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	if noticeNotGiven {
 		reports = append(reports, expiry.ReportNoticeNotGiven)
 	}
-	said := r.reportOnce(ctx, key, obj, ev, reports...)
+	said := r.reportOnce(ctx, ev, reports...)
 	var firstFailures []string
 	for _, name := range failed.names() {
 		if said[expiry.FailedReport(plan.Key, name)] {
@@ -283,17 +284,18 @@ const (
 
 // reportFirstDelivery records, in the audit trail and an Event, what the
 // first delivery of a postponement or a rehearsal means for the object.
-func (r *ObjectReconciler) reportFirstDelivery(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, plan expiry.Plan, msg notify.Message) {
+func (r *ObjectReconciler) reportFirstDelivery(ctx context.Context, ev *evaluation, plan expiry.Plan, msg notify.Message) {
+	key, obj := ev.key, ev.obj
 	switch plan.Event {
 	case v1alpha1.EventPostponed:
-		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Postponed, Result: audit.OK,
+		r.audit(ctx, ev, audit.Record{Type: audit.Postponed, Result: audit.OK,
 			Detail: "deletion postponed to " + plan.At.UTC().Format(time.RFC3339) + ": " + msg.Detail})
 		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
 			"Expired at %s; deletion postponed to %s because %s", ev.Life.ExpiresAt.UTC().Format(time.RFC3339),
 			plan.At.UTC().Format(time.RFC3339), msg.Detail)
 	case v1alpha1.EventWouldDelete:
 		deletions.WithLabelValues("would_delete").Inc()
-		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.WouldDelete, Result: audit.OK, Detail: r.whyRehearsed()})
+		r.audit(ctx, ev, audit.Record{Type: audit.WouldDelete, Result: audit.OK, Detail: r.whyRehearsed()})
 		logf.FromContext(ctx).Info("would delete", "expiresAt", ev.Life.ExpiresAt, "policy", ev.policy.Name)
 	}
 }
@@ -305,7 +307,8 @@ const maxEventName = 253
 // message where no channel carries its type. Its name is fixed by the
 // message (the object's UID, expiry, type and stage), so that a retry
 // after a lost answer finds it stored instead of creating a second one.
-func (r *ObjectReconciler) storeEvent(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, plan expiry.Plan, msg notify.Message) error {
+func (r *ObjectReconciler) storeEvent(ctx context.Context, ev *evaluation, plan expiry.Plan, msg notify.Message) error {
+	key, obj := ev.key, ev.obj
 	namespace := obj.Namespace
 	if namespace == "" {
 		// Cluster-scoped: the API server takes their Events only in

@@ -24,7 +24,15 @@ import (
 // evaluation is what the controller makes of an object at one moment:
 // the shared decision (internal/decide) and what only the controller
 // knows, its channels, its clock and its deliveries not written yet.
+//
+// It is the state of one pass over one object, and what the steps of that
+// pass (notify, expire, record, audit) take instead of a long argument
+// list. It does not outlive the pass.
 type evaluation struct {
+	key Key
+	// obj is the object as the decision read it: from the cache, or fresh
+	// from the API server before a delete.
+	obj *metav1.PartialObjectMetadata
 	decide.Decision
 	policy *v1alpha1.TimeoutPolicy
 	// unwritten is set when Record holds deliveries the object does not
@@ -117,6 +125,8 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 		return r.pending.carry(key, obj.UID, shown, obj.CreationTimestamp.Time, expiresAt)
 	}
 	ev := &evaluation{
+		key:      key,
+		obj:      obj,
 		Decision: decide.Evaluate(c, decide.Object{Created: obj.CreationTimestamp.Time, Annotations: obj.Annotations}, now, unwritten),
 		policy:   c.TimeoutPolicy,
 		channels: channels,

@@ -31,7 +31,8 @@ import (
 // object is needed (for the title of the last message, or the archive) it
 // is read from the API server, and the decision is made again from what
 // that read shows.
-func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation) (ctrl.Result, error) {
+func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Result, error) {
+	key, obj := ev.key, ev.obj
 	log := logf.FromContext(ctx)
 
 	var u *unstructured.Unstructured
@@ -63,7 +64,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 		case expiry.Notify:
 			// The fresh read shows something the cache had not: a message
 			// due first (the record or the notice changed).
-			return r.notify(ctx, key, fresh, ev, plan)
+			return r.notify(ctx, ev, plan)
 		}
 		obj, u = fresh, whole
 	}
@@ -82,7 +83,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 		return ctrl.Result{}, nil
 	}
 	if ev.archives(r.DryRun) {
-		if err := r.archive(ctx, key, obj, u, ev); err != nil {
+		if err := r.archive(ctx, ev, u); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -99,7 +100,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 	// delete, so that a crash right after it loses neither, and handed to
 	// the outbox's sender once it succeeded: a slow receiver must not
 	// delay the next deletion.
-	farewell := r.farewell(key, obj, ev)
+	farewell := r.farewell(ev)
 	if farewell != nil {
 		prepareCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 		defer cancel()
@@ -109,7 +110,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 	}
 	// On the trail (synced) before the delete, so that a crash before its
 	// outcome is written still leaves the attempt on record.
-	r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Deleting, Result: audit.OK, Detail: "propagation " + string(propagation)})
+	r.audit(ctx, ev, audit.Record{Type: audit.Deleting, Result: audit.OK, Detail: "propagation " + string(propagation)})
 	err := r.Client.Delete(deleteCtx, obj,
 		client.Preconditions{UID: &obj.UID, ResourceVersion: &obj.ResourceVersion},
 		client.PropagationPolicy(propagation))
@@ -122,20 +123,20 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.DeleteSuperseded, Result: audit.OK, Detail: "gone already"})
+		r.audit(ctx, ev, audit.Record{Type: audit.DeleteSuperseded, Result: audit.OK, Detail: "gone already"})
 		return ctrl.Result{}, nil
 	case apierrors.IsConflict(err):
-		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.DeleteSuperseded, Result: audit.OK, Detail: "changed since it was read; evaluating again"})
+		r.audit(ctx, ev, audit.Record{Type: audit.DeleteSuperseded, Result: audit.OK, Detail: "changed since it was read; evaluating again"})
 		deletions.WithLabelValues("conflict").Inc()
 		log.V(1).Info("object changed before delete; evaluating again")
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	case err != nil:
 		deletions.WithLabelValues("failed").Inc()
 		reason := string(apierrors.ReasonForError(err))
-		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.DeletionFailed, Result: audit.Error, Error: err.Error()})
+		r.audit(ctx, ev, audit.Record{Type: audit.DeletionFailed, Result: audit.Error, Error: err.Error()})
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonDeletionFailed, actionDelete, "Delete failed: %s", reason)
-		if r.reportOnce(ctx, key, obj, ev, expiry.ReportDeletionFailed)[expiry.ReportDeletionFailed] {
-			r.announceLater(ctx, key, obj, ev, v1alpha1.EventDeletionFailed, "the API server answered "+reason)
+		if r.reportOnce(ctx, ev, expiry.ReportDeletionFailed)[expiry.ReportDeletionFailed] {
+			r.announceLater(ctx, ev, v1alpha1.EventDeletionFailed, "the API server answered "+reason)
 		}
 		return ctrl.Result{}, fmt.Errorf("delete %s: %w", key, err)
 	}
@@ -151,7 +152,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 	deletions.WithLabelValues("deleted").Inc()
 	deletionLag.Observe(lag.Seconds())
 	// On the trail before anything says it is done.
-	r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Deleted, Result: audit.OK,
+	r.audit(ctx, ev, audit.Record{Type: audit.Deleted, Result: audit.OK,
 		Detail: fmt.Sprintf("propagation %s, %s after it fell due", propagation, lag.Round(time.Millisecond))})
 	log.Info("deleted", "expiresAt", life.ExpiresAt, "lag", lag, "policy", policy.Name)
 	// Recorded after the delete succeeded, so that a delete that loses a
@@ -166,12 +167,13 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 // archive writes the object's manifest to the archive. When it cannot, it
 // says so (once per expiry) and returns an error, so that the object is
 // not deleted and is tried again with backoff.
-func (r *ObjectReconciler) archive(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, u *unstructured.Unstructured, ev *evaluation) error {
+func (r *ObjectReconciler) archive(ctx context.Context, ev *evaluation, u *unstructured.Unstructured) error {
+	key, obj := ev.key, ev.obj
 	path, err := archive.Write(r.ArchiveDir, u, archive.Header{ArchivedAt: r.Clock.Now(), ExpiresAt: ev.Life.ExpiresAt, Policy: ev.policy.Name})
 	if err != nil {
 		archives.WithLabelValues(audit.Error).Inc()
-		if r.reportOnce(ctx, key, obj, ev, expiry.ReportArchiveFailed)[expiry.ReportArchiveFailed] {
-			r.audit(ctx, key, obj, ev, audit.Record{Type: audit.ArchiveFailed, Result: audit.Error, Error: err.Error()})
+		if r.reportOnce(ctx, ev, expiry.ReportArchiveFailed)[expiry.ReportArchiveFailed] {
+			r.audit(ctx, ev, audit.Record{Type: audit.ArchiveFailed, Result: audit.Error, Error: err.Error()})
 			r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonArchiveFailed, actionDelete,
 				"Expired at %s but not deleted: policy %s archives before deleting and the archive failed: %v; retrying with backoff",
 				ev.Life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, err)
@@ -179,6 +181,6 @@ func (r *ObjectReconciler) archive(ctx context.Context, key Key, obj *metav1.Par
 		return fmt.Errorf("archive %s: %w", key, err)
 	}
 	archives.WithLabelValues(audit.OK).Inc()
-	r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Archived, Result: audit.OK, Detail: path})
+	r.audit(ctx, ev, audit.Record{Type: audit.Archived, Result: audit.OK, Detail: path})
 	return nil
 }

@@ -121,7 +121,7 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	if err != nil || ev == nil {
 		return ctrl.Result{}, err
 	}
-	r.warnInvalid(ctx, key, obj, ev)
+	r.warnInvalid(ctx, ev)
 
 	// Record.
 	if ev.Replaced {
@@ -131,11 +131,11 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		// Not cut short by a shutdown: a failure would be reported.
 		writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 		defer cancel()
-		if err := r.recordDelivery(writeCtx, key, obj, ev, func(*expiry.Record) {}); err != nil {
-			return ctrl.Result{}, r.writeFailed(key, obj, err)
+		if err := r.recordDelivery(writeCtx, ev, func(*expiry.Record) {}); err != nil {
+			return ctrl.Result{}, r.writeFailed(ev, err)
 		}
 		if !ev.Previous.IsZero() {
-			r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Extended, Result: audit.OK,
+			r.audit(ctx, ev, audit.Record{Type: audit.Extended, Result: audit.OK,
 				Detail: "expiry moved from " + ev.Previous.UTC().Format(time.RFC3339)})
 		}
 		return ctrl.Result{}, nil
@@ -144,7 +144,7 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		// Deliveries the object does not show are written again until they
 		// stick; planning goes on from them meanwhile, so nothing waits on
 		// the write and nothing is sent twice.
-		if err := r.recordDelivery(ctx, key, obj, ev, func(*expiry.Record) {}); err != nil {
+		if err := r.recordDelivery(ctx, ev, func(*expiry.Record) {}); err != nil {
 			log.Error(err, "record what was sent")
 		}
 	}
@@ -155,12 +155,12 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		log.V(1).Info("waiting", "until", plan.At, "expiresAt", ev.Life.ExpiresAt, "source", ev.Life.Source, "policy", ev.policy.Name)
 		return ctrl.Result{RequeueAfter: expiry.After(plan.At, ev.now)}, nil
 	case expiry.Notify:
-		return r.notify(ctx, key, obj, ev, plan)
+		return r.notify(ctx, ev, plan)
 	case expiry.Delete:
-		if wait := r.deletionTurn(ctx, key, obj, ev); wait > 0 {
+		if wait := r.deletionTurn(ctx, ev); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
-		return r.expire(ctx, key, obj, ev)
+		return r.expire(ctx, ev)
 	default:
 		return ctrl.Result{}, nil
 	}
@@ -169,7 +169,8 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 // deletionTurn returns how long the object must wait for its turn under the
 // deletion caps, and says so (once per expiry) when a cap holds it back.
 // A dry run deletes nothing, so nothing waits for it.
-func (r *ObjectReconciler) deletionTurn(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation) time.Duration {
+func (r *ObjectReconciler) deletionTurn(ctx context.Context, ev *evaluation) time.Duration {
+	key, obj := ev.key, ev.obj
 	if ev.dryRun(r.DryRun) {
 		return 0
 	}
@@ -184,7 +185,7 @@ func (r *ObjectReconciler) deletionTurn(ctx context.Context, key Key, obj *metav
 			limit = "the controller's cap (--max-deletions-per-minute)"
 		}
 		when := at.UTC().Format(time.RFC3339Nano)
-		r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Throttled, Result: audit.OK, Detail: "deletion waits until " + when + " under " + limit})
+		r.audit(ctx, ev, audit.Record{Type: audit.Throttled, Result: audit.OK, Detail: "deletion waits until " + when + " under " + limit})
 		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeNormal, ReasonDeletionThrottled, actionDelete,
 			"Expired at %s; deletion waits until %s under %s", ev.Life.ExpiresAt.UTC().Format(time.RFC3339), when, limit)
 	}

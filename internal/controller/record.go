@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -25,7 +24,8 @@ import (
 // a merge patch locked on the resourceVersion. On a conflict it reads the
 // object again and applies the update to the fresh record, as long as that
 // record is about the same expiry: a delivery is never lost to a race.
-func (r *ObjectReconciler) recordDelivery(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, update func(*expiry.Record)) error {
+func (r *ObjectReconciler) recordDelivery(ctx context.Context, ev *evaluation, update func(*expiry.Record)) error {
+	key, obj := ev.key, ev.obj
 	rec := ev.Record
 	// Locked on the version the record was read from; patched through a
 	// copy so that the caller's object keeps it.
@@ -179,7 +179,8 @@ func (p *pendingDeliveries) forget(k Key) {
 
 // writeFailed reports a record that could not be written, once per object:
 // the deliveries stay in memory meanwhile, and planning goes on from them.
-func (r *ObjectReconciler) writeFailed(key Key, obj *metav1.PartialObjectMetadata, err error) error {
+func (r *ObjectReconciler) writeFailed(ev *evaluation, err error) error {
+	key, obj := ev.key, ev.obj
 	if r.updateGivenWarnings(key, obj.UID, func(s *givenWarnings) bool {
 		firstFailure := !s.recordWriteFailed
 		s.recordWriteFailed = true
@@ -196,7 +197,7 @@ func (r *ObjectReconciler) writeFailed(key Key, obj *metav1.PartialObjectMetadat
 // before: only they are said, and only once the record holds them, so that
 // neither a retry nor a restart says them again. When the record cannot be
 // written nothing is said now; the next pass tries again.
-func (r *ObjectReconciler) reportOnce(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, whats ...string) map[string]bool {
+func (r *ObjectReconciler) reportOnce(ctx context.Context, ev *evaluation, whats ...string) map[string]bool {
 	var fresh []string
 	for _, what := range whats {
 		if _, ok := ev.Record.Reported[what]; !ok {
@@ -209,7 +210,7 @@ func (r *ObjectReconciler) reportOnce(ctx context.Context, key Key, obj *metav1.
 	said := map[string]bool{}
 	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	err := r.recordDelivery(writeCtx, key, obj, ev, func(rec *expiry.Record) {
+	err := r.recordDelivery(writeCtx, ev, func(rec *expiry.Record) {
 		// Applied again to a fresh record after a conflict: what another
 		// writer recorded meanwhile is not said twice.
 		clear(said)

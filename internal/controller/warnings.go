@@ -40,7 +40,8 @@ type givenWarnings struct {
 
 // warnInvalid emits one InvalidTimeout Event per invalid annotation value,
 // and again only when the values change.
-func (r *ObjectReconciler) warnInvalid(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation) {
+func (r *ObjectReconciler) warnInvalid(ctx context.Context, ev *evaluation) {
+	key, obj := ev.key, ev.obj
 	life := ev.Life
 	var sig strings.Builder
 	for _, inv := range life.Invalid {
@@ -68,7 +69,7 @@ func (r *ObjectReconciler) warnInvalid(ctx context.Context, key Key, obj *metav1
 		invalidAnnotations.WithLabelValues(label).Inc()
 		recs = append(recs, audit.Record{Type: audit.InvalidAnnotation, Result: audit.Error, Error: inv.Error()})
 	}
-	r.audit(ctx, key, obj, ev, recs...)
+	r.audit(ctx, ev, recs...)
 	r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonInvalidTimeout, actionEvaluate,
 		"%s; %s", strings.Join(problems, "; "), outcome)
 }
