@@ -1,9 +1,9 @@
 // Copyright 2026 The Amphitheatre Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-
 // Sending the outbox's messages, and what is said when one is sent, fails or
 // is given up; outbox.go keeps the entries and schedules the passes.
+
 package outbox
 
 import (

@@ -1,8 +1,8 @@
 // Copyright 2026 The Amphitheatre Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-
 // The text form of an explanation; explain.go builds it.
+
 package plugin
 
 import (
