@@ -6,6 +6,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -81,12 +82,19 @@ func (c *scripted) count(t v1alpha1.EventType) int {
 	return n
 }
 
-var theScripted = &scripted{}
+// scriptedSecrets is the Secrets every harness gives its Channels: it
+// reads no Secret, and carries the harness's own scripted channel to the
+// factory, so that tests that script their channel can run in parallel.
+type scriptedSecrets struct{ ch *scripted }
+
+func (scriptedSecrets) Get(_ context.Context, namespace, name, key string) ([]byte, error) {
+	return nil, fmt.Errorf("secret %s/%s key %s: the harness reads no Secret", namespace, name, key)
+}
 
 func init() {
-	notify.Register("zz-scripted", func(_ context.Context, ch notify.Channel, _ notify.Secrets) (notify.Notifier, error) {
-		if ch.Name == scriptedChannel {
-			return theScripted, nil
+	notify.Register("zz-scripted", func(_ context.Context, ch notify.Channel, secrets notify.Secrets) (notify.Notifier, error) {
+		if s, ok := secrets.(scriptedSecrets); ok && ch.Name == scriptedChannel {
+			return s.ch, nil
 		}
 		return nil, nil
 	})
@@ -101,12 +109,10 @@ func remindingPolicy(notice v1alpha1.Duration) *v1alpha1.TimeoutPolicy {
 	})
 }
 
-// The scripted channel is shared: these tests do not run in parallel.
-
 func TestRetriesBackOffWhenTheNoticeIsStillOwedAfterExpiry(t *testing.T) {
-	theScripted.set(nil, errors.New("mail server down"))
 	cm := newConfigMap("late")
 	h := newHarness(t, t0.Add(2*time.Hour), remindingPolicy("1h"), cm)
+	h.scripted.set(nil, errors.New("mail server down"))
 
 	res, err := h.reconcile(cm)
 	if err != nil {
@@ -116,10 +122,10 @@ func TestRetriesBackOffWhenTheNoticeIsStillOwedAfterExpiry(t *testing.T) {
 		t.Fatalf("RequeueAfter = %v after a failed reminder past expiry; want the backoff, at least 1s", res.RequeueAfter)
 	}
 	// Looked at again before the backoff is over: nothing is sent.
-	theScripted.set(nil, nil)
+	h.scripted.set(nil, nil)
 	res, err = h.reconcile(cm)
-	if err != nil || res.RequeueAfter < 500*time.Millisecond || theScripted.count(v1alpha1.EventReminder) != 0 {
-		t.Fatalf("second look: %v, %v, %d sends; want a wait and no send", res, err, theScripted.count(v1alpha1.EventReminder))
+	if err != nil || res.RequeueAfter < 500*time.Millisecond || h.scripted.count(v1alpha1.EventReminder) != 0 {
+		t.Fatalf("second look: %v, %v, %d sends; want a wait and no send", res, err, h.scripted.count(v1alpha1.EventReminder))
 	}
 	if h.stored(cm) == nil {
 		t.Fatal("deleted without the notice it was owed")
@@ -127,15 +133,14 @@ func TestRetriesBackOffWhenTheNoticeIsStillOwedAfterExpiry(t *testing.T) {
 }
 
 func TestAStageIsNotSentAgainWhileTheCacheLags(t *testing.T) {
-	theScripted.set(nil, nil)
 	cm := newConfigMap("lagging")
 	h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("0s"), cm)
 
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
-	if theScripted.count(v1alpha1.EventReminder) != 1 {
-		t.Fatalf("%d reminders, want 1", theScripted.count(v1alpha1.EventReminder))
+	if h.scripted.count(v1alpha1.EventReminder) != 1 {
+		t.Fatalf("%d reminders, want 1", h.scripted.count(v1alpha1.EventReminder))
 	}
 	// The cache has not seen the record yet.
 	h.mu.Lock()
@@ -147,7 +152,7 @@ func TestAStageIsNotSentAgainWhileTheCacheLags(t *testing.T) {
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
-	if n := theScripted.count(v1alpha1.EventReminder); n != 1 {
+	if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
 		t.Errorf("%d reminders after a reconcile from a lagging cache, want still 1", n)
 	}
 	h.mu.Lock()
@@ -158,13 +163,12 @@ func TestAStageIsNotSentAgainWhileTheCacheLags(t *testing.T) {
 		t.Errorf("record = %+v, want the 30m stage", rec)
 	}
 	res, err := h.reconcile(cm)
-	if err != nil || res.RequeueAfter != 29*time.Minute || theScripted.count(v1alpha1.EventReminder) != 1 {
+	if err != nil || res.RequeueAfter != 29*time.Minute || h.scripted.count(v1alpha1.EventReminder) != 1 {
 		t.Errorf("once the cache caught up: %+v, %v; want a wait for the expiry, 29m away, and no send", res, err)
 	}
 }
 
 func TestAFailedRecordWriteDoesNotResend(t *testing.T) {
-	theScripted.set(nil, nil)
 	cm := newConfigMap("unwritable")
 	h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("0s"), cm)
 	h.mu.Lock()
@@ -182,7 +186,7 @@ func TestAFailedRecordWriteDoesNotResend(t *testing.T) {
 			t.Fatalf("reconcile after a failed write: %+v, %v; want a wait for the expiry", res, err)
 		}
 	}
-	if n := theScripted.count(v1alpha1.EventReminder); n != 1 {
+	if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
 		t.Errorf("%d reminders, want 1 however often the record write fails", n)
 	}
 	var warnings int
@@ -208,14 +212,14 @@ func TestAFailedRecordWriteDoesNotResend(t *testing.T) {
 }
 
 func TestAChannelThatDoesNotCarryRemindersGivesNoNotice(t *testing.T) {
-	theScripted.set([]v1alpha1.EventType{v1alpha1.EventDeleted}, nil)
 	cm := newConfigMap("unsubscribed")
 	h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("1h"), cm)
+	h.scripted.set([]v1alpha1.EventType{v1alpha1.EventDeleted}, nil)
 
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
-	if theScripted.count(v1alpha1.EventReminder) != 0 {
+	if h.scripted.count(v1alpha1.EventReminder) != 0 {
 		t.Fatal("a channel that does not carry reminders was sent one")
 	}
 	stored := h.stored(cm)
@@ -230,13 +234,13 @@ func TestAChannelThatDoesNotCarryRemindersGivesNoNotice(t *testing.T) {
 }
 
 func TestADeletionThatFallsDueDuringAFailedSendIsNotDelayed(t *testing.T) {
-	theScripted.set(nil, errors.New("timed out"))
 	cm := newConfigMap("slow")
 	h := newHarness(t, t0.Add(59*time.Minute), remindingPolicy("0s"), cm)
+	h.scripted.set(nil, errors.New("timed out"))
 	// The send takes until past the expiry, then fails.
-	theScripted.mu.Lock()
-	theScripted.during = func() { h.clock.SetTime(t0.Add(time.Hour + time.Millisecond)) }
-	theScripted.mu.Unlock()
+	h.scripted.mu.Lock()
+	h.scripted.during = func() { h.clock.SetTime(t0.Add(time.Hour + time.Millisecond)) }
+	h.scripted.mu.Unlock()
 
 	res, err := h.reconcile(cm)
 	if err != nil {
@@ -245,7 +249,7 @@ func TestADeletionThatFallsDueDuringAFailedSendIsNotDelayed(t *testing.T) {
 	if res.RequeueAfter > 10*time.Millisecond {
 		t.Fatalf("RequeueAfter = %v after the expiry passed during the send; want to plan again at once", res.RequeueAfter)
 	}
-	theScripted.set(nil, nil)
+	h.scripted.set(nil, nil)
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +283,7 @@ func TestLeavingTheGlobalDryRunGivesTheMinimumNoticeAgain(t *testing.T) {
 
 	live := t0.Add(90 * time.Minute)
 	h.clock.SetTime(live)
-	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock}}
+	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock, Secrets: scriptedSecrets{h.scripted}}}
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
@@ -316,16 +320,16 @@ func TestLeavingTheGlobalDryRunGivesTheMinimumNoticeAgain(t *testing.T) {
 // any step (a new reconciler on the same API server) neither repeats nor
 // loses a message or a report.
 func TestARestartAtAnyStepRepeatsAndLosesNothing(t *testing.T) {
-	theScripted.set(nil, errors.New("mail server down"))
 	cm := newConfigMap("restarted")
 	h := newHarness(t, t0, remindingPolicy("1h"), cm)
+	h.scripted.set(nil, errors.New("mail server down"))
 	var all []string
 	step := func(at time.Duration, times int) {
 		t.Helper()
 		h.clock.SetTime(t0.Add(at))
 		for range times {
 			// Everything in memory is dropped.
-			h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock}}
+			h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock, Secrets: scriptedSecrets{h.scripted}}}
 			h.r.Outbox = h.r.NewOutbox(h.client, h.r.APIReader, "timeout-system", 0, logr.Discard())
 			if _, err := h.reconcile(cm); err != nil && !strings.Contains(err.Error(), "conflict") {
 				t.Fatal(err)
@@ -335,7 +339,7 @@ func TestARestartAtAnyStepRepeatsAndLosesNothing(t *testing.T) {
 	}
 	step(30*time.Minute, 3) // the reminder fails
 	step(time.Hour, 3)      // expired, no notice given
-	theScripted.set(nil, nil)
+	h.scripted.set(nil, nil)
 	step(62*time.Minute, 3) // the reminder goes out, then the postponement
 	step(90*time.Minute, 2)
 	step(122*time.Minute, 1) // deleted
@@ -361,7 +365,7 @@ func TestARestartAtAnyStepRepeatsAndLosesNothing(t *testing.T) {
 			t.Errorf("%d %s Events, want %d: %q", got, kind, want, all)
 		}
 	}
-	if r, p := theScripted.count(v1alpha1.EventReminder), theScripted.count(v1alpha1.EventPostponed); r != 1 || p != 1 {
+	if r, p := h.scripted.count(v1alpha1.EventReminder), h.scripted.count(v1alpha1.EventPostponed); r != 1 || p != 1 {
 		t.Errorf("%d reminders and %d postponements sent, want one of each", r, p)
 	}
 }
@@ -402,20 +406,20 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 		{"keeps the delivery of a first reminder the object was extended during, and owes an extension message", func(t *testing.T) {
 			cm := newConfigMap("extdur")
 			h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("1h"), cm)
-			theScripted.mu.Lock()
-			theScripted.during = func() { h.annotate(cm, expiry.AnnotationExpiresAt, t0.Add(48*time.Hour).Format(time.RFC3339)) }
-			theScripted.mu.Unlock()
+			h.scripted.mu.Lock()
+			h.scripted.during = func() { h.annotate(cm, expiry.AnnotationExpiresAt, t0.Add(48*time.Hour).Format(time.RFC3339)) }
+			h.scripted.mu.Unlock()
 			mustReconcile(t, h, cm)
-			theScripted.mu.Lock()
-			theScripted.during = nil
-			theScripted.mu.Unlock()
-			if n := theScripted.count(v1alpha1.EventReminder); n != 1 {
+			h.scripted.mu.Lock()
+			h.scripted.during = nil
+			h.scripted.mu.Unlock()
+			if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
 				t.Fatalf("%d reminders, want 1", n)
 			}
 			for range 3 {
 				mustReconcile(t, h, cm)
 			}
-			if n := theScripted.count(v1alpha1.EventExtended); n != 1 {
+			if n := h.scripted.count(v1alpha1.EventExtended); n != 1 {
 				t.Errorf("%d extended messages after people were sent a reminder for the old date; want 1", n)
 			}
 			if rec := storedRecord(t, h, cm); rec == nil || rec.NoticeAt.IsZero() {
@@ -427,33 +431,33 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 			h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("0s"), cm)
 			mustReconcile(t, h, cm) // the 30m reminder
 			mustReconcile(t, h, cm)
-			theScripted.set(nil, errors.New("down"))
+			h.scripted.set(nil, errors.New("down"))
 			h.annotate(cm, expiry.AnnotationExpiresAt, t0.Add(3*time.Hour).Format(time.RFC3339))
 			mustReconcile(t, h, cm) // the record follows the new expiry
 			mustReconcile(t, h, cm) // the extended message fails
-			if n := theScripted.count(v1alpha1.EventExtended); n != 0 {
+			if n := h.scripted.count(v1alpha1.EventExtended); n != 0 {
 				t.Fatalf("%d extended messages through a failing channel", n)
 			}
-			theScripted.set(nil, nil)
+			h.scripted.set(nil, nil)
 			h.annotate(cm, expiry.AnnotationExpiresAt, t0.Add(5*time.Hour).Format(time.RFC3339))
 			h.clock.Step(time.Minute)
 			mustReconcile(t, h, cm)
 			mustReconcile(t, h, cm)
-			if n := theScripted.count(v1alpha1.EventExtended); n != 1 {
+			if n := h.scripted.count(v1alpha1.EventExtended); n != 1 {
 				t.Errorf("%d extended messages: people told of 10:00 must hear of the extension once", n)
 			}
 		}},
 		{"does not carry the backoff of a failing stage over to the stage of a new expiry", func(t *testing.T) {
-			theScripted.set(nil, errors.New("down"))
 			cm := newConfigMap("backoff")
 			h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("1h"), cm)
+			h.scripted.set(nil, errors.New("down"))
 			for range 8 {
 				h.clock.Step(mustReconcile(t, h, cm).RequeueAfter)
 			}
 			mustReconcile(t, h, cm)
 			last := h.clock.Now()
 			old := h.r.retries.nextAttempt(newRetryKey(keyOf(cm), cm.UID, t0.Add(time.Hour), "30m", scriptedChannel))
-			theScripted.set(nil, nil)
+			h.scripted.set(nil, nil)
 			// Extended so that the new date's 30m stage falls due in a
 			// minute, before the old stage's next attempt.
 			h.annotate(cm, expiry.AnnotationExpiresAt, last.Add(31*time.Minute).Truncate(time.Second).Add(time.Second).Format(time.RFC3339))
@@ -463,7 +467,7 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 				t.Fatalf("the old stage's backoff ended at %s, before the new stage fell due: the case tests nothing", old)
 			}
 			res := mustReconcile(t, h, cm)
-			if n := theScripted.count(v1alpha1.EventReminder); n != 1 {
+			if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
 				t.Errorf("%d reminders 30s after the new date's stage fell due (requeue %v); want 1, not a wait for the old date's backoff", n, res.RequeueAfter)
 			}
 		}},
@@ -471,8 +475,8 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 			at := t0.Add(time.Hour)
 			cm := newConfigMap("recreated", expiresAt(at))
 			h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("10m"), cm)
-			theScripted.mu.Lock()
-			theScripted.during = func() {
+			h.scripted.mu.Lock()
+			h.scripted.during = func() {
 				if err := h.client.Delete(context.Background(), cm); err != nil {
 					t.Error(err)
 				}
@@ -484,7 +488,7 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 					t.Error(err)
 				}
 			}
-			theScripted.mu.Unlock()
+			h.scripted.mu.Unlock()
 			mustReconcile(t, h, cm)
 			s := h.stored(cm)
 			if s == nil || s.UID != "uid-recreated-2" {
@@ -503,28 +507,27 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 			at := t0.Add(time.Hour)
 			cm := newConfigMap("recreated", expiresAt(at))
 			h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("10m"), cm)
-			theScripted.mu.Lock()
-			theScripted.during = func() {
+			h.scripted.mu.Lock()
+			h.scripted.during = func() {
 				_ = h.client.Delete(context.Background(), cm)
 				_ = h.client.Create(context.Background(), newConfigMap("recreated", expiresAt(at), func(c *corev1.ConfigMap) {
 					c.UID = "uid-recreated-2"
 					c.CreationTimestamp = metav1.NewTime(t0.Add(31 * time.Minute))
 				}))
 			}
-			theScripted.mu.Unlock()
+			h.scripted.mu.Unlock()
 			mustReconcile(t, h, cm)
-			theScripted.set(nil, nil)
+			h.scripted.set(nil, nil)
 			for _, m := range []time.Duration{32, 55, 60, 61} {
 				h.clock.SetTime(t0.Add(m * time.Minute))
 				mustReconcile(t, h, cm)
-				if h.stored(cm) == nil && theScripted.count(v1alpha1.EventReminder) == 0 {
+				if h.stored(cm) == nil && h.scripted.count(v1alpha1.EventReminder) == 0 {
 					t.Fatalf("the recreated object was deleted at +%dm with no reminder of its own", m)
 				}
 			}
 		}},
 	}
 	for _, tt := range tests {
-		theScripted.set(nil, nil)
 		t.Run(tt.name, tt.run)
 	}
 }
@@ -537,9 +540,9 @@ func TestRemindersWhenDeliveryOrItsRecordFails(t *testing.T) {
 		run  func(t *testing.T)
 	}{
 		{"reports NoticeNotGiven for an object held past expiry by a channel that failed since before it", func(t *testing.T) {
-			theScripted.set(nil, errors.New("mail server down"))
 			cm := newConfigMap("nng")
 			h := newHarness(t, t0.Add(30*time.Minute), remindingPolicy("1h"), cm)
+			h.scripted.set(nil, errors.New("mail server down"))
 			var all []string
 			for i := 0; i < 40 && h.clock.Now().Before(t0.Add(3*time.Hour)); i++ {
 				h.clock.Step(mustReconcile(t, h, cm).RequeueAfter)
@@ -599,13 +602,12 @@ func TestRemindersWhenDeliveryOrItsRecordFails(t *testing.T) {
 			if !slices.Contains(all, "Warning RecordFailed") {
 				t.Errorf("Events %q: want a RecordFailed warning", all)
 			}
-			if n := theScripted.count(v1alpha1.EventReminder); n != 1 {
+			if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
 				t.Errorf("%d reminders, want 1", n)
 			}
 		}},
 	}
 	for _, tt := range tests {
-		theScripted.set(nil, nil)
 		t.Run(tt.name, tt.run)
 	}
 }
