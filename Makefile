@@ -76,20 +76,23 @@ docker-build: ## Build the controller image IMG with CONTAINER_TOOL (docker).
 control-plane: ## Build etcd and kube-apiserver into bin/ (cached) and print their directory.
 	@hack/control-plane.sh
 
-# The packages whose tests need no API server: they run with the race
-# detector (cgo and a C compiler). The rest start a control plane, the
-# demo or the bench, and run without it: -race would double their time.
-UNIT_PKGS = ./api/... ./internal/... ./cmd/...
+# The packages whose tests need no API server run with the race detector
+# (cgo and a C compiler), except internal/sim: it plays 500 schedules in one
+# goroutine, where -race finds nothing and makes it several times slower.
+# The rest start a control plane, the demo or the bench, and run without it.
+RACE_PKGS = ./api/... ./cmd/... $(filter-out %/internal/sim,$(shell go list ./internal/...))
 OTHER_PKGS = ./hack/... ./test/...
 
 .PHONY: test
 test: tools ## Run every test: unit (with -race), fuzz seeds, and integration against a real API server.
-	go test -race -count=1 $(UNIT_PKGS)
+	go test -race -count=1 $(RACE_PKGS)
+	go test -count=1 ./internal/sim
 	assets=$(ASSETS) && KUBEBUILDER_ASSETS="$$assets" go test -count=1 $(OTHER_PKGS)
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no API server), with the race detector.
-	go test -race -count=1 $(UNIT_PKGS)
+	go test -race -count=1 $(RACE_PKGS)
+	go test -count=1 ./internal/sim
 
 # How many schedules `make simulate` plays, and from which seed (fresh when empty).
 SCHEDULES ?= 10000
