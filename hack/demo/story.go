@@ -291,7 +291,7 @@ func createSecret(ctx context.Context, cl client.Client, value string) error {
 }
 
 func (s *story) lifetime(u *unstructured.Unstructured) expiry.Lifetime {
-	return expiry.Compute(u.GetCreationTimestamp().Time, u.GetAnnotations(), s.schedule.DefaultTTL)
+	return s.schedule.Lifetime(u.GetCreationTimestamp().Time, u.GetAnnotations())
 }
 
 // stagesOf returns the reminder leads that apply to a lifetime that took

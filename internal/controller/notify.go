@@ -517,13 +517,13 @@ func (r *ObjectReconciler) recordDelivery(ctx context.Context, key Key, obj *met
 			return nil
 		}
 		fresh, _ := expiry.ParseRecord(obj.Annotations[expiry.AnnotationReminders])
-		life := expiry.Compute(obj.CreationTimestamp.Time, obj.Annotations, ev.schedule.DefaultTTL)
+		life := ev.schedule.Lifetime(obj.CreationTimestamp.Time, obj.Annotations)
 		if life.Keep || !life.ExpiresAt.Equal(rec.ExpiresAt) {
 			// The object changed under us (kept, extended): the new plan
 			// supersedes what was just sent.
 			return nil
 		}
-		next := fresh.For(life.ExpiresAt, obj.CreationTimestamp.Time, ev.now)
+		next := fresh.ForLife(life, obj.CreationTimestamp.Time, ev.now)
 		next.Title = rec.Title
 		rec = next
 	}

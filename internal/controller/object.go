@@ -271,7 +271,7 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 	ev := &evaluation{
 		policy:   c.TimeoutPolicy,
 		schedule: c.Schedule,
-		life:     expiry.Compute(obj.CreationTimestamp.Time, obj.Annotations, c.Schedule.DefaultTTL),
+		life:     c.Schedule.Lifetime(obj.CreationTimestamp.Time, obj.Annotations),
 		channels: channels,
 		now:      r.Clock.Now(),
 		rehearse: r.DryRun || c.Spec.Deletion.DryRun,
@@ -288,7 +288,7 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 		// Deliveries not written yet belong to the record they were about,
 		// before an extension replaces it.
 		base := r.pending.carry(key, obj.UID, record, created, ev.life.ExpiresAt)
-		ev.record = base.For(ev.life.ExpiresAt, created, ev.now)
+		ev.record = base.ForLife(ev.life, created, ev.now)
 		ev.recordReset = base != nil && ev.record != base
 		if ev.recordReset {
 			ev.previous = base.ExpiresAt

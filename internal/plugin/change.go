@@ -84,7 +84,7 @@ If the controller deleted it first, the command says so and exits with 8.`,
 					// What the other annotations say: it applies once keep goes.
 					a := maps.Clone(ev.Object.GetAnnotations())
 					delete(a, expiry.AnnotationKeep)
-					current = expiry.Compute(ev.Object.GetCreationTimestamp().Time, a, ev.Governing.Schedule.DefaultTTL)
+					current = ev.Governing.Schedule.Lifetime(ev.Object.GetCreationTimestamp().Time, a)
 				}
 				at := target(current.ExpiresAt, ev.Now)
 				if at.Before(ev.Object.GetCreationTimestamp().Time) {

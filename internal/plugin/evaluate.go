@@ -89,7 +89,7 @@ func Evaluate(obj *unstructured.Unstructured, gvk schema.GroupVersionKind, names
 		return ev, nil
 	}
 	created := obj.GetCreationTimestamp().Time
-	ev.Life = expiry.Compute(created, obj.GetAnnotations(), ev.Governing.Schedule.DefaultTTL)
+	ev.Life = ev.Governing.Schedule.Lifetime(created, obj.GetAnnotations())
 	if ev.Life.Keep {
 		return ev, nil
 	}
@@ -99,7 +99,7 @@ func Evaluate(obj *unstructured.Unstructured, gvk schema.GroupVersionKind, names
 		ev.RecordUnreadable, stored = true, nil
 	}
 	// stored was parsed for this evaluation alone: nothing else holds it.
-	ev.Record = stored.For(ev.Life.ExpiresAt, created, now)
+	ev.Record = stored.ForLife(ev.Life, created, now)
 	ev.Steps = simulate(ev.Life, ev.Governing.Schedule, ev.Record, ev.Channels, now)
 	return ev, nil
 }
