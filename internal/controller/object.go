@@ -78,6 +78,7 @@ type ObjectReconciler struct {
 	mu            sync.Mutex
 	seen          map[Key]reported
 	retries       retries
+	activity      activity
 	pending       pendingDeliveries
 	announcing    sync.WaitGroup
 	draining      bool
@@ -148,6 +149,13 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	}
 
 	plan := ev.plan()
+	wake, wrote, err := r.recordActivity(ctx, key, obj, ev, plan)
+	if wrote || err != nil {
+		return ctrl.Result{}, err
+	}
+	if plan.Action == expiry.Wait && !wake.IsZero() && wake.Before(plan.At) {
+		plan.At = wake
+	}
 	if plan.Action != expiry.Delete {
 		r.Caps.forget(key)
 	}
@@ -289,7 +297,10 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 		// before an extension replaces it.
 		base := r.pending.carry(key, obj.UID, record, created, ev.life.ExpiresAt)
 		ev.record = base.ForLife(ev.life, created, ev.now)
-		ev.recordReset = base != nil && ev.record != base
+		// A record moved only by use, about which nothing was said, is
+		// what the stored one gives again at every look: not written, so
+		// that use costs no record writes.
+		ev.recordReset = base != nil && ev.record != base && !base.Follows(ev.life)
 		if ev.recordReset {
 			ev.previous = base.ExpiresAt
 		}
@@ -588,6 +599,7 @@ func (r *ObjectReconciler) forget(key Key) {
 	r.mu.Unlock()
 	r.retries.forget(key)
 	r.pending.forget(key)
+	r.activity.forget(key)
 	r.Caps.forget(key)
 }
 

@@ -179,6 +179,15 @@ func (l Lifetime) Idle() bool {
 	return !l.Keep && !l.IdleAt.IsZero() && l.IdleAt.After(l.Base)
 }
 
+// Follows reports whether the record For gives r for the lifetime l is the
+// one it gives every time, whatever now is: l's expiry is a later one set
+// by use, and no message was delivered about r's, so that For keeps its
+// Since. Such a record need not be written.
+func (r *Record) Follows(l Lifetime) bool {
+	return r != nil && !r.ExpiresAt.IsZero() && l.Idle() && l.ExpiresAt.After(r.ExpiresAt) &&
+		len(r.Sent) == 0 && r.NoticeAt.IsZero()
+}
+
 // ForLife is For, for the lifetime l. An expiry moved later by activity
 // owes an extended message only when a reminder reached someone about the
 // old date: otherwise every recorded use would announce one.
