@@ -79,9 +79,24 @@ type LifetimeInfo struct {
 	Keep      bool   `json:"keep"`
 	ExpiresAt *Time  `json:"expiresAt,omitempty"`
 	Source    string `json:"source,omitempty"`
-	// Value is the source annotation's value, or the policy's defaultTTL.
+	// Value is the source annotation's value, or the policy's defaultTTL,
+	// idleTTL or maxTTL.
 	Value   string        `json:"value,omitempty"`
 	Invalid []InvalidInfo `json:"invalid,omitempty"`
+	// Clock says which clock sets the expiry: creation (annotations or
+	// defaultTTL), idle (last activity plus idleTTL) or maximum (maxTTL).
+	Clock string `json:"clock,omitempty"`
+	// CreationClock is the expiry the annotations or defaultTTL give.
+	CreationClock *Time `json:"creationClock,omitempty"`
+	// IdleClock is the last activity plus idleTTL, under a policy with
+	// idleTTL; LastActive is that activity and ActiveBy what recorded it.
+	IdleClock  *Time  `json:"idleClock,omitempty"`
+	LastActive *Time  `json:"lastActive,omitempty"`
+	ActiveBy   string `json:"activeBy,omitempty"`
+	// Maximum is creation plus maxTTL, under a policy with maxTTL.
+	Maximum *Time `json:"maximum,omitempty"`
+	// KeepRefused says the object asks to be kept and its policy forbids it.
+	KeepRefused bool `json:"keepRefused,omitempty"`
 }
 
 // InvalidInfo is an annotation whose value cannot be used.
@@ -240,10 +255,23 @@ func Explain(ev *Evaluation) Explanation {
 		return x
 	}
 	li.ExpiresAt = timePtr(life.ExpiresAt)
-	if life.Source == expiry.SourceDefault {
+	switch life.Source {
+	case expiry.SourceDefault:
 		li.Value = expiry.FormatDuration(ev.Governing.Schedule.DefaultTTL)
-	} else {
+	case expiry.SourceIdle:
+		li.Value = expiry.FormatDuration(ev.Governing.Schedule.IdleTTL)
+	case expiry.SourceMax:
+		li.Value = expiry.FormatDuration(ev.Governing.Schedule.MaxTTL)
+	default:
 		li.Value = obj.GetAnnotations()[life.Source]
+	}
+	li.Clock, li.KeepRefused = life.Clock(), life.KeepRefused
+	if !life.IdleAt.IsZero() || !life.Max.IsZero() {
+		li.CreationClock = timePtr(life.Base)
+		li.IdleClock, li.Maximum = timePtr(life.IdleAt), timePtr(life.Max)
+	}
+	if !life.IdleAt.IsZero() {
+		li.LastActive, li.ActiveBy = timePtr(life.LastActive), life.ActiveBy
 	}
 
 	schedule := ev.Governing.Schedule
@@ -388,6 +416,12 @@ func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 		case l.Source == expiry.SourceDefault:
 			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
 			fmt.Fprintf(w, "  set by the policy's defaultTTL %s, counted from creation\n", l.Value)
+		case l.Source == expiry.SourceIdle:
+			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
+			fmt.Fprintf(w, "  set by the idle clock: idleTTL %s after its last use, which is later than its annotations or defaultTTL give\n", l.Value)
+		case l.Source == expiry.SourceMax:
+			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
+			fmt.Fprintf(w, "  set by the maximum: the policy's maxTTL %s from creation caps a later expiry; no annotation, extension or use goes past it\n", l.Value)
 		default:
 			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
 			fmt.Fprintf(w, "  set by the annotation %s=%q", l.Source, l.Value)
@@ -395,6 +429,16 @@ func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 				fmt.Fprint(w, ", counted from creation")
 			}
 			fmt.Fprintln(w)
+		}
+		if l.CreationClock != nil {
+			fmt.Fprintf(w, "  clocks: creation %s", formatTime(time.Time(*l.CreationClock)))
+			if l.IdleClock != nil {
+				fmt.Fprintf(w, ", idle %s (last active %s, by %s)", formatTime(time.Time(*l.IdleClock)), formatTime(time.Time(*l.LastActive)), l.ActiveBy)
+			}
+			if l.Maximum != nil {
+				fmt.Fprintf(w, ", maximum %s", formatTime(time.Time(*l.Maximum)))
+			}
+			fmt.Fprintf(w, "; the %s clock decides\n", l.Clock)
 		}
 		for _, inv := range l.Invalid {
 			fmt.Fprintf(w, "  invalid: %s=%q: expected %s; %s\n", inv.Annotation, inv.Value, inv.Expected, inv.Fallback)
