@@ -271,7 +271,10 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 			}
 		}
 	}
-	return s.finale(ctx, cl)
+	if err := s.finale(ctx, cl); err != nil {
+		return err
+	}
+	return s.useAct(ctx, cl)
 }
 
 // createSecret puts the webhook signing key where the policy says it is.
