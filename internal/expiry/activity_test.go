@@ -309,3 +309,36 @@ func TestPlanFollowsUse(t *testing.T) {
 		}
 	})
 }
+
+// FuzzScheduleLifetime writes anything into the annotations of use: they
+// may move an expiry later than the creation clock, never earlier, and
+// never past the maximum.
+func FuzzScheduleLifetime(f *testing.F) {
+	f.Add("2026-11-20T09:00:00Z", `{"generation":3,"at":"2026-11-21T09:00:00Z"}`, "")
+	f.Add("yesterday", "{", "true")
+	f.Add("9999-12-31T23:59:59Z", `{"generation":-1,"at":"0001-01-01T00:00:00Z"}`, "maybe")
+	f.Add(" 2026-11-01T09:00:00+01:00 ", "", "false")
+	forbidden := idle
+	forbidden.KeepForbidden = true
+	f.Fuzz(func(t *testing.T, lastActive, activity, keep string) {
+		a := map[string]string{AnnotationLastActive: lastActive, AnnotationActivity: activity, AnnotationKeep: keep}
+		for _, s := range []Schedule{idle, forbidden} {
+			l := s.Lifetime(created, a)
+			if l.Keep {
+				if s.KeepForbidden {
+					t.Fatalf("kept under keep: Forbidden: %+v", l)
+				}
+				continue
+			}
+			if l.ExpiresAt.Before(l.Base) && l.ExpiresAt.Before(l.Max) {
+				t.Fatalf("expires at %s, before the creation clock %s", l.ExpiresAt, l.Base)
+			}
+			if l.ExpiresAt.After(l.Max) {
+				t.Fatalf("expires at %s, past the maximum %s", l.ExpiresAt, l.Max)
+			}
+			if l.LastActive.Before(created) {
+				t.Fatalf("last active %s, before the creation", l.LastActive)
+			}
+		}
+	})
+}
