@@ -99,7 +99,10 @@ func (r *ObjectReconciler) recordActivity(ctx context.Context, key Key, obj *met
 		return time.Time{}, false, nil
 	}
 	seen := r.activity.observe(key, obj.UID, obj.Generation, ev.now)
-	last := later(recorded.At, seen.wrote)
+	last := recorded.At
+	if seen.wrote.After(last) {
+		last = seen.wrote
+	}
 	if last.IsZero() {
 		last = obj.CreationTimestamp.Time
 	}
@@ -134,11 +137,4 @@ func (r *ObjectReconciler) recordActivity(ctx context.Context, key Key, obj *met
 	activityWrites.Inc()
 	logf.FromContext(ctx).V(1).Info("activity recorded", "generation", value.Generation, "at", value.At, "policy", ev.policy.Name)
 	return time.Time{}, true, nil
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
