@@ -81,7 +81,7 @@ func main() {
 	flag.DurationVar(&cfg.Settle, "settle", 3*time.Second, "How long to keep listening for duplicates once everything came.")
 	flag.Float64Var(&cfg.Touch, "touch", 0, "Share of the Playbooks (0 to 1) whose spec is edited every -touch-every for -touch-for, under a policy with -idle-ttl; only those that do not expire during the run.")
 	flag.DurationVar(&cfg.TouchEvery, "touch-every", time.Second, "How often the touched Playbooks are edited.")
-	flag.DurationVar(&cfg.TouchFor, "touch-for", time.Minute, "How long the touched Playbooks are edited, from the end of the initial sync.")
+	flag.DurationVar(&cfg.TouchFor, "touch-for", time.Minute, "How long the touched Playbooks are edited, ending with the last expiry.")
 	flag.DurationVar(&cfg.IdleTTL, "idle-ttl", 0, "The policy's idleTTL (0: none). It must not exceed -margin, so that no expiry the run measures moves.")
 	flag.IntVar(&cfg.Characters, "characters", 3, "Characters in each Playbook's spec.")
 	flag.IntVar(&cfg.Creators, "creators", 32, "Playbooks created in parallel.")

@@ -65,7 +65,9 @@ func (m *measurement) touchable() []string {
 }
 
 // startTouching edits the spec of the touchable Playbooks every
-// TouchEvery for TouchFor, and returns a function that stops and waits.
+// TouchEvery for TouchFor, ending with the last expiry so that the
+// deletions are measured under that load, and returns a function that
+// stops and waits.
 func (m *measurement) startTouching(ctx context.Context) (stop func()) {
 	names := m.touchable()
 	if len(names) == 0 || m.cfg.TouchFor <= 0 {
@@ -76,9 +78,17 @@ func (m *measurement) startTouching(ctx context.Context) (stop func()) {
 	var wg sync.WaitGroup
 	var edits, failed atomic.Int64
 	start := time.Now()
+	if s := m.pop.lastDue.Add(-m.cfg.TouchFor); s.After(start) {
+		start = s
+	}
 	end := start.Add(m.cfg.TouchFor)
-	m.p.say("editing the spec of %d Playbooks every %s for %s", len(names), m.cfg.TouchEvery, m.cfg.TouchFor)
 	wg.Go(func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(start)):
+		}
+		m.p.say("editing the spec of %d Playbooks every %s for %s", len(names), m.cfg.TouchEvery, m.cfg.TouchFor)
 		tick := time.NewTicker(m.cfg.TouchEvery)
 		defer tick.Stop()
 		round := 0
@@ -114,6 +124,8 @@ func (m *measurement) startTouching(ctx context.Context) (stop func()) {
 			}
 		}
 	})
+	// From the sync on: a write of use the controller owes for an edit
+	// made before the start would count too.
 	before, _ := scrapeController(ctx, m.ctrlAddr)
 	return func() {
 		wg.Wait()
