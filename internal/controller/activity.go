@@ -113,10 +113,14 @@ func (r *ObjectReconciler) recordActivity(ctx context.Context, key Key, obj *met
 
 	value := expiry.Activity{Generation: obj.Generation, At: seen.at.UTC()}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		// Locked: a concurrent write of the same annotation by another
-		// replica, or a newer generation, must not be overwritten.
-		"resourceVersion": obj.ResourceVersion,
-		"annotations":     map[string]string{expiry.AnnotationActivity: value.String()},
+		// On this object, not one recreated under its name. Not locked on
+		// the resourceVersion: an object in use changes all the time, a
+		// lock would lose most writes to conflicts, and nothing is lost
+		// without it. Only the leader writes this annotation, from a cache
+		// that never goes back, so the generation and time it writes only
+		// grow; the other annotations are not touched.
+		"uid":         obj.UID,
+		"annotations": map[string]string{expiry.AnnotationActivity: value.String()},
 	}})
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("encode the activity of %s: %w", key, err)
