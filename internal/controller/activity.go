@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -91,10 +90,11 @@ func (a *activity) forget(key Key) {
 // is due, so that nobody is warned about, and nothing is deleted for, an
 // expiry the change has moved. wrote says a write was made: its watch
 // event brings the next reconcile.
-func (r *ObjectReconciler) recordActivity(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, plan expiry.Plan) (wake time.Time, wrote bool, err error) {
-	window := ev.schedule.ActivityWindow()
+func (r *ObjectReconciler) recordActivity(ctx context.Context, ev *evaluation, plan expiry.Plan) (wake time.Time, wrote bool, err error) {
+	key, obj := ev.key, ev.obj
+	window := ev.Schedule.ActivityWindow()
 	recorded, _ := expiry.ParseActivity(obj.Annotations[expiry.AnnotationActivity])
-	if window <= 0 || ev.life.Keep || obj.Generation <= recorded.Generation {
+	if window <= 0 || ev.Life.Keep || obj.Generation <= recorded.Generation {
 		r.activity.forget(key)
 		return time.Time{}, false, nil
 	}
