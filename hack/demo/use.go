@@ -102,10 +102,10 @@ func (s *story) useAct(ctx context.Context, cl client.WithWatch) error {
 
 	// The plugin refuses what the policy forbids, each with its own exit
 	// code; what is written by hand, the controller clamps or ignores.
-	if _, err := s.kubectl.run(ctx, "extend", "extended-past-max", "1m"); err == nil || !strings.Contains(err.Error(), "exit code 9") {
+	if err := s.kubectl.run(ctx, "extend", "extended-past-max", "1m"); err == nil || !strings.Contains(err.Error(), "exit code 9") {
 		return fmt.Errorf("extend past maxTTL: %v, want exit code 9", err)
 	}
-	if _, err := s.kubectl.run(ctx, "keep", "keep-refused"); err == nil || !strings.Contains(err.Error(), "exit code 10") {
+	if err := s.kubectl.run(ctx, "keep", "keep-refused"); err == nil || !strings.Contains(err.Error(), "exit code 10") {
 		return fmt.Errorf("keep under keep: Forbidden: %v, want exit code 10", err)
 	}
 	extended := cast[2]
@@ -137,7 +137,7 @@ func (s *story) useAct(ctx context.Context, cl client.WithWatch) error {
 			if !explained && !cast[1].deletedAt.IsZero() {
 				explained = true
 				s.n.say("idle-twin is gone; used is still in use:")
-				if _, err := s.kubectl.run(ctx, "explain", "used"); err != nil {
+				if err := s.kubectl.run(ctx, "explain", "used"); err != nil {
 					return err
 				}
 			}
