@@ -11,6 +11,7 @@ CONTAINER_TOOL ?= docker
 GO_FILES = $(shell git ls-files '*.go')
 # Builds etcd and kube-apiserver on first use (about six minutes), then reuses them.
 ASSETS = $$(hack/control-plane.sh | tail -n 1)
+S3_SERVER = $$(hack/s3-server.sh | tail -n 1)
 
 .PHONY: help
 help: ## List the targets.
@@ -66,7 +67,7 @@ control-plane: ## Build etcd and kube-apiserver into bin/ (cached) and print the
 
 .PHONY: test
 test: tools ## Run every test: unit, fuzz seeds, and integration against a real API server.
-	assets=$(ASSETS) && KUBEBUILDER_ASSETS="$$assets" go test -count=1 ./...
+	assets=$(ASSETS) && s3=$(S3_SERVER) && KUBEBUILDER_ASSETS="$$assets" TIMEOUT_S3_SERVER="$$s3" go test -count=1 ./...
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no API server).

@@ -67,8 +67,9 @@ type ObjectReconciler struct {
 	Caps *deletionCaps
 	// DryRun deletes nothing, whatever the policies say.
 	DryRun bool
-	// ArchiveDir is where manifests are archived before deletion.
-	ArchiveDir string
+	// Archive is where manifests are archived before deletion; nil when
+	// the controller has none.
+	Archive archive.Store
 	// ClusterEventNamespace is where Events about cluster-scoped objects
 	// go; "default" when empty.
 	ClusterEventNamespace string
@@ -460,7 +461,11 @@ func (r *ObjectReconciler) expire(ctx context.Context, key Key, obj *metav1.Part
 // says so (once per expiry) and returns an error, so that the object is
 // not deleted and is tried again with backoff.
 func (r *ObjectReconciler) archive(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, u *unstructured.Unstructured, ev *evaluation) error {
-	path, err := archive.Write(r.ArchiveDir, u, archive.Header{ArchivedAt: r.Clock.Now(), ExpiresAt: ev.life.ExpiresAt, Policy: ev.policy.Name})
+	err := errNoArchive
+	var where string
+	if r.Archive != nil {
+		where, err = r.Archive.Write(ctx, u, archive.Header{ArchivedAt: r.Clock.Now(), ExpiresAt: ev.life.ExpiresAt, Policy: ev.policy.Name})
+	}
 	if err != nil {
 		archives.WithLabelValues(audit.Error).Inc()
 		if r.reportOnce(ctx, key, obj, ev, expiry.ReportArchiveFailed)[expiry.ReportArchiveFailed] {
@@ -472,9 +477,11 @@ func (r *ObjectReconciler) archive(ctx context.Context, key Key, obj *metav1.Par
 		return fmt.Errorf("archive %s: %w", key, err)
 	}
 	archives.WithLabelValues(audit.OK).Inc()
-	r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Archived, Result: audit.OK, Detail: path})
+	r.audit(ctx, key, obj, ev, audit.Record{Type: audit.Archived, Result: audit.OK, Detail: where})
 	return nil
 }
+
+var errNoArchive = errors.New("the controller runs without an archive (--archive)")
 
 // audit adds rec to the audit trail, filled in with the object, its policy
 // and its expiry. A record that cannot be written is counted and logged:
