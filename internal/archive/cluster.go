@@ -186,7 +186,7 @@ func (c *Cluster) Read(ctx context.Context, where string) (*unstructured.Unstruc
 		return nil, Header{}, fmt.Errorf("read the archive Secret %s/%s: %w", c.Namespace, where, err)
 	}
 	if s.Type != SecretType {
-		return nil, Header{}, fmt.Errorf("Secret %s/%s is not an archive (type %q)", c.Namespace, where, s.Type)
+		return nil, Header{}, fmt.Errorf("the Secret %s/%s is not an archive (type %q)", c.Namespace, where, s.Type)
 	}
 	return decode("Secret "+c.Namespace+"/"+where, s.Data[SecretKey])
 }

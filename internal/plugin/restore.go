@@ -100,7 +100,7 @@ of the same name that exists is never replaced (exit code 7).`,
 				if len(args) == 1 {
 					arg = args[0]
 				}
-				return runList(cmd.Context(), o, arg, &f)
+				return runListArchive(cmd.Context(), o, arg, &f)
 			}
 			return runRestore(cmd.Context(), o, args[0], &f)
 		},
@@ -109,7 +109,6 @@ of the same name that exists is never replaced (exit code 7).`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.from, "from", "", `Where the controller archives: "cluster", s3://BUCKET/PREFIX, or a directory (default $`+archiveEnv+`)`)
 	fl.StringVar(&f.dir, "archive-dir", "", "The controller's archive directory; the same as --from DIR")
-	_ = fl.MarkDeprecated("archive-dir", "use --from")
 	fl.StringVar(&f.namespace, "archive-namespace", "timeout-system", "The controller's namespace, where --from cluster finds the archive")
 	fl.BoolVar(&f.list, "list", false, "List the archived objects, newest first, instead of restoring one")
 	fl.StringVar(&f.since, "since", "", "With --list: archived at most this long ago (a duration such as 24h) or since this time (RFC 3339)")
@@ -312,7 +311,7 @@ type listedArchive struct {
 	Where      string    `json:"where"`
 }
 
-func runList(ctx context.Context, o *Options, arg string, f *restoreFlags) error {
+func runListArchive(ctx context.Context, o *Options, arg string, f *restoreFlags) error {
 	s, err := newSession(o, false)
 	if err != nil {
 		return err

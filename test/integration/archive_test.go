@@ -94,7 +94,9 @@ func TestClusterArchiveArchivesListsRestoresAndPrunes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("not restored: %v", err)
 	}
-	t.Cleanup(func() { _ = dyn.Resource(playbooks).Delete(context.Background(), restored.GetName(), metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = dyn.Resource(playbooks).Delete(context.Background(), restored.GetName(), metav1.DeleteOptions{})
+	})
 	if got, _, _ := unstructured.NestedString(restored.Object, "spec", "title"); got != title || restored.GetUID() == pb.GetUID() {
 		t.Errorf("restored title %q uid %s", got, restored.GetUID())
 	}
@@ -270,7 +272,9 @@ func TestS3ArchiveArchivesListsRestoresAndPrunes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("not restored: %v", err)
 	}
-	t.Cleanup(func() { _ = dyn.Resource(playbooks).Delete(context.Background(), restored.GetName(), metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = dyn.Resource(playbooks).Delete(context.Background(), restored.GetName(), metav1.DeleteOptions{})
+	})
 
 	if n, err := store.Prune(context.Background(), time.Now().Add(-time.Hour)); err != nil || n != 0 {
 		t.Fatalf("prune with a cutoff an hour ago: %d removed, %v", n, err)
