@@ -239,8 +239,8 @@ func s3Store(t *testing.T, spec, accessKey, secretKey string) *archive.S3 {
 	return s
 }
 
+// Not parallel: the plugin takes the S3 credentials from the environment.
 func TestS3ArchiveArchivesListsRestoresAndPrunes(t *testing.T) {
-	t.Parallel()
 	const test = "s3-archive"
 	newBucket(t, test)
 	store := s3Store(t, "s3://"+test+"/timeout/archive", s3AccessKey, s3SecretKy)
