@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/decide"
 	"github.com/amphitheatre-app/timeout-controller/internal/match"
 )
 
@@ -268,7 +269,7 @@ func (s *session) find(ctx context.Context, r ref) (found, error) {
 		}
 	}
 	for _, k := range kinds {
-		if r.kind != "" || !hasTitle(k.gvk.GroupKind()) {
+		if r.kind != "" || !decide.HasTitle(k.gvk.GroupKind()) {
 			continue
 		}
 		items, err := s.list(ctx, k, "")
