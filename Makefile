@@ -65,8 +65,12 @@ docker-build: ## Build the controller image IMG with CONTAINER_TOOL (docker).
 control-plane: ## Build etcd and kube-apiserver into bin/ (cached) and print their directory.
 	@hack/control-plane.sh
 
+.PHONY: s3-server
+s3-server: ## Build versitygw, the S3-compatible server the archive tests run, into bin/ (cached) and print its path.
+	@hack/s3-server.sh
+
 .PHONY: test
-test: tools ## Run every test: unit, fuzz seeds, and integration against a real API server.
+test: tools ## Run every test: unit, fuzz seeds, and integration against a real API server and a real S3 server.
 	assets=$(ASSETS) && s3=$(S3_SERVER) && KUBEBUILDER_ASSETS="$$assets" TIMEOUT_S3_SERVER="$$s3" go test -count=1 ./...
 
 .PHONY: test-unit
