@@ -62,6 +62,16 @@ type Deletion struct {
 	MaxPerMinute int32 `json:"maxPerMinute,omitempty"`
 }
 
+// KeepPolicy says whether a policy honours the keep annotation.
+type KeepPolicy string
+
+const (
+	// KeepAllowed honours the keep annotation.
+	KeepAllowed KeepPolicy = "Allowed"
+	// KeepForbidden ignores the keep annotation, with a Warning Event.
+	KeepForbidden KeepPolicy = "Forbidden"
+)
+
 // TimeoutPolicySpec says which objects expire, and when.
 type TimeoutPolicySpec struct {
 	// Target is the kind of object governed. Namespaced and cluster-scoped
@@ -98,6 +108,32 @@ type TimeoutPolicySpec struct {
 	// +kubebuilder:default="14d"
 	// +optional
 	DefaultTTL Duration `json:"defaultTTL,omitempty"`
+
+	// IdleTTL, when set, lets an object live until this long after its
+	// last activity, when that is later than what its annotations or
+	// defaultTTL give. Activity is the latest of its creation, the
+	// timeout.amphitheatre.app/last-active annotation (RFC 3339, written by
+	// any client that sees the object used) and a change of
+	// metadata.generation, which the controller observes and records at
+	// most once per object per idleTTL/20.
+	// +optional
+	IdleTTL Duration `json:"idleTTL,omitempty"`
+
+	// MaxTTL, when set, is a ceiling counted from creation: annotations,
+	// extensions and activity cannot take an object past it. A lifetime
+	// annotation beyond it is clamped to it, with a Warning Event. It must
+	// be at least defaultTTL.
+	// +optional
+	MaxTTL Duration `json:"maxTTL,omitempty"`
+
+	// Keep says whether the keep annotation is honoured: Allowed (the
+	// default) or Forbidden, under which it is ignored with a Warning
+	// Event. maxTTL caps lifetimes, not keep: an allowed keep keeps an
+	// object past maxTTL.
+	// +kubebuilder:validation:Enum=Allowed;Forbidden
+	// +kubebuilder:default=Allowed
+	// +optional
+	Keep KeepPolicy `json:"keep,omitempty"`
 
 	// Reminders are the lead times before expiry at which the people
 	// concerned are told. An empty list means no reminders; a lead given
@@ -169,6 +205,12 @@ type TimeoutPolicyStatus struct {
 	// +optional
 	Kept int32 `json:"kept"`
 
+	// Idle counts the tracked objects whose expiry the idle clock sets:
+	// their last activity plus idleTTL is later than what their
+	// annotations or defaultTTL give.
+	// +optional
+	Idle int32 `json:"idle"`
+
 	// ExpiringSoon counts tracked objects that expire within the longest
 	// reminder lead; it is 0 when the policy has no reminders.
 	// +optional
@@ -186,6 +228,8 @@ type TimeoutPolicyStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=tpol,categories=amphitheatre
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.target.kind`
 // +kubebuilder:printcolumn:name="Default TTL",type=string,JSONPath=`.spec.defaultTTL`
+// +kubebuilder:printcolumn:name="Idle TTL",type=string,JSONPath=`.spec.idleTTL`,priority=1
+// +kubebuilder:printcolumn:name="Max TTL",type=string,JSONPath=`.spec.maxTTL`,priority=1
 // +kubebuilder:printcolumn:name="Tracked",type=integer,JSONPath=`.status.tracked`
 // +kubebuilder:printcolumn:name="Next Expiry",type=string,JSONPath=`.status.nextExpiry`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -168,6 +168,7 @@ func (cl *cluster) createPolicy(ctx context.Context, cfg config, rc *receiver) e
 			DefaultTTL:    "14d",
 			Reminders:     reminders,
 			MinimumNotice: "0s",
+			IdleTTL:       idleTTL(cfg),
 			Notifications: v1alpha1.Notifications{Channels: []v1alpha1.ChannelReference{{Name: channel.Name}}},
 		},
 	}

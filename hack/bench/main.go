@@ -45,6 +45,14 @@ type config struct {
 	// to catch duplicates.
 	Settle     time.Duration `json:"settle"`
 	Characters int           `json:"characters"`
+	// Touch is the share of the Playbooks whose spec is edited (use the
+	// controller observes) every TouchEvery for TouchFor, under a policy
+	// with IdleTTL; only Playbooks that do not expire during the run are
+	// touched.
+	Touch      float64       `json:"touch,omitempty"`
+	TouchEvery time.Duration `json:"touchEvery,omitempty"`
+	TouchFor   time.Duration `json:"touchFor,omitempty"`
+	IdleTTL    time.Duration `json:"idleTTL,omitempty"`
 	Creators   int           `json:"creators"`
 	// Workers, QPS and BurstAPI are passed to the controller when set.
 	Workers  int     `json:"workers,omitempty"`
@@ -71,6 +79,10 @@ func main() {
 	flag.DurationVar(&cfg.Margin, "margin", 30*time.Second, "Time from the end of creation to the first due reminder or expiry, for the controller's cold start.")
 	flag.DurationVar(&cfg.Grace, "grace", 30*time.Second, "How long past the last due moment to wait for missing deletions and reminders.")
 	flag.DurationVar(&cfg.Settle, "settle", 3*time.Second, "How long to keep listening for duplicates once everything came.")
+	flag.Float64Var(&cfg.Touch, "touch", 0, "Share of the Playbooks (0 to 1) whose spec is edited every -touch-every for -touch-for, under a policy with -idle-ttl; only those that do not expire during the run.")
+	flag.DurationVar(&cfg.TouchEvery, "touch-every", time.Second, "How often the touched Playbooks are edited.")
+	flag.DurationVar(&cfg.TouchFor, "touch-for", time.Minute, "How long the touched Playbooks are edited, ending with the last expiry.")
+	flag.DurationVar(&cfg.IdleTTL, "idle-ttl", 0, "The policy's idleTTL (0: none). It must not exceed -margin, so that no expiry the run measures moves.")
 	flag.IntVar(&cfg.Characters, "characters", 3, "Characters in each Playbook's spec.")
 	flag.IntVar(&cfg.Creators, "creators", 32, "Playbooks created in parallel.")
 	flag.IntVar(&cfg.Workers, "workers", 0, "The controller's --workers (its default when 0).")
@@ -126,6 +138,14 @@ func (c config) validate() error {
 	case c.Reminders%time.Second != 0 || c.Window%time.Second != 0:
 		// Expiries have second precision, so due times stay exact.
 		return errors.New("-window and -reminders must be whole seconds")
+	case c.Touch < 0 || c.Touch > 1:
+		return errors.New("-touch must be between 0 and 1")
+	case c.Touch > 0 && c.IdleTTL <= 0:
+		return errors.New("-touch needs -idle-ttl")
+	case c.IdleTTL > c.Margin:
+		return fmt.Errorf("-idle-ttl %s exceeds -margin %s: it would move the expiries the run measures", c.IdleTTL, c.Margin)
+	case c.Touch > 0 && c.TouchEvery <= 0:
+		return errors.New("-touch-every must be positive")
 	case c.Creators < 1:
 		return errors.New("-creators must be at least 1")
 	}

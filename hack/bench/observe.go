@@ -226,9 +226,11 @@ func parseMetrics(text []byte, names ...string) ([]sample, error) {
 // about its object controller.
 type ctrlMetrics struct {
 	Reconciles float64 `json:"reconciles"`
-	Errors     float64 `json:"reconcileErrors"`
-	depth      float64
-	active     float64
+	// ActivityWrites counts the writes of observed use (idleTTL).
+	ActivityWrites float64 `json:"activityWrites"`
+	Errors         float64 `json:"reconcileErrors"`
+	depth          float64
+	active         float64
 	// Go's own account of its memory, to explain the RSS: the heap in
 	// use, the heap idle but not yet returned to the OS, stacks, and the
 	// heap size the next GC is due at.
@@ -246,7 +248,8 @@ func scrapeController(ctx context.Context, addr string) (ctrlMetrics, error) {
 	var m ctrlMetrics
 	samples, err := parseMetrics(body, "controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
 		"workqueue_depth", "controller_runtime_active_workers", "go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes",
-		"go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_next_gc_bytes")
+		"go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_next_gc_bytes",
+		"timeout_controller_activity_writes_total")
 	if err != nil {
 		return ctrlMetrics{}, err
 	}
@@ -262,6 +265,8 @@ func scrapeController(ctx context.Context, addr string) (ctrlMetrics, error) {
 			m.Stacks = s.value
 		case "go_memstats_next_gc_bytes":
 			m.NextGC = s.value
+		case "timeout_controller_activity_writes_total":
+			m.ActivityWrites = s.value
 		}
 		if s.labels["controller"] != "object" {
 			continue

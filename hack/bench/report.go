@@ -38,6 +38,10 @@ type measurement struct {
 	atSync, atEnd      procStat
 	ctrl, ctrlAtSync   ctrlMetrics
 	problems           []string
+	// touch is what the run with activity measured; ctrlAddr is where
+	// the controller's metrics are.
+	touch    *touchReport
+	ctrlAddr string
 }
 
 // poll is how often the bench looks at the controller's metrics before
@@ -88,6 +92,8 @@ func (m *measurement) measure(ctx context.Context, c *controllerProc, before api
 		m.problems = append(m.problems, "the controller was not tracking everything when the first reminder or expiry fell due: raise -margin")
 	}
 
+	m.ctrlAddr = c.metricsAddr
+	stopTouching := m.startTouching(ctx)
 	next := time.Now().Add(10 * time.Second)
 	for !m.complete() {
 		if time.Now().After(deadline) {
@@ -103,6 +109,7 @@ func (m *measurement) measure(ctx context.Context, c *controllerProc, before api
 			return err
 		}
 	}
+	stopTouching()
 	// Anything sent twice would come within moments.
 	settle := time.Now().Add(m.cfg.Settle)
 	for time.Now().Before(settle) {
@@ -252,6 +259,9 @@ type report struct {
 		Watches     counts `json:"watches"`
 	} `json:"api"`
 
+	// Touch is the run with activity (-touch), when there was one.
+	Touch *touchReport `json:"touch,omitempty"`
+
 	Controller       ctrlMetrics `json:"controller"`
 	ControllerAtSync ctrlMetrics `json:"controllerAtSync"`
 	Problems         []string    `json:"problems,omitempty"`
@@ -281,7 +291,7 @@ type lagStats struct {
 }
 
 func (m *measurement) report() *report {
-	r := &report{Machine: thisMachine(), Config: m.cfg, ControllerFlags: startFlags(m.log), Problems: m.problems}
+	r := &report{Machine: thisMachine(), Config: m.cfg, ControllerFlags: startFlags(m.log), Problems: m.problems, Touch: m.touch}
 	r.CreateSeconds = m.pop.took.Seconds()
 	if !m.trackedAt.IsZero() {
 		r.ColdStartSeconds = m.trackedAt.Sub(m.started).Seconds()
@@ -455,6 +465,11 @@ func (r *report) print(out io.Writer) {
 	fact("other CPU, after sync", "%s", others(r.OtherCPUSeconds.AfterSync))
 	fact("object reconciles", "%.0f (%.0f errors)", r.Controller.Reconciles, r.Controller.Errors)
 	fact("other messages", "%v, %d refused", r.Messages, r.Refused)
+	if t := r.Touch; t != nil {
+		fact("activity", "%d Playbooks edited every %s for %.0fs under idleTTL %s: %d edits (%d failed)",
+			t.Objects, c.TouchEvery, t.Seconds, c.IdleTTL, t.Edits, t.Failed)
+		fact("", "%.0f activity writes: %.1f per object per hour, %.2f at a one-day idleTTL", t.Writes, t.WritesPerObjectHour, t.AtOneDayIdleTTL)
+	}
 
 	fmt.Fprintf(out, "\n%-26s %9s %9s %9s %9s %9s %8s %6s %6s\n", "lag (ms)", "p50", "p90", "p99", "max", "observed", "missing", "early", "dup")
 	for _, l := range []struct {

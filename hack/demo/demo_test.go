@@ -27,7 +27,7 @@ func TestDemo(t *testing.T) {
 
 	var buf bytes.Buffer
 	start := time.Now()
-	err := run(t.Context(), &buf, 100*time.Second)
+	err := run(t.Context(), &buf, 120*time.Second)
 	out := buf.String()
 	t.Logf("demo output after %s:\n%s", time.Since(start).Round(time.Second), out)
 	if err != nil {

@@ -271,7 +271,10 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 			}
 		}
 	}
-	return s.finale(ctx, cl)
+	if err := s.finale(ctx, cl); err != nil {
+		return err
+	}
+	return s.useAct(ctx, cl)
 }
 
 // createSecret puts the webhook signing key where the policy says it is.
@@ -291,7 +294,7 @@ func createSecret(ctx context.Context, cl client.Client, value string) error {
 }
 
 func (s *story) lifetime(u *unstructured.Unstructured) expiry.Lifetime {
-	return expiry.Compute(u.GetCreationTimestamp().Time, u.GetAnnotations(), s.schedule.DefaultTTL)
+	return s.schedule.Lifetime(u.GetCreationTimestamp().Time, u.GetAnnotations())
 }
 
 // stagesOf returns the reminder leads that apply to a lifetime that took

@@ -81,6 +81,7 @@ type ObjectReconciler struct {
 	warningsGiven map[Key]givenWarnings
 	retries       retries
 	pending       pendingDeliveries
+	activity      activity
 	announcer     announcer
 	capsOnce      sync.Once
 	capsState     *deletionCaps
@@ -151,6 +152,15 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		}
 	}
 
+	// Use: a spec edit the object does not show as recorded.
+	wake, wrote, err := r.recordActivity(ctx, ev, plan)
+	if wrote || err != nil {
+		return ctrl.Result{}, err
+	}
+	if plan.Action == expiry.Wait && !wake.IsZero() && wake.Before(plan.At) {
+		plan.At = wake
+	}
+
 	// Act.
 	switch plan.Action {
 	case expiry.Wait:
@@ -201,6 +211,7 @@ func (r *ObjectReconciler) forget(key Key) {
 	r.retries.forget(key)
 	r.pending.forget(key)
 	r.caps().forget(key)
+	r.activity.forget(key)
 }
 
 // freshRead reads the whole object from the API server, and its metadata

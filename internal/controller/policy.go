@@ -155,7 +155,7 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 	}
 
 	now := r.Clock.Now()
-	var tracked, kept, soon int32
+	var tracked, kept, soon, idle int32
 	var next time.Time
 	outranked := map[string]int{}
 	nsLabels := map[string]map[string]string{}
@@ -188,12 +188,15 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 			}
 			continue
 		}
-		life := expiry.Compute(o.CreationTimestamp.Time, o.Annotations, self.Schedule.DefaultTTL)
+		life := self.Schedule.Lifetime(o.CreationTimestamp.Time, o.Annotations)
 		if life.Keep {
 			kept++
 			continue
 		}
 		tracked++
+		if life.Idle() {
+			idle++
+		}
 		if lead := self.Schedule.LongestReminder(); lead > 0 && life.ExpiresAt.Sub(now) <= lead {
 			soon++
 		}
@@ -202,7 +205,7 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 		}
 	}
 
-	policy.Status.Tracked, policy.Status.Kept, policy.Status.ExpiringSoon = tracked, kept, soon
+	policy.Status.Tracked, policy.Status.Kept, policy.Status.ExpiringSoon, policy.Status.Idle = tracked, kept, soon, idle
 	objectsTracked.WithLabelValues(policy.Name).Set(float64(tracked))
 	objectsKept.WithLabelValues(policy.Name).Set(float64(kept))
 	objectsExpiringSoon.WithLabelValues(policy.Name).Set(float64(soon))

@@ -57,13 +57,13 @@ func (r *ObjectReconciler) recordDelivery(ctx context.Context, ev *evaluation, u
 			return nil
 		}
 		fresh, _ := expiry.ParseRecord(obj.Annotations[expiry.AnnotationReminders])
-		life := expiry.Compute(obj.CreationTimestamp.Time, obj.Annotations, ev.Schedule.DefaultTTL)
+		life := ev.Schedule.Lifetime(obj.CreationTimestamp.Time, obj.Annotations)
 		if life.Keep || !life.ExpiresAt.Equal(rec.ExpiresAt) {
 			// The object changed under us (kept, extended): the new plan
 			// supersedes what was just sent.
 			return nil
 		}
-		next := fresh.For(life.ExpiresAt, obj.CreationTimestamp.Time, ev.now)
+		next := fresh.ForLife(life, obj.CreationTimestamp.Time, ev.now)
 		next.Title = rec.Title
 		rec = next
 	}

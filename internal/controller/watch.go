@@ -156,7 +156,7 @@ func (w *watches) policyChanges() handler.TypedEventHandler[*v1alpha1.TimeoutPol
 }
 
 // metadataChanged lets through the updates that can change a plan: labels,
-// annotations and deletion. A metadata-only watch still sees every status
+// annotations, generation and deletion. A metadata-only watch still sees every status
 // write as an update; those carry nothing for us.
 type metadataChanged struct {
 	predicate.TypedFuncs[*metav1.PartialObjectMetadata]
@@ -164,7 +164,8 @@ type metadataChanged struct {
 
 func (metadataChanged) Update(e event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool {
 	o, n := e.ObjectOld, e.ObjectNew
-	return o.UID != n.UID ||
+	// A new generation is a spec edit: use, under a policy with idleTTL.
+	return o.UID != n.UID || o.Generation != n.Generation ||
 		!maps.Equal(o.Labels, n.Labels) ||
 		!maps.Equal(o.Annotations, n.Annotations) ||
 		!equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp)

@@ -63,7 +63,7 @@ type Unwritten func(shown *expiry.Record, expiresAt time.Time) *expiry.Record
 // Evaluate computes the lifetime and the record of obj under policy c at
 // now. unwritten may be nil (the plugin has written nothing).
 func Evaluate(c *match.Candidate, obj Object, now time.Time, unwritten Unwritten) Decision {
-	d := Decision{Schedule: c.Schedule, Life: expiry.Compute(obj.Created, obj.Annotations, c.Schedule.DefaultTTL)}
+	d := Decision{Schedule: c.Schedule, Life: c.Schedule.Lifetime(obj.Created, obj.Annotations)}
 	// The record is the controller's own; if someone broke it, the worst
 	// that follows is a repeated reminder, never a deletion without one.
 	d.Shown, d.RecordErr = expiry.ParseRecord(obj.Annotations[expiry.AnnotationReminders])
@@ -74,8 +74,11 @@ func Evaluate(c *match.Candidate, obj Object, now time.Time, unwritten Unwritten
 	if unwritten != nil {
 		base = unwritten(d.Shown, d.Life.ExpiresAt)
 	}
-	d.Record = base.For(d.Life.ExpiresAt, obj.Created, now)
-	d.Replaced = base != nil && d.Record != base
+	d.Record = base.ForLife(d.Life, obj.Created, now)
+	// A record moved only by use, about which nothing was said, is what
+	// the stored one gives again at every look: not replaced, so that use
+	// costs no record writes.
+	d.Replaced = base != nil && d.Record != base && !base.Follows(d.Life)
 	if d.Replaced {
 		d.Previous = base.ExpiresAt
 	}

@@ -153,6 +153,20 @@ func TestAdmissionPolicyMatchesParsers(t *testing.T) {
 		}
 	})
 
+	t.Run("checks last-active with the time pattern of expires-at", func(t *testing.T) {
+		timePattern := func(annotation string) string {
+			for _, s := range rawStrings(admissionRule(t, annotation)) {
+				if strings.HasPrefix(s, "^[0-9]{4}") {
+					return s
+				}
+			}
+			return ""
+		}
+		if got, want := timePattern(AnnotationLastActive), timePattern(AnnotationExpiresAt); got == "" || got != want {
+			t.Errorf("the last-active rule matches %q, the expires-at rule %q", got, want)
+		}
+	})
+
 	t.Run("checks no value of the legacy ttl, and of the record only who writes it", func(t *testing.T) {
 		p := admissionPolicy(t)
 		recordRules := 0

@@ -66,6 +66,21 @@ type Lifetime struct {
 	Source string
 	// Invalid lists the annotations whose values were not usable.
 	Invalid []Invalid
+
+	// The fields below are set by Schedule.Lifetime.
+
+	// LastActive is the object's latest activity: its creation, the
+	// last-active annotation, or a generation change the controller saw;
+	// ActiveBy says which.
+	LastActive time.Time
+	ActiveBy   string
+	// Base is the expiry the annotations or defaultTTL give (the creation
+	// clock); IdleAt is LastActive plus idleTTL (zero without one); Max is
+	// creation plus maxTTL (zero without one).
+	Base, IdleAt, Max time.Time
+	// KeepRefused says the object asks to be kept and its policy forbids
+	// it.
+	KeepRefused bool
 }
 
 // Compute works out an object's lifetime from its creation time, its
@@ -148,11 +163,11 @@ func Compute(created time.Time, annotations map[string]string, defaultTTL time.D
 
 // userKeys are the names under Prefix that people write: the ones above
 // and the notify annotation, which internal/notify reads.
-var userKeys = []string{"ttl", "expires-at", "keep", "notify"}
+var userKeys = []string{"ttl", "expires-at", "keep", "notify", "last-active"}
 
 // KnownAnnotations are the annotations under Prefix that the controller
 // reads or writes; any other key under Prefix is a mistake.
-var KnownAnnotations = []string{AnnotationTTL, AnnotationExpiresAt, AnnotationKeep, Prefix + "notify", AnnotationReminders}
+var KnownAnnotations = []string{AnnotationTTL, AnnotationExpiresAt, AnnotationKeep, Prefix + "notify", AnnotationReminders, AnnotationLastActive, AnnotationActivity}
 
 // unknownKeys reports the keys under Prefix that the controller does not
 // know, in the order of their names. They change nothing, but a misspelt

@@ -86,7 +86,14 @@ func NoticeOf(in Input) Notice {
 	rec := in.Record
 	n := Notice{Given: rec.NoticeAt}
 	for _, lead := range in.Schedule.Reminders {
-		if !in.Life.ExpiresAt.Add(-lead).Before(rec.Since) {
+		due := in.Life.ExpiresAt.Add(-lead)
+		// Under the idle clock, a reminder due at the last use or before
+		// would warn people in the middle of using the object: a lead of
+		// idleTTL or more does not apply.
+		if in.Life.Source == SourceIdle && !due.After(in.Life.LastActive) {
+			continue
+		}
+		if !due.Before(rec.Since) {
 			n.Stages = append(n.Stages, lead)
 		}
 	}

@@ -19,6 +19,23 @@ type Schedule struct {
 	// Reminders are the distinct lead times, longest first.
 	Reminders     []time.Duration
 	MinimumNotice time.Duration
+	// IdleTTL is how long an object lives after its last activity; zero
+	// when lifetimes do not follow use.
+	IdleTTL time.Duration
+	// MaxTTL is the ceiling on lifetimes, counted from creation; zero
+	// when there is none.
+	MaxTTL time.Duration
+	// KeepForbidden says the keep annotation is ignored.
+	KeepForbidden bool
+}
+
+// ActivityWindow is how stale a recorded activity may be before new
+// activity is worth a write: idleTTL/20, so that an object used every
+// second costs one write an hour under a one-day idleTTL, and the idle
+// expiry it gives is never more than 5% of idleTTL short of the true one.
+// Zero when lifetimes do not follow use.
+func (s Schedule) ActivityWindow() time.Duration {
+	return s.IdleTTL / 20
 }
 
 // LongestReminder is the earliest a reminder can be due before expiry, or 0.
@@ -76,5 +93,32 @@ func NewSchedule(spec v1alpha1.TimeoutPolicySpec) (Schedule, error) {
 		s.MinimumNotice = d
 	}
 
+	s.IdleTTL = positive(spec.IdleTTL, "spec.idleTTL", &errs)
+	s.MaxTTL = positive(spec.MaxTTL, "spec.maxTTL", &errs)
+	if s.MaxTTL > 0 && s.DefaultTTL > s.MaxTTL {
+		// A default nobody may reach would clamp every object: the policy
+		// says two things at once.
+		errs = append(errs, fmt.Errorf("spec.maxTTL: %q is shorter than spec.defaultTTL %q", spec.MaxTTL, ttl))
+	}
+	s.KeepForbidden = spec.Keep == v1alpha1.KeepForbidden
+
 	return s, errors.Join(errs...)
+}
+
+// positive parses an optional duration field that must be positive when
+// set; an empty one is zero.
+func positive(v v1alpha1.Duration, field string, errs *[]error) time.Duration {
+	if v == "" {
+		return 0
+	}
+	d, err := ParseDuration(string(v))
+	switch {
+	case err != nil:
+		*errs = append(*errs, fmt.Errorf("%s: %w", field, err))
+	case d <= 0:
+		*errs = append(*errs, fmt.Errorf("%s: %q must be greater than zero", field, v))
+	default:
+		return d
+	}
+	return 0
 }

@@ -84,11 +84,15 @@ If the controller deleted it first, the command says so and exits with 8.`,
 					// What the other annotations say: it applies once keep goes.
 					a := maps.Clone(ev.Object.GetAnnotations())
 					delete(a, expiry.AnnotationKeep)
-					current = expiry.Compute(ev.Object.GetCreationTimestamp().Time, a, ev.Governing.Schedule.DefaultTTL)
+					current = ev.Governing.Schedule.Lifetime(ev.Object.GetCreationTimestamp().Time, a)
 				}
 				at := target(current.ExpiresAt, ev.Now)
 				if at.Before(ev.Object.GetCreationTimestamp().Time) {
 					return nil, usageError("%s is before the object was created (%s): the controller would ignore it", formatTime(at), formatTime(ev.Object.GetCreationTimestamp().Time))
+				}
+				if !current.Max.IsZero() && at.After(current.Max) {
+					return nil, withCode(ExitPastMaximum, "%s is past the maximum lifetime of %s: policy %s caps it at %s (maxTTL %s from creation); it was not extended",
+						formatTime(at), describe(ev), ev.Governing.Name, formatTime(current.Max), expiry.FormatDuration(ev.Governing.Schedule.MaxTTL))
 				}
 				if at.Before(current.ExpiresAt) && !allowShorten {
 					return nil, withCode(ExitRefused, "%s would shorten the life of %s: it expires at %s; give --allow-shorten to do it anyway",
@@ -155,6 +159,9 @@ command prints which.`
 		return change(cmd.Context(), o, r, all, output, func(ev *Evaluation) (*patch, error) {
 			_, present := ev.Object.GetAnnotations()[expiry.AnnotationKeep]
 			switch {
+			case keep && ev.Governing.Schedule.KeepForbidden:
+				return nil, withCode(ExitKeepForbidden, "policy %s forbids keep (spec.keep: Forbidden): %s was not kept; it expires at %s",
+					ev.Governing.Name, describe(ev), formatTime(ev.Life.ExpiresAt))
 			case keep && ev.Life.Keep && ev.Object.GetAnnotations()[expiry.AnnotationKeep] == "true":
 				return &patch{none: true, verb: "is already kept"}, nil
 			case keep:
@@ -169,6 +176,67 @@ command prints which.`
 	outputFlag(cmd, &output, "text", "json", "yaml")
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "Look for a namespaced object in every namespace")
 	return cmd
+}
+
+func newTouchCommand(o *Options) *cobra.Command {
+	var output string
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "touch [KIND/]NAME",
+		Short: "Record that an object is in use now",
+		Long: `Record that an object is in use now, by setting the
+timeout.amphitheatre.app/last-active annotation to the current time, as
+Amphitheatre's API server or any other client may. Under a policy with
+idleTTL the object then lives at least idleTTL from now (but never past the
+policy's maxTTL).
+
+Like the controller, it writes at most once per idleTTL/20: when the object's
+last activity is more recent than that, nothing is written. Under a policy
+without idleTTL, use does not change an expiry and the command exits with 7.`,
+		Example: `  kubectl timeout touch 2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10
+  kubectl timeout touch "Weekend demo"`,
+		Args: exactArgs(1, "[KIND/]NAME"),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeNames(cmd.Context(), o)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output, "text", "json", "yaml"); err != nil {
+				return err
+			}
+			r, err := parseRef(args[0])
+			if err != nil {
+				return err
+			}
+			return change(cmd.Context(), o, r, all, output, func(ev *Evaluation) (*patch, error) {
+				return touchPatch(ev)
+			})
+		},
+	}
+	outputFlag(cmd, &output, "text", "json", "yaml")
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "Look for a namespaced object in every namespace")
+	return cmd
+}
+
+// touchPatch records use now, under the controller's throttling rule.
+func touchPatch(ev *Evaluation) (*patch, error) {
+	s := ev.Governing.Schedule
+	if s.IdleTTL <= 0 {
+		return nil, withCode(ExitRefused, "policy %s has no idleTTL: use does not move the expiry of %s; nothing was written", ev.Governing.Name, describe(ev))
+	}
+	if since := ev.Now.Sub(ev.Life.LastActive); since < s.ActivityWindow() {
+		return &patch{none: true, verb: fmt.Sprintf("was last active at %s, less than idleTTL/20 (%s) ago: nothing written",
+			formatTime(ev.Life.LastActive), expiry.FormatDuration(s.ActivityWindow()))}, nil
+	}
+	// Rounded up: the annotation holds whole seconds, and use must not
+	// count a fraction early.
+	now := ceilSecond(ev.Now)
+	return &patch{
+		set:  map[string]*string{expiry.AnnotationLastActive: ptr(now.UTC().Format(time.RFC3339))},
+		verb: "touched: last active " + formatTime(now),
+	}, nil
 }
 
 // patch is a change to an object's annotations; a nil value removes one.

@@ -179,7 +179,8 @@ func (ev *Evaluation) SentStages() []string {
 }
 
 // Flags are short words for what is special about the object: keep,
-// invalid, postponed, dry-run, inactive.
+// invalid, idle (use moved its expiry), max (maxTTL capped it), postponed,
+// dry-run, inactive.
 func (ev *Evaluation) Flags() []string {
 	var f []string
 	if ev.Governing == nil {
@@ -193,6 +194,12 @@ func (ev *Evaluation) Flags() []string {
 	}
 	if len(ev.Life.Invalid) > 0 {
 		f = append(f, "invalid")
+	}
+	if ev.Life.Idle() {
+		f = append(f, "idle")
+	}
+	if ev.Life.Source == expiry.SourceMax {
+		f = append(f, "max")
 	}
 	if ev.Postponed() {
 		f = append(f, "postponed")

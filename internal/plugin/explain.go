@@ -75,9 +75,24 @@ type LifetimeInfo struct {
 	Keep      bool   `json:"keep"`
 	ExpiresAt *Time  `json:"expiresAt,omitempty"`
 	Source    string `json:"source,omitempty"`
-	// Value is the source annotation's value, or the policy's defaultTTL.
+	// Value is the source annotation's value, or the policy's defaultTTL,
+	// idleTTL or maxTTL.
 	Value   string        `json:"value,omitempty"`
 	Invalid []InvalidInfo `json:"invalid,omitempty"`
+	// Clock says which clock sets the expiry: creation (annotations or
+	// defaultTTL), idle (last activity plus idleTTL) or maximum (maxTTL).
+	Clock string `json:"clock,omitempty"`
+	// CreationClock is the expiry the annotations or defaultTTL give.
+	CreationClock *Time `json:"creationClock,omitempty"`
+	// IdleClock is the last activity plus idleTTL, under a policy with
+	// idleTTL; LastActive is that activity and ActiveBy what recorded it.
+	IdleClock  *Time  `json:"idleClock,omitempty"`
+	LastActive *Time  `json:"lastActive,omitempty"`
+	ActiveBy   string `json:"activeBy,omitempty"`
+	// Maximum is creation plus maxTTL, under a policy with maxTTL.
+	Maximum *Time `json:"maximum,omitempty"`
+	// KeepRefused says the object asks to be kept and its policy forbids it.
+	KeepRefused bool `json:"keepRefused,omitempty"`
 }
 
 // InvalidInfo is an annotation whose value cannot be used.
@@ -236,10 +251,23 @@ func Explain(ev *Evaluation) Explanation {
 		return x
 	}
 	li.ExpiresAt = timePtr(life.ExpiresAt)
-	if life.Source == expiry.SourceDefault {
+	switch life.Source {
+	case expiry.SourceDefault:
 		li.Value = expiry.FormatDuration(ev.Governing.Schedule.DefaultTTL)
-	} else {
+	case expiry.SourceIdle:
+		li.Value = expiry.FormatDuration(ev.Governing.Schedule.IdleTTL)
+	case expiry.SourceMax:
+		li.Value = expiry.FormatDuration(ev.Governing.Schedule.MaxTTL)
+	default:
 		li.Value = obj.GetAnnotations()[life.Source]
+	}
+	li.Clock, li.KeepRefused = life.Clock(), life.KeepRefused
+	if !life.IdleAt.IsZero() || !life.Max.IsZero() {
+		li.CreationClock = timePtr(life.Base)
+		li.IdleClock, li.Maximum = timePtr(life.IdleAt), timePtr(life.Max)
+	}
+	if !life.IdleAt.IsZero() {
+		li.LastActive, li.ActiveBy = timePtr(life.LastActive), life.ActiveBy
 	}
 
 	schedule := ev.Governing.Schedule

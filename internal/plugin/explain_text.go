@@ -63,6 +63,12 @@ func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 		case l.Source == expiry.SourceDefault:
 			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
 			fmt.Fprintf(w, "  set by the policy's defaultTTL %s, counted from creation\n", l.Value)
+		case l.Source == expiry.SourceIdle:
+			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
+			fmt.Fprintf(w, "  set by the idle clock: idleTTL %s after its last use, which is later than its annotations or defaultTTL give\n", l.Value)
+		case l.Source == expiry.SourceMax:
+			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
+			fmt.Fprintf(w, "  set by the maximum: the policy's maxTTL %s from creation caps a later expiry; no annotation, extension or use goes past it\n", l.Value)
 		default:
 			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
 			fmt.Fprintf(w, "  set by the annotation %s=%q", l.Source, l.Value)
@@ -70,6 +76,16 @@ func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 				fmt.Fprint(w, ", counted from creation")
 			}
 			fmt.Fprintln(w)
+		}
+		if l.CreationClock != nil {
+			fmt.Fprintf(w, "  clocks: creation %s", formatTime(time.Time(*l.CreationClock)))
+			if l.IdleClock != nil {
+				fmt.Fprintf(w, ", idle %s (last active %s, by %s)", formatTime(time.Time(*l.IdleClock)), formatTime(time.Time(*l.LastActive)), l.ActiveBy)
+			}
+			if l.Maximum != nil {
+				fmt.Fprintf(w, ", maximum %s", formatTime(time.Time(*l.Maximum)))
+			}
+			fmt.Fprintf(w, "; the %s clock decides\n", l.Clock)
 		}
 		for _, inv := range l.Invalid {
 			fmt.Fprintf(w, "  invalid: %s=%q: expected %s; %s\n", inv.Annotation, inv.Value, inv.Expected, inv.Fallback)

@@ -35,8 +35,15 @@ type Item struct {
 	// SecondsLeft is the time left before DeleteAt; negative when it is
 	// past.
 	SecondsLeft *int64 `json:"secondsLeft,omitempty"`
-	// Source is the annotation that set the expiry, or "defaultTTL".
-	Source        string   `json:"source,omitempty"`
+	// Source is the annotation that set the expiry, or "defaultTTL",
+	// "idleTTL" or "maxTTL".
+	Source string `json:"source,omitempty"`
+	// LastActive is the object's latest activity under a policy with
+	// idleTTL: its creation, last-active, or a generation change.
+	LastActive *Time `json:"lastActive,omitempty"`
+	// MaxAt is the latest the object may live to, under a policy with
+	// maxTTL.
+	MaxAt         *Time    `json:"maxAt,omitempty"`
 	RemindersSent []string `json:"remindersSent"`
 	Policy        string   `json:"policy"`
 	Flags         []string `json:"flags"`
@@ -91,6 +98,10 @@ func itemOf(ev *Evaluation) Item {
 	if !ev.Life.Keep && ev.Governing.SpecErr == nil {
 		it.ExpiresAt = timePtr(ev.Life.ExpiresAt)
 		it.Source = ev.Life.Source
+		if ev.Governing.Schedule.IdleTTL > 0 {
+			it.LastActive = timePtr(ev.Life.LastActive)
+		}
+		it.MaxAt = timePtr(ev.Life.Max)
 		if d := ev.DeleteAt(); !d.IsZero() {
 			it.DeleteAt = timePtr(d)
 			left := int64(d.Sub(ev.Now) / time.Second)
@@ -270,7 +281,7 @@ func writeTable(w io.Writer, evs []*Evaluation, wide bool) error {
 	}
 	header = append(header, "NAME", "TITLE", "CREATED", "EXPIRES (UTC)", "LEFT", "REMINDERS", "POLICY", "FLAGS")
 	if wide {
-		header = append(header, "SOURCE", "DELETE AT", "NEXT")
+		header = append(header, "SOURCE", "DELETE AT", "NEXT", "LAST ACTIVE", "MAX")
 	}
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, ev := range evs {
@@ -302,7 +313,14 @@ func writeTable(w io.Writer, evs []*Evaluation, wide bool) error {
 			if it.DeleteAt != nil {
 				deleteAt = formatTime(time.Time(*it.DeleteAt))
 			}
-			row = append(row, dash(it.Source), deleteAt, dash(nextStep(ev)))
+			lastActive, maxAt := "-", "-"
+			if it.LastActive != nil {
+				lastActive = formatTime(time.Time(*it.LastActive))
+			}
+			if it.MaxAt != nil {
+				maxAt = formatTime(time.Time(*it.MaxAt))
+			}
+			row = append(row, dash(it.Source), deleteAt, dash(nextStep(ev)), lastActive, maxAt)
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}

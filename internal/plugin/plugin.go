@@ -42,6 +42,12 @@ const (
 	// ExitGone: the object was deleted, or is being deleted, before the
 	// change could land: it was not extended or kept.
 	ExitGone = 8
+	// ExitPastMaximum: extend was refused: the new expiry is past the
+	// maximum lifetime (maxTTL) of the governing policy.
+	ExitPastMaximum = 9
+	// ExitKeepForbidden: keep was refused: the governing policy forbids
+	// keep (spec.keep: Forbidden).
+	ExitKeepForbidden = 10
 )
 
 // Options configure one run of the plugin.
@@ -146,8 +152,10 @@ Exit codes:
   4  the object is not governed by any TimeoutPolicy
   5  the API server refused access (RBAC Forbidden, or Unauthorized)
   6  the name is ambiguous: more than one object matches
-  7  refused: it would shorten a lifetime (see --allow-shorten), or restore over an existing object
-  8  the object was deleted, or is being deleted, before the change landed`
+  7  refused: it would shorten a lifetime (see --allow-shorten), restore over an existing object, or touch an object whose policy has no idleTTL
+  8  the object was deleted, or is being deleted, before the change landed
+  9  refused: the new expiry is past the policy's maximum lifetime (maxTTL)
+  10 refused: the policy forbids keep (spec.keep: Forbidden)`
 
 func newRootCommand(o *Options) *cobra.Command {
 	root := &cobra.Command{
@@ -176,6 +184,7 @@ func newRootCommand(o *Options) *cobra.Command {
 		newExplainCommand(o),
 		newExtendCommand(o),
 		newKeepCommand(o, true),
+		newTouchCommand(o),
 		newKeepCommand(o, false),
 		newRestoreCommand(o),
 	)

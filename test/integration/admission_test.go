@@ -381,6 +381,22 @@ func admissionCases() []admissionCase {
 			},
 		},
 		{
+			annotation: expiry.AnnotationLastActive,
+			expected:   "expected an RFC 3339 time",
+			controllerAccepts: func(created time.Time, v string) bool {
+				s := expiry.Schedule{DefaultTTL: time.Hour, IdleTTL: time.Hour}
+				return len(s.Lifetime(created, map[string]string{expiry.AnnotationLastActive: v}).Invalid) == 0
+			},
+			values: []string{
+				"2030-12-24T18:00:00Z", "2030-12-24T19:00:00+01:00", " 2030-12-24T18:00:00Z\t", "2030-12-24T18:00:00.123456789Z",
+				"2030-12-24T9:00:00Z", "2032-02-29T00:00:00Z", "2030-12-24T18:00:00+24:00",
+				// Before the creation: it counts as the creation.
+				"2020-01-01T00:00:00Z", "0000-01-01T00:00:00Z", "0001-01-01T00:00:00+01:00",
+				"2030-12-24", "2030-12-24T18:00:00", "2030-02-29T00:00:00Z", "2030-12-24T24:00:00Z", "2030-12-24T18:00:00UTC",
+				"yesterday", "", "1924905600", strings.Repeat("2", 200000),
+			},
+		},
+		{
 			annotation:        expiry.AnnotationKeep,
 			expected:          `expected "true" or "false"`,
 			controllerAccepts: lifetimeAccepts(expiry.AnnotationKeep),

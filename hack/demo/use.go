@@ -1,0 +1,216 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+)
+
+// The second act: lifetimes that follow use, a maximum, and a keep that
+// is refused. Its policy outranks the first act's and selects its own
+// Playbooks by label.
+const (
+	usePolicy = "demo-use"
+	useLabel  = "demo.timeout.amphitheatre.app/act"
+	useIdle   = 3 * time.Second
+	useMax    = 9 * time.Second
+	// touchEvery is how often the used Playbook is used: well within
+	// idleTTL, well past idleTTL/20.
+	touchEvery = time.Second
+)
+
+// useRole is a Playbook of the second act and when it may go.
+type useRole struct {
+	title       string
+	annotations map[string]string
+	obj         *unstructured.Unstructured
+	// notBefore is the earliest it may be deleted; at most lateAfter
+	// past its expected deletion counts as on time.
+	notBefore, expected time.Time
+	deletedAt           time.Time
+}
+
+// useAct shows a Playbook in use outliving its idle twin until the
+// policy's maximum, an extension past the maximum refused by the plugin and
+// clamped by the controller, and a keep refused by the policy.
+func (s *story) useAct(ctx context.Context, cl client.WithWatch) error {
+	policy := &v1alpha1.TimeoutPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: usePolicy},
+		Spec: v1alpha1.TimeoutPolicySpec{
+			Target:        v1alpha1.Target{APIVersion: playbookGVK.GroupVersion().String(), Kind: playbookGVK.Kind},
+			Selector:      &metav1.LabelSelector{MatchLabels: map[string]string{useLabel: "use"}},
+			Priority:      10,
+			DefaultTTL:    v1alpha1.Duration(expiry.FormatDuration(useIdle)),
+			IdleTTL:       v1alpha1.Duration(expiry.FormatDuration(useIdle)),
+			MaxTTL:        v1alpha1.Duration(expiry.FormatDuration(useMax)),
+			Keep:          v1alpha1.KeepForbidden,
+			Reminders:     []v1alpha1.Duration{},
+			MinimumNotice: "0s",
+		},
+	}
+	if err := cl.Create(ctx, policy); err != nil {
+		return fmt.Errorf("create TimeoutPolicy %s: %w", usePolicy, err)
+	}
+	s.n.say("act two, lifetimes that follow use: TimeoutPolicy %s (priority 10) governs the Playbooks labelled %s=use", usePolicy, useLabel)
+	s.n.more("idleTTL %s: each lives until %s after its last use; maxTTL %s: never past %s from creation; keep: Forbidden",
+		policy.Spec.IdleTTL, policy.Spec.IdleTTL, policy.Spec.MaxTTL, policy.Spec.MaxTTL)
+	if err := awaitReady(ctx, cl, usePolicy); err != nil {
+		return err
+	}
+
+	cast := []*useRole{
+		{title: "used"},
+		{title: "idle-twin"},
+		{title: "extended-past-max"},
+		{title: "keep-refused", annotations: map[string]string{expiry.AnnotationKeep: "true"}},
+	}
+	list := playbookList()
+	w, err := cl.Watch(ctx, list, client.MatchingLabels{useLabel: "use"})
+	if err != nil {
+		return fmt.Errorf("watch Playbooks: %w", err)
+	}
+	defer w.Stop()
+	gone := stamp(ctx, w)
+	for _, r := range cast {
+		r.obj = newPlaybook(r.title, r.annotations, "")
+		r.obj.SetLabels(map[string]string{useLabel: "use"})
+		if err := cl.Create(ctx, r.obj); err != nil {
+			return fmt.Errorf("create Playbook %s: %w", r.title, err)
+		}
+		created := r.obj.GetCreationTimestamp().Time
+		r.notBefore, r.expected = created.Add(useIdle), created.Add(useIdle)
+		if r.title == "used" || r.title == "extended-past-max" {
+			r.notBefore, r.expected = created.Add(useMax), created.Add(useMax)
+		}
+	}
+	s.n.say("created Playbooks used, idle-twin, extended-past-max and keep-refused (keep=true); used is used every %s", touchEvery)
+
+	// The plugin refuses what the policy forbids, each with its own exit
+	// code; what is written by hand, the controller clamps or ignores.
+	if _, err := s.kubectl.run(ctx, "extend", "extended-past-max", "1m"); err == nil || !strings.Contains(err.Error(), "exit code 9") {
+		return fmt.Errorf("extend past maxTTL: %v, want exit code 9", err)
+	}
+	if _, err := s.kubectl.run(ctx, "keep", "keep-refused"); err == nil || !strings.Contains(err.Error(), "exit code 10") {
+		return fmt.Errorf("keep under keep: Forbidden: %v, want exit code 10", err)
+	}
+	extended := cast[2]
+	past := extended.obj.GetCreationTimestamp().Add(time.Minute).UTC().Format(time.RFC3339)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, expiry.AnnotationExpiresAt, past)
+	if err := cl.Patch(ctx, extended.obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		return fmt.Errorf("annotate extended-past-max: %w", err)
+	}
+	s.n.say("annotated extended-past-max by hand with expires-at %s, past its maximum: the controller clamps it, with a Warning Event", past)
+
+	touch := time.NewTicker(touchEvery)
+	defer touch.Stop()
+	explained := false
+	for remaining := len(cast); remaining > 0; {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w during act two", context.Cause(ctx))
+		case <-touch.C:
+			used := cast[0]
+			if !used.deletedAt.IsZero() {
+				continue
+			}
+			// As Amphitheatre's API server would on use.
+			now := time.Now().UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339)
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, expiry.AnnotationLastActive, now)
+			if err := cl.Patch(ctx, used.obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil && !strings.Contains(err.Error(), "not found") {
+				return fmt.Errorf("touch used: %w", err)
+			}
+			if !explained && !cast[1].deletedAt.IsZero() {
+				explained = true
+				s.n.say("idle-twin is gone; used is still in use:")
+				if _, err := s.kubectl.run(ctx, "explain", "used"); err != nil {
+					return err
+				}
+			}
+		case ev, ok := <-gone:
+			if !ok {
+				return fmt.Errorf("the watch of act two's Playbooks ended")
+			}
+			u, isObj := ev.Object.(*unstructured.Unstructured)
+			if !isObj || ev.Type != watch.Deleted {
+				continue
+			}
+			for _, r := range cast {
+				if r.obj.GetUID() != u.GetUID() || !r.deletedAt.IsZero() {
+					continue
+				}
+				r.deletedAt = ev.at
+				remaining--
+				lag := ev.at.Sub(r.expected)
+				verdict := "on time"
+				switch {
+				case ev.at.Before(r.notBefore):
+					verdict = "EARLY"
+					s.early++
+					s.problem("%s deleted %s before %s", r.title, r.notBefore.Sub(ev.at).Round(time.Millisecond), formatUTC(r.notBefore))
+				case lag > lateAfter:
+					verdict = "LATE"
+					s.problem("%s deleted %s after %s", r.title, lag.Round(time.Millisecond), formatUTC(r.expected))
+				}
+				s.n.say("%s deleted %s after creation (%s after it was due): %s", r.title,
+					ev.at.Sub(r.obj.GetCreationTimestamp().Time).Round(100*time.Millisecond), lag.Round(time.Millisecond), verdict)
+			}
+		}
+	}
+	for _, reason := range []string{"forbids it", "maxTTL"} {
+		if !s.warned(ctx, cl, reason) {
+			s.problem("no InvalidTimeout Warning Event saying %q", reason)
+		}
+	}
+	s.n.say("used outlived its idle twin by %s and went at its maximum; the keep and the extension past the maximum were refused",
+		cast[0].deletedAt.Sub(cast[1].deletedAt).Round(100*time.Millisecond))
+	return nil
+}
+
+// warned reports whether an InvalidTimeout Warning Event was recorded
+// whose note contains what.
+func (s *story) warned(ctx context.Context, cl client.Client, what string) bool {
+	var events eventsv1.EventList
+	if err := cl.List(ctx, &events, client.InNamespace(eventNamespace)); err != nil {
+		return false
+	}
+	for _, e := range events.Items {
+		if e.Reason == "InvalidTimeout" && strings.Contains(e.Note, what) {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitReady waits for the named policy's Ready condition.
+func awaitReady(ctx context.Context, cl client.Client, name string) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var p v1alpha1.TimeoutPolicy
+		if err := cl.Get(ctx, client.ObjectKey{Name: name}, &p); err == nil && meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionReady) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w while waiting for TimeoutPolicy %s to be Ready", context.Cause(ctx), name)
+		case <-tick.C:
+		}
+	}
+}
+
+func formatUTC(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

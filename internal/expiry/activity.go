@@ -1,0 +1,206 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package expiry
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Annotations of lifetimes that follow use.
+const (
+	// AnnotationLastActive is an RFC 3339 time at which the object was
+	// last used. Any client may write it; under a policy with idleTTL the
+	// object lives at least idleTTL past it.
+	AnnotationLastActive = Prefix + "last-active"
+	// AnnotationActivity holds the controller's own observation of use: the
+	// metadata.generation it last recorded and when it saw it change. The
+	// controller owns it; people write last-active instead.
+	AnnotationActivity = Prefix + "activity"
+)
+
+// Sources of Lifetime.ExpiresAt besides the annotations and SourceDefault.
+const (
+	// SourceIdle: the last activity plus the policy's idleTTL.
+	SourceIdle = "idleTTL"
+	// SourceMax: the policy's maxTTL from creation, which capped a later
+	// expiry.
+	SourceMax = "maxTTL"
+	// SourceCreated is Lifetime.ActiveBy when no activity is known but the
+	// creation.
+	SourceCreated = "creationTimestamp"
+	// SourceGeneration is Lifetime.ActiveBy when the controller's
+	// observation of a spec change is the latest activity.
+	SourceGeneration = "metadata.generation"
+)
+
+// Activity is what the controller recorded of an object's use: a change of
+// metadata.generation (a spec edit) that it saw at At.
+type Activity struct {
+	// Generation is the generation the controller last recorded; an
+	// object without the annotation counts as recorded at generation 1,
+	// the one it was created with.
+	Generation int64 `json:"generation"`
+	// At is when the controller saw the generation change.
+	At time.Time `json:"at"`
+}
+
+// ParseActivity reads the activity annotation; an empty value is the
+// activity of an object as created.
+func ParseActivity(value string) (Activity, error) {
+	if value == "" {
+		return Activity{Generation: 1}, nil
+	}
+	var a Activity
+	if err := json.Unmarshal([]byte(value), &a); err != nil {
+		return Activity{Generation: 1}, fmt.Errorf("annotation %s: %w", AnnotationActivity, err)
+	}
+	return a, nil
+}
+
+// String is the annotation value.
+func (a Activity) String() string {
+	b, _ := json.Marshal(a)
+	return string(b)
+}
+
+// Lifetime works out an object's lifetime under the whole schedule: what
+// Compute makes of its annotations and defaultTTL (the creation clock),
+// moved later to its last activity plus idleTTL (the idle clock), and
+// capped at creation plus maxTTL (the maximum). Under a policy that
+// forbids keep, the keep annotation is reported and ignored. An allowed
+// keep wins over the maximum: maxTTL caps lifetimes, and whether an object
+// may be kept is spec.keep's say.
+func (s Schedule) Lifetime(created time.Time, annotations map[string]string) Lifetime {
+	a := annotations
+	var refused *Invalid
+	if v, ok := annotations[AnnotationKeep]; ok && s.KeepForbidden {
+		if keep, err := strconv.ParseBool(strings.TrimSpace(v)); err != nil || keep {
+			refused = &Invalid{
+				Annotation: AnnotationKeep, Value: v,
+				Expected: "no keep: the policy forbids it (spec.keep: Forbidden)",
+				Fallback: "it is ignored",
+			}
+		}
+		a = maps.Clone(annotations)
+		delete(a, AnnotationKeep)
+	}
+	l := Compute(created, a, s.DefaultTTL)
+	if refused != nil {
+		l.KeepRefused = true
+		l.Invalid = append([]Invalid{*refused}, l.Invalid...)
+	}
+
+	l.LastActive, l.ActiveBy = created, SourceCreated
+	if v, ok := annotations[AnnotationLastActive]; ok {
+		t, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
+		switch {
+		case err != nil:
+			l.Invalid = append(l.Invalid, Invalid{
+				Annotation: AnnotationLastActive, Value: v,
+				Expected: "an RFC 3339 time, such as 2026-12-24T18:00:00Z",
+				Fallback: "activity counts from the object's creation and the changes the controller saw",
+			})
+		case t.After(l.LastActive):
+			l.LastActive, l.ActiveBy = t, AnnotationLastActive
+		}
+	}
+	// The controller's own annotation: if someone broke it, the object
+	// counts as unused since its other activity, and the next change of
+	// generation is recorded afresh.
+	if act, err := ParseActivity(annotations[AnnotationActivity]); err == nil && act.At.After(l.LastActive) {
+		l.LastActive, l.ActiveBy = act.At, SourceGeneration
+	}
+	if l.Keep {
+		return l
+	}
+
+	l.Base = l.ExpiresAt
+	if s.IdleTTL > 0 {
+		l.IdleAt = l.LastActive.Add(s.IdleTTL)
+		if l.IdleAt.After(l.ExpiresAt) {
+			l.ExpiresAt, l.Source = l.IdleAt, SourceIdle
+		}
+	}
+	if s.MaxTTL > 0 {
+		l.Max = created.Add(s.MaxTTL)
+		if l.Base.After(l.Max) && l.Source != SourceDefault {
+			// Activity reaching the maximum is the ordinary end of a busy
+			// object; an annotation asking for more is worth a word.
+			source := l.Source
+			if source == SourceIdle {
+				source = l.baseSource(a)
+			}
+			l.Invalid = append(l.Invalid, Invalid{
+				Annotation: source, Value: a[source],
+				Expected: fmt.Sprintf("a lifetime within the policy's maxTTL %s from creation (until %s)",
+					FormatDuration(s.MaxTTL), l.Max.UTC().Format(time.RFC3339)),
+				Fallback: "the object expires at its maximum",
+			})
+		}
+		if l.ExpiresAt.After(l.Max) {
+			l.ExpiresAt, l.Source = l.Max, SourceMax
+		}
+	}
+	return l
+}
+
+// baseSource is the annotation that set Base, for an expiry the idle
+// clock has since moved.
+func (l Lifetime) baseSource(annotations map[string]string) string {
+	for _, k := range []string{AnnotationExpiresAt, AnnotationTTL, AnnotationLegacyTTL} {
+		if _, ok := annotations[k]; ok {
+			return k
+		}
+	}
+	return SourceDefault
+}
+
+// Clock names which clock sets the expiry: "creation" (annotations or
+// defaultTTL), "idle" or "maximum".
+func (l Lifetime) Clock() string {
+	switch l.Source {
+	case SourceIdle:
+		return "idle"
+	case SourceMax:
+		return "maximum"
+	}
+	return "creation"
+}
+
+// Idle reports whether the idle clock has moved the expiry past what the
+// creation clock gives: the object is alive because it was used.
+func (l Lifetime) Idle() bool {
+	return !l.Keep && !l.IdleAt.IsZero() && l.IdleAt.After(l.Base)
+}
+
+// Follows reports whether the record For gives r for the lifetime l is the
+// one it gives every time, whatever now is: l's expiry is a later one set
+// by use, and no message was delivered about r's, so that For keeps its
+// Since. Such a record need not be written.
+func (r *Record) Follows(l Lifetime) bool {
+	return r != nil && !r.ExpiresAt.IsZero() && l.Idle() && l.ExpiresAt.After(r.ExpiresAt) &&
+		len(r.Sent) == 0 && r.NoticeAt.IsZero()
+}
+
+// ForLife is For, for the lifetime l. An expiry moved later by activity
+// owes an extended message only when a reminder reached someone about the
+// old date: otherwise every recorded use would announce one.
+func (r *Record) ForLife(l Lifetime, created, now time.Time) *Record {
+	next := r.For(l.ExpiresAt, created, now)
+	if next == r || r == nil || !l.Idle() || !l.ExpiresAt.After(r.ExpiresAt) || next.ExtendedFrom.IsZero() {
+		return next
+	}
+	if _, told := r.Sent[KeyExtended]; told && !hasStage(r.Sent) {
+		// The extension was announced; the use since only moves it on.
+		next.ExtendedFrom = time.Time{}
+	} else if len(r.Sent) > 0 && !hasStage(r.Sent) {
+		next.ExtendedFrom = r.ExtendedFrom
+	}
+	return next
+}

@@ -1,0 +1,171 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+)
+
+// idlePolicy governs the test's Playbooks with "at least defaultTTL, and
+// idleTTL after the last use".
+func idlePolicy(test string, defaultTTL, idleTTL v1alpha1.Duration) v1alpha1.TimeoutPolicySpec {
+	spec := playbookPolicy(test, defaultTTL)
+	spec.IdleTTL = idleTTL
+	spec.Reminders = []v1alpha1.Duration{}
+	spec.MinimumNotice = "0s"
+	return spec
+}
+
+// touch records use of the Playbook now, as Amphitheatre's API server
+// would, and returns the time it wrote.
+func touch(t *testing.T, name string) time.Time {
+	t.Helper()
+	now := time.Now().UTC().Truncate(time.Second)
+	mergePatch(t, playbooks, "", name, fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, expiry.AnnotationLastActive, now.Format(time.RFC3339)))
+	return now
+}
+
+// editTitle changes the Playbook's spec, which bumps its generation.
+func editTitle(t *testing.T, name, title string) {
+	t.Helper()
+	mergePatch(t, playbooks, "", name, fmt.Sprintf(`{"spec":{"title":%q}}`, title))
+}
+
+func TestATouchedPlaybookOutlivesItsIdleTwin(t *testing.T) {
+	t.Parallel()
+	createPolicy(t, "idle-twins", idlePolicy("idle-twins", "3s", "3s"))
+
+	used := create(t, playbooks, newPlaybook("idle-twins", "used", nil))
+	idle := create(t, playbooks, newPlaybook("idle-twins", "idle", nil))
+
+	stop := make(chan struct{})
+	lastTouch := make(chan time.Time, 1)
+	go func() {
+		var last time.Time
+		defer func() { lastTouch <- last }()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				last = touch(t, used.GetName())
+			}
+		}
+	}()
+
+	idle.expectDeletedOnTime(t, idle.after(3*time.Second))
+	used.expectKept(t, 4*time.Second)
+	close(stop)
+	last := <-lastTouch
+	// Unused from now on: it goes idleTTL after its last use.
+	used.expectDeletedOnTime(t, last.Add(3*time.Second))
+	deleted := findEvent(t, eventNamespace, used.GetName(), "Expired")
+	mustContain(t, deleted.Note, "idleTTL")
+}
+
+func TestAGenerationChangeCountsAsUse(t *testing.T) {
+	t.Parallel()
+	createPolicy(t, "idle-generation", idlePolicy("idle-generation", "3s", "4s"))
+
+	pb := create(t, playbooks, newPlaybook("idle-generation", "edited", nil))
+	time.Sleep(time.Until(pb.after(2 * time.Second)))
+	edited := time.Now()
+	editTitle(t, pb.GetName(), "edited again")
+
+	// Recorded by the controller, not by the test.
+	var act expiry.Activity
+	eventually(t, 5*time.Second, "the controller records generation 2", func() (bool, error) {
+		u, err := dyn.Resource(playbooks).Get(context.Background(), pb.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		act, err = expiry.ParseActivity(u.GetAnnotations()[expiry.AnnotationActivity])
+		return act.Generation == 2, err
+	})
+	if act.At.Before(edited.Add(-time.Second)) {
+		t.Fatalf("activity recorded at %s, before the edit at %s", act.At, edited)
+	}
+	// Without the edit it would have gone 4s after creation.
+	pb.expectDeletedOnTime(t, act.At.Add(4*time.Second))
+}
+
+func TestWritesOfObservedUseAreThrottled(t *testing.T) {
+	t.Parallel()
+	// A window of idleTTL/20 = 1s.
+	createPolicy(t, "idle-throttle", idlePolicy("idle-throttle", "1h", "20s"))
+	pb := create(t, playbooks, newPlaybook("idle-throttle", "busy", nil))
+
+	// Count the writes of the controller's annotations: the test's own
+	// edits change only the spec.
+	w, err := dyn.Resource(playbooks).Watch(context.Background(), metav1.ListOptions{
+		FieldSelector:   fields.OneTermEqualSelector("metadata.name", pb.GetName()).String(),
+		ResourceVersion: pb.GetResourceVersion(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	writes := make(chan int, 1)
+	done := make(chan struct{})
+	go func() {
+		n, last := 0, pb.GetAnnotations()
+		for {
+			select {
+			case <-done:
+				writes <- n
+				return
+			case ev := <-w.ResultChan():
+				u, ok := ev.Object.(*unstructured.Unstructured)
+				if !ok || ev.Type != watch.Modified {
+					continue
+				}
+				for _, k := range []string{expiry.AnnotationActivity, expiry.AnnotationReminders} {
+					if u.GetAnnotations()[k] != last[k] {
+						n++
+						break
+					}
+				}
+				last = u.GetAnnotations()
+			}
+		}
+	}()
+
+	// An edit every 100ms for 5s: 50 uses.
+	start := time.Now()
+	for i := range 50 {
+		editTitle(t, pb.GetName(), fmt.Sprintf("busy %d", i))
+		time.Sleep(100 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	// The last edit is recorded once its window has passed.
+	eventually(t, 5*time.Second, "the last generation recorded", func() (bool, error) {
+		u, err := dyn.Resource(playbooks).Get(context.Background(), pb.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		act, err := expiry.ParseActivity(u.GetAnnotations()[expiry.AnnotationActivity])
+		return act.Generation == u.GetGeneration() && act.Generation == 51, err
+	})
+	close(done)
+	n := <-writes
+	// One per second of edits, one for the first edit, one for the last.
+	limit := int(elapsed/time.Second) + 2
+	t.Logf("%d writes for 50 edits in %s", n, elapsed.Round(time.Millisecond))
+	if n > limit || n < 2 {
+		t.Fatalf("%d writes of the controller's annotations for 50 edits in %s; want 2 to %d", n, elapsed, limit)
+	}
+}
