@@ -17,6 +17,7 @@ CONTAINER_TOOL ?= docker
 GO_FILES = $(shell git ls-files '*.go')
 # Builds etcd and kube-apiserver on first use (about six minutes), then reuses them.
 ASSETS = $$(hack/control-plane.sh | tail -n 1)
+S3_SERVER = $$(hack/s3-server.sh | tail -n 1)
 
 .PHONY: help
 help: ## List the targets.
@@ -76,6 +77,10 @@ docker-build: ## Build the controller image IMG with CONTAINER_TOOL (docker).
 control-plane: ## Build etcd and kube-apiserver into bin/ (cached) and print their directory.
 	@hack/control-plane.sh
 
+.PHONY: s3-server
+s3-server: ## Build versitygw, the S3-compatible server the archive tests run, into bin/ (cached) and print its path.
+	@hack/s3-server.sh
+
 # The packages whose tests need no API server run with the race detector
 # (cgo and a C compiler), except internal/sim: it plays 500 schedules in one
 # goroutine, where -race finds nothing and makes it several times slower.
@@ -84,10 +89,10 @@ RACE_PKGS = ./api/... ./cmd/... $(filter-out %/internal/sim,$(shell go list ./in
 OTHER_PKGS = ./hack/... ./test/...
 
 .PHONY: test
-test: tools ## Run every test: unit (with -race), fuzz seeds, and integration against a real API server.
+test: tools ## Run every test: unit (with -race), fuzz seeds, and integration against a real API server and a real S3 server.
 	go test -race -count=1 $(RACE_PKGS)
 	go test -count=1 ./internal/sim
-	assets=$(ASSETS) && KUBEBUILDER_ASSETS="$$assets" go test -count=1 $(OTHER_PKGS)
+	assets=$(ASSETS) && s3=$(S3_SERVER) && KUBEBUILDER_ASSETS="$$assets" TIMEOUT_S3_SERVER="$$s3" go test -count=1 $(OTHER_PKGS)
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no API server), with the race detector.

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
@@ -50,6 +51,8 @@ func run() error {
 		retryPeriod             time.Duration
 		shutdownTimeout         time.Duration
 		auditDest               string
+		archiveTo, archiveDir   string
+		archiveS3               archive.S3Options
 		qps                     float64
 		burst                   int
 		opts                    controller.Options
@@ -67,8 +70,14 @@ func run() error {
 	flag.BoolVar(&opts.DryRun, "dry-run", false, "Delete nothing: record a WouldDelete Event and audit record at each expiry instead, whatever the policies say.")
 	flag.IntVar(&opts.MaxDeletionsPerMinute, "max-deletions-per-minute", 0, "Cap on deletions per minute across all policies; expiries beyond it wait their turn. 0 means no cap.")
 	flag.StringVar(&auditDest, "audit-log", "-", `Where the audit trail (JSON Lines) goes: "-" for standard output, or a file that records are appended and fsynced to.`)
-	flag.StringVar(&opts.ArchiveDir, "archive-dir", "", "Directory (on a volume) that policies with deletion.archive write each object's manifest to before deleting it; empty turns archiving off.")
-	flag.DurationVar(&opts.ArchiveRetention, "archive-retention", 30*24*time.Hour, "How long archived manifests are kept; 0 keeps them forever.")
+	flag.StringVar(&archiveTo, "archive", "", `Where policies with deletion.archive keep each object's manifest before deleting it: "cluster" (a Secret per object in the controller's namespace), "s3://BUCKET/PREFIX", or a directory (on a volume); empty turns archiving off.`)
+	flag.StringVar(&archiveDir, "archive-dir", "", "Directory to archive to; the same as --archive=DIR, kept for existing installs.")
+	flag.DurationVar(&opts.ArchiveRetention, "archive-retention", 30*24*time.Hour, "How long archived manifests are kept, in every kind of archive; 0 keeps them forever (a bucket lifecycle rule can prune instead).")
+	flag.StringVar(&archiveS3.Endpoint, "archive-s3-endpoint", os.Getenv("AWS_ENDPOINT_URL_S3"), "URL of the S3-compatible server, e.g. https://minio.example:9000 ($AWS_ENDPOINT_URL_S3; https://s3.amazonaws.com when empty). Credentials come from $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY, else from the pod's AWS identity.")
+	flag.StringVar(&archiveS3.Region, "archive-s3-region", os.Getenv("AWS_REGION"), "Region of the bucket ($AWS_REGION).")
+	flag.BoolVar(&archiveS3.PathStyle, "archive-s3-path-style", false, "Address the bucket in the URL's path rather than its host name, as most S3-compatible servers need.")
+	flag.StringVar(&archiveS3.SSE, "archive-s3-sse", "", `Server-side encryption asked for on each object: "AES256" or "aws:kms"; empty leaves it to the bucket.`)
+	flag.StringVar(&archiveS3.SSEKMSKeyID, "archive-s3-sse-kms-key-id", "", `KMS key for --archive-s3-sse=aws:kms; the bucket's default key when empty.`)
 	// Sized with `make bench` on two cores (docs/performance.md): 1,000
 	// objects expiring in the same second need 1,000 deletes (and, for
 	// Playbooks no message has named yet, 1,000 reads of their titles),
@@ -149,6 +158,22 @@ func run() error {
 	}
 	defer func() { _ = auditLog.Close() }()
 	opts.Audit = auditLog
+	if archiveTo == "" {
+		archiveTo = archiveDir
+	}
+	if archiveTo != "" {
+		archiveS3.AccessKeyID, archiveS3.SecretAccessKey, archiveS3.SessionToken = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), os.Getenv("AWS_SESSION_TOKEN")
+		// Secrets are read from the API server, never cached: the
+		// controller watches none.
+		opts.Archive, err = archive.Open(archiveTo, archive.Config{
+			Namespace: opts.OutboxNamespace,
+			Kube:      archive.Kube{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+			S3:        archiveS3,
+		})
+		if err != nil {
+			return fmt.Errorf("--archive: %w", err)
+		}
+	}
 
 	ctx := ctrl.SetupSignalHandler()
 	reopenOnHangup(ctx, auditLog)

@@ -96,40 +96,50 @@ func Write(dir string, obj *unstructured.Unstructured, h Header) (string, error)
 	if dir == "" {
 		return "", errors.New("no archive directory configured (--archive-dir)")
 	}
+	doc, h, err := encode(obj, h)
+	if err != nil {
+		return "", err
+	}
+	path := Path(dir, schema.GroupKind{Group: h.Group, Kind: h.Kind}, h.UID)
+	if err := writeFileSync(dir, path, doc); err != nil {
+		return "", fmt.Errorf("archive %s: %w", path, err)
+	}
+	return path, nil
+}
+
+// encode returns the document every store keeps for obj: the header line,
+// then the manifest. The header it returns is h filled in with the
+// object's identity.
+func encode(obj *unstructured.Unstructured, h Header) ([]byte, Header, error) {
 	gk := obj.GroupVersionKind().GroupKind()
 	if gk.Kind == "" || obj.GetName() == "" || obj.GetUID() == "" {
-		return "", fmt.Errorf("archive: object needs a kind, a name and a UID")
+		return nil, h, fmt.Errorf("archive: object needs a kind, a name and a UID")
 	}
+	// The UID names the file, the Secret and the object key.
 	if strings.ContainsAny(string(obj.GetUID()), `/\`) || strings.HasPrefix(string(obj.GetUID()), ".") {
-		return "", fmt.Errorf("archive: UID %q cannot name a file", obj.GetUID())
+		return nil, h, fmt.Errorf("archive: UID %q cannot name a file", obj.GetUID())
 	}
 	h.UID = obj.GetUID()
 	h.Group, h.Kind, h.Namespace, h.Name = gk.Group, gk.Kind, obj.GetNamespace(), obj.GetName()
 	if h.Title == "" {
 		h.Title, _, _ = unstructured.NestedString(obj.Object, "spec", "title")
 	}
-	path := Path(dir, gk, obj.GetUID())
-
 	manifest := obj.DeepCopy()
 	stripServerFields(manifest)
 	body, err := yaml.Marshal(manifest.Object)
 	if err != nil {
-		return "", fmt.Errorf("archive %s: %w", path, err)
+		return nil, h, fmt.Errorf("archive %s/%s: %w", strings.ToLower(gk.Kind), obj.GetName(), err)
 	}
 	hj, err := json.Marshal(h)
 	if err != nil {
-		return "", err
+		return nil, h, err
 	}
 	var buf bytes.Buffer
 	buf.WriteString(headerLine)
 	buf.Write(hj)
 	buf.WriteByte('\n')
 	buf.Write(body)
-
-	if err := writeFileSync(dir, path, buf.Bytes()); err != nil {
-		return "", fmt.Errorf("archive %s: %w", path, err)
-	}
-	return path, nil
+	return buf.Bytes(), h, nil
 }
 
 // Read returns the object archived at path and its header.
@@ -138,10 +148,17 @@ func Read(path string) (*unstructured.Unstructured, Header, error) {
 	if err != nil {
 		return nil, Header{}, err
 	}
+	return decode(path, data)
+}
+
+// decode reads a document that encode wrote, or a bare manifest, kept at
+// where.
+func decode(where string, data []byte) (*unstructured.Unstructured, Header, error) {
 	var h Header
+	var err error
 	if first, _, ok := bytes.Cut(data, []byte("\n")); ok {
 		if h, err = parseHeader(first); err != nil {
-			return nil, Header{}, fmt.Errorf("%s: %w", path, err)
+			return nil, Header{}, fmt.Errorf("%s: %w", where, err)
 		}
 	}
 	// Through JSON and the unstructured decoder, so that integers stay
@@ -149,14 +166,14 @@ func Read(path string) (*unstructured.Unstructured, Header, error) {
 	// back exactly as it was written.
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		return nil, Header{}, fmt.Errorf("%s: not a manifest: %w", path, err)
+		return nil, Header{}, fmt.Errorf("%s: not a manifest: %w", where, err)
 	}
 	obj := &unstructured.Unstructured{}
 	if err := obj.UnmarshalJSON(js); err != nil {
-		return nil, Header{}, fmt.Errorf("%s: not a manifest: %w", path, err)
+		return nil, Header{}, fmt.Errorf("%s: not a manifest: %w", where, err)
 	}
 	if obj.GetKind() == "" || obj.GetName() == "" {
-		return nil, Header{}, fmt.Errorf("%s: not a manifest: no kind or name", path)
+		return nil, Header{}, fmt.Errorf("%s: not a manifest: no kind or name", where)
 	}
 	return obj, h, nil
 }

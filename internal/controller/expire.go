@@ -169,7 +169,11 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 // not deleted and is tried again with backoff.
 func (r *ObjectReconciler) archive(ctx context.Context, ev *evaluation, u *unstructured.Unstructured) error {
 	key, obj := ev.key, ev.obj
-	path, err := archive.Write(r.ArchiveDir, u, archive.Header{ArchivedAt: r.Clock.Now(), ExpiresAt: ev.Life.ExpiresAt, Policy: ev.policy.Name})
+	err := errNoArchive
+	var where string
+	if r.Archive != nil {
+		where, err = r.Archive.Write(ctx, u, archive.Header{ArchivedAt: r.Clock.Now(), ExpiresAt: ev.Life.ExpiresAt, Policy: ev.policy.Name})
+	}
 	if err != nil {
 		archives.WithLabelValues(audit.Error).Inc()
 		if r.reportOnce(ctx, ev, expiry.ReportArchiveFailed)[expiry.ReportArchiveFailed] {
@@ -181,6 +185,8 @@ func (r *ObjectReconciler) archive(ctx context.Context, ev *evaluation, u *unstr
 		return fmt.Errorf("archive %s: %w", key, err)
 	}
 	archives.WithLabelValues(audit.OK).Inc()
-	r.audit(ctx, ev, audit.Record{Type: audit.Archived, Result: audit.OK, Detail: path})
+	r.audit(ctx, ev, audit.Record{Type: audit.Archived, Result: audit.OK, Detail: where})
 	return nil
 }
+
+var errNoArchive = errors.New("the controller runs without an archive (--archive)")

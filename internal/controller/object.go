@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
@@ -67,8 +68,9 @@ type ObjectReconciler struct {
 	AnnounceInline bool
 	// DryRun deletes nothing, whatever the policies say.
 	DryRun bool
-	// ArchiveDir is where manifests are archived before deletion.
-	ArchiveDir string
+	// Archive is where manifests are archived before deletion; nil when
+	// the controller has none.
+	Archive archive.Store
 	// ClusterEventNamespace is where Events about cluster-scoped objects
 	// go; "default" when empty.
 	ClusterEventNamespace string

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
@@ -616,7 +617,7 @@ func TestObjectReconcilerRechecksWithTheAPIServer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cm := newConfigMap("scratch", ttl("10m"), labelled(map[string]string{"app": "scratch"}))
 			h := newHarness(t, t0.Add(15*time.Minute), newPolicy("scratch", selecting(map[string]string{"app": "scratch"}), archiving), cm)
-			h.r.ArchiveDir = t.TempDir()
+			h.r.Archive = archive.Dir(t.TempDir())
 			h.freshView = tt.freshView
 
 			got, err := h.reconcile(cm)
@@ -641,7 +642,7 @@ func TestObjectReconcilerRechecksWithTheAPIServer(t *testing.T) {
 	t.Run("returns an error when the API server cannot be read", func(t *testing.T) {
 		cm := newConfigMap("scratch", ttl("10m"))
 		h := newHarness(t, t0.Add(15*time.Minute), newPolicy("configmaps", archiving), cm)
-		h.r.ArchiveDir = t.TempDir()
+		h.r.Archive = archive.Dir(t.TempDir())
 		h.freshView = func(*metav1.PartialObjectMetadata) error {
 			return apierrors.NewServiceUnavailable("etcd is sulking")
 		}

@@ -25,6 +25,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/match"
 )
@@ -45,8 +46,8 @@ type PolicyReconciler struct {
 	StatusInterval time.Duration
 	// Channels builds the policy's notification channels, to check them.
 	Channels *Channels
-	// ArchiveDir is the controller's archive; empty when it has none.
-	ArchiveDir string
+	// Archive is the controller's archive; nil when it has none.
+	Archive archive.Store
 	// DryRun is the controller's --dry-run: nothing is deleted, so
 	// nothing is archived either.
 	DryRun bool
@@ -90,9 +91,9 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			"Notification channels cannot be used, so nothing is deleted under this policy: "+err.Error())
 		return ctrl.Result{RequeueAfter: channelsTTL}, r.patchStatus(ctx, orig, policy, ReasonInvalidPolicy)
 	}
-	if policy.Spec.Deletion.Archive && !policy.Spec.Deletion.DryRun && !r.DryRun && r.ArchiveDir == "" {
+	if policy.Spec.Deletion.Archive && !policy.Spec.Deletion.DryRun && !r.DryRun && r.Archive == nil {
 		r.setReady(policy, metav1.ConditionFalse, v1alpha1.ReasonArchiveUnavailable,
-			"deletion.archive is set but the controller runs without --archive-dir, so nothing is deleted under this policy")
+			"deletion.archive is set but the controller runs without --archive, so nothing is deleted under this policy")
 		return ctrl.Result{}, r.patchStatus(ctx, orig, policy, ReasonInvalidPolicy)
 	}
 	namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace

@@ -141,7 +141,7 @@ func TestPolicyReconcilerReconcile(t *testing.T) {
 			policy:      newPolicy("archiving", func(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.Archive = true }),
 			wantReady:   metav1.ConditionFalse,
 			wantReason:  v1alpha1.ReasonArchiveUnavailable,
-			wantMessage: []string{"deletion.archive", "--archive-dir", "nothing is deleted"},
+			wantMessage: []string{"deletion.archive", "--archive", "nothing is deleted"},
 			wantEvents:  []string{"Warning InvalidPolicy"},
 		},
 		{

@@ -41,7 +41,9 @@ func TestArchiveIsPrunedAtStart(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- pruneArchive(dir, 30*24*time.Hour, clock.RealClock{}, logr.Discard()).Start(ctx) }()
+	go func() {
+		done <- pruneArchive(archive.Dir(dir), 30*24*time.Hour, clock.RealClock{}, logr.Discard()).Start(ctx)
+	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if _, err := os.Stat(old); errors.Is(err, fs.ErrNotExist) {

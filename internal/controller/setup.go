@@ -67,6 +67,9 @@ import (
 // And the outbox, one ConfigMap per deleted object whose expired and
 // deleted messages are not out yet (listed by label, never cached):
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete,namespace=timeout-system
+// And the cluster archive (--archive=cluster), one Secret per archived
+// manifest, listed by label as metadata, never cached:
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;update;delete,namespace=timeout-system
 
 // Name is the controller's name in Events and logs.
 const Name = "timeout-controller"
@@ -91,9 +94,9 @@ type Options struct {
 	// MaxDeletionsPerMinute caps deletions across all policies; 0 means no
 	// cap.
 	MaxDeletionsPerMinute int
-	// ArchiveDir is where manifests are archived before deletion; empty
-	// turns archiving off, and policies that ask for it are not ready.
-	ArchiveDir string
+	// Archive is where manifests are archived before deletion; nil turns
+	// archiving off, and policies that ask for it are not ready.
+	Archive archive.Store
 	// ArchiveRetention is how long archived manifests are kept; 0 keeps
 	// them forever.
 	ArchiveRetention time.Duration
@@ -149,7 +152,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Audit:                 opts.Audit,
 		MaxDeletionsPerMinute: opts.MaxDeletionsPerMinute,
 		DryRun:                opts.DryRun,
-		ArchiveDir:            opts.ArchiveDir,
+		Archive:               opts.Archive,
 
 		ClusterEventNamespace: opts.ClusterEventNamespace,
 	}
@@ -193,7 +196,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Clock:          opts.Clock,
 		StatusInterval: opts.StatusInterval,
 		Channels:       channels,
-		ArchiveDir:     opts.ArchiveDir,
+		Archive:        opts.Archive,
 		DryRun:         opts.DryRun,
 		watches:        w,
 	}
@@ -216,8 +219,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("create channel controller: %w", err)
 	}
-	if opts.ArchiveDir != "" && opts.ArchiveRetention > 0 {
-		if err := mgr.Add(pruneArchive(opts.ArchiveDir, opts.ArchiveRetention, opts.Clock, mgr.GetLogger())); err != nil {
+	if opts.Archive != nil && opts.ArchiveRetention > 0 {
+		if err := mgr.Add(pruneArchive(opts.Archive, opts.ArchiveRetention, opts.Clock, mgr.GetLogger())); err != nil {
 			return err
 		}
 	}
@@ -257,13 +260,13 @@ func readiness(mgr manager.Manager, leading *atomic.Bool) healthz.Checker {
 
 // pruneArchive removes archived manifests older than retention, at start
 // and every hour, on the leader (the one replica that writes them).
-func pruneArchive(dir string, retention time.Duration, clock clock.PassiveClock, log logr.Logger) manager.Runnable {
+func pruneArchive(store archive.Store, retention time.Duration, clock clock.PassiveClock, log logr.Logger) manager.Runnable {
 	return manager.RunnableFunc(func(ctx context.Context) error {
-		log = log.WithValues("archive", dir)
+		log = log.WithValues("archive", store.String())
 		tick := time.NewTicker(time.Hour)
 		defer tick.Stop()
 		for {
-			removed, err := archive.Prune(dir, clock.Now().Add(-retention))
+			removed, err := store.Prune(ctx, clock.Now().Add(-retention))
 			if err != nil {
 				log.Error(err, "prune the archive")
 			} else if removed > 0 {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/decide"
@@ -29,6 +32,7 @@ var policiesGVR = v1alpha1.GroupVersion.WithResource("timeoutpolicies")
 // session holds the clients and what one command has read so far.
 type session struct {
 	o         *Options
+	cfg       *rest.Config
 	dyn       dynamic.Interface
 	mapper    meta.RESTMapper
 	namespace string
@@ -57,8 +61,22 @@ func newSession(o *Options, allNamespaces bool) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	return &session{o: o, dyn: dyn, mapper: mapper, namespace: ns, explicitNamespace: explicit, allNamespaces: allNamespaces,
+	return &session{o: o, cfg: cfg, dyn: dyn, mapper: mapper, namespace: ns, explicitNamespace: explicit, allNamespaces: allNamespaces,
 		nsLabels: map[string]map[string]string{}}, nil
+}
+
+// kubeClient returns a client for the typed objects the archive keeps
+// (Secrets).
+func (s *session) kubeClient() (client.Client, error) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(s.cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("client for the API server: %w", err)
+	}
+	return c, nil
 }
 
 // loadPolicies reads every TimeoutPolicy.

@@ -50,6 +50,7 @@ var valueSets = []valueSet{
 	{"e-mail, Slack and two webhooks with their Secrets", "notifications", 4},
 	{"archive, audit file, dry run, caps and a ServiceMonitor", "operations", 0},
 	{"the admission policy for the timeout annotations", "admission", 0},
+	{"the archive in an S3 bucket", "s3archive", 0},
 }
 
 func (v valueSet) values() string { return filepath.Join("testdata", v.file+".values.yaml") }
@@ -263,9 +264,19 @@ func TestBadValuesAreRefusedReadably(t *testing.T) {
 			[]string{"policy.notifications.slack.webhookURL.value is required with webhookURL.create"},
 		},
 		{
-			"refuses an archiving policy without the archive volume",
-			[]string{"--set", "policy.archive=true"},
+			"refuses an archiving policy without an archive",
+			[]string{"--set", "policy.archive=true", "--set", "archive.enabled=false"},
 			[]string{"policy.archive needs archive.enabled"},
+		},
+		{
+			"refuses the S3 archive without a bucket",
+			[]string{"--set", "archive.backend=s3"},
+			[]string{"archive.backend s3 needs archive.s3.bucket"},
+		},
+		{
+			"refuses an archive backend it does not know",
+			[]string{"--set", "archive.backend=nfs"},
+			[]string{"/archive/backend", "value must be one of"},
 		},
 		{
 			"refuses a grace period shorter than the controller's shutdown",

@@ -213,6 +213,9 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 				"reminders":     []any{"4s"},
 				"minimumNotice": "2s",
 				"notifications": map[string]any{"channels": []any{map[string]any{"name": "install-test"}}},
+				// Into the default install's archive: a Secret in its own
+				// namespace, with the permissions it ships with.
+				"deletion": map[string]any{"archive": true},
 			},
 		}
 		_, err = dyn.Resource(policies).Apply(ctx, "playbooks", &unstructured.Unstructured{Object: patch},
@@ -234,6 +237,9 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 			gone = time.Now()
 			return true, ""
 		})
+		if _, err := clients.CoreV1().Secrets(namespace).Get(ctx, "timeout-archive-"+string(created.GetUID()), metav1.GetOptions{}); err != nil {
+			t.Errorf("deleted without its archive Secret: %v", err)
+		}
 		// Polled every 100ms, against a creation time in whole seconds.
 		if gone.Before(expiry) {
 			t.Errorf("deleted %s before its expiry", expiry.Sub(gone))
@@ -381,7 +387,13 @@ func checkAccess(t *testing.T, clients kubernetes.Interface) {
 		{"get", "", "secrets", namespace, "any", true},
 		{"get", "", "secrets", "default", "any", false},
 		{"get", "", "secrets", "kube-system", "any", false},
-		{"list", "", "secrets", namespace, "", false},
+		// The cluster archive: a Secret per archived manifest, in its own
+		// namespace only, listed but never watched.
+		{"list", "", "secrets", namespace, "", true},
+		{"create", "", "secrets", namespace, "", true},
+		{"delete", "", "secrets", namespace, "any", true},
+		{"list", "", "secrets", "default", "", false},
+		{"create", "", "secrets", "default", "", false},
 		{"watch", "", "secrets", namespace, "", false},
 		{"create", "coordination.k8s.io", "leases", namespace, "", true},
 		{"update", "coordination.k8s.io", "leases", namespace, leaseName, true},

@@ -548,7 +548,7 @@ func TestPluginRestoreRoundTrip(t *testing.T) {
 	t.Run("errors", func(t *testing.T) {
 		mustContain(t, kubectlTimeout(t, "restore", "playbook/never-archived", "--archive-dir", archiveDir).expect(t, plugin.ExitNotFound).errOut,
 			`no archive of "playbook/never-archived"`)
-		mustContain(t, kubectlTimeout(t, "restore", "never-archived").expect(t, plugin.ExitUsage).errOut, "--archive-dir")
+		mustContain(t, kubectlTimeout(t, "restore", "never-archived").expect(t, plugin.ExitUsage).errOut, "--from")
 		mustContain(t, kubectlTimeout(t, "restore", "/no/such/file.yaml").expect(t, plugin.ExitNotFound).errOut, "no archive file")
 	})
 }

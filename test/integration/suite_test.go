@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
 )
@@ -97,6 +98,7 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	auditPath, archiveDir = filepath.Join(dir, "audit.jsonl"), filepath.Join(dir, "archive")
+	archives = &routedArchive{Dir: archive.Dir(archiveDir)}
 	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: outboxNamespace}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -106,6 +108,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	stopS3Server()
 	if err := stopController(); err != nil {
 		fmt.Fprintln(os.Stderr, "controller:", err)
 		code = 1
@@ -155,7 +158,7 @@ func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, er
 		SecretNamespace:       secretNamespace,
 		OutboxNamespace:       outboxNamespace,
 		Audit:                 auditLog,
-		ArchiveDir:            archiveDir,
+		Archive:               archives,
 		// A controller-wide cap high enough never to hold a test back, so
 		// that every deletion goes through it as in a capped cluster.
 		MaxDeletionsPerMinute: 60000,
