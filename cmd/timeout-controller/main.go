@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -133,9 +132,8 @@ func run() error {
 		RenewDeadline:                 &renewDeadline,
 		RetryPeriod:                   &retryPeriod,
 		GracefulShutdownTimeout:       &shutdownTimeout,
-		// Only metadata is read; dropping managedFields halves what the
-		// cache holds per object.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// Governed objects are cached with only what decisions read.
+		Cache: controller.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -352,9 +353,24 @@ func newPlaybook(i int, expiresAt time.Time, characters int) *unstructured.Unstr
 	u.SetAPIVersion("amphitheatre.app/v1")
 	u.SetKind("Playbook")
 	u.SetName(id)
-	u.SetAnnotations(map[string]string{expiry.AnnotationExpiresAt: expiresAt.UTC().Format(time.RFC3339)})
+	annotations := map[string]string{expiry.AnnotationExpiresAt: expiresAt.UTC().Format(time.RFC3339)}
+	if i%2 == 0 {
+		// Half of them as `kubectl apply` leaves them: the whole applied
+		// manifest in an annotation, as real ConfigMaps and Deployments
+		// carry it. The controller must not pay for it in memory.
+		u.SetAnnotations(annotations)
+		applied, err := json.Marshal(u.Object)
+		if err != nil {
+			panic(err) // a map of strings, numbers and booleans always marshals
+		}
+		annotations[lastApplied] = string(applied) + "\n"
+	}
+	u.SetAnnotations(annotations)
 	return u
 }
+
+// lastApplied is the annotation kubectl apply writes.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // apiMetrics reads the API server's request counts: those that have
 // ended, by verb and resource, and the watches open.
