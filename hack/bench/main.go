@@ -174,6 +174,14 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		return nil, err
 	}
 
+	// Idle: the controller with its policy and no Playbook at all, as a
+	// cluster's add-on is sized before anything is created.
+	idle, err := measureIdle(ctx, cl, filepath.Join(tmp, "idle.log"), cfg)
+	if err != nil {
+		return nil, err
+	}
+	p.say("idle controller: %.1f MiB resident, %.1f MiB live heap", float64(idle.proc.rss)/(1<<20), idle.metrics.HeapLive/(1<<20))
+
 	p.say("creating %d Playbooks with %d characters each, %d parallel", cfg.N, cfg.Characters, cfg.Creators)
 	pop, err := cl.populate(ctx, cfg)
 	if err != nil {
@@ -188,7 +196,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	}
 	defer w.stop()
 
-	m := &measurement{cfg: cfg, pop: pop, cl: cl, rc: rc, w: w, p: p}
+	m := &measurement{cfg: cfg, pop: pop, cl: cl, rc: rc, w: w, p: p, idle: idle}
 	before, err := cl.apiMetrics(ctx)
 	if err != nil {
 		return nil, err

@@ -236,6 +236,9 @@ type ctrlMetrics struct {
 	HeapRetained float64 `json:"heapIdleRetainedBytes"`
 	Stacks       float64 `json:"stackBytes"`
 	NextGC       float64 `json:"nextGCBytes"`
+	// HeapLive is the heap the last collection found live: what the
+	// objects cost, without the collector's slack.
+	HeapLive float64 `json:"heapLiveBytes"`
 }
 
 func scrapeController(ctx context.Context, addr string) (ctrlMetrics, error) {
@@ -246,7 +249,7 @@ func scrapeController(ctx context.Context, addr string) (ctrlMetrics, error) {
 	var m ctrlMetrics
 	samples, err := parseMetrics(body, "controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
 		"workqueue_depth", "controller_runtime_active_workers", "go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes",
-		"go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_next_gc_bytes")
+		"go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_next_gc_bytes", "go_gc_heap_live_bytes")
 	if err != nil {
 		return ctrlMetrics{}, err
 	}
@@ -262,6 +265,8 @@ func scrapeController(ctx context.Context, addr string) (ctrlMetrics, error) {
 			m.Stacks = s.value
 		case "go_memstats_next_gc_bytes":
 			m.NextGC = s.value
+		case "go_gc_heap_live_bytes":
+			m.HeapLive = s.value
 		}
 		if s.labels["controller"] != "object" {
 			continue
@@ -391,4 +396,43 @@ func cpuTimes(pids map[string]int) map[string]time.Duration {
 		out["bench"] = st.cpu
 	}
 	return out
+}
+
+// idleFigures are the controller's memory when it has nothing to track.
+type idleFigures struct {
+	proc    procStat
+	metrics ctrlMetrics
+}
+
+// idleSettle is how long the idle controller runs before it is measured:
+// past its start-up, its first policy reconcile and a few collections.
+const idleSettle = 10 * time.Second
+
+// measureIdle runs the controller with no Playbook in the cluster and
+// reads its memory once it has settled, then stops it.
+func measureIdle(ctx context.Context, cl *cluster, logPath string, cfg config) (idleFigures, error) {
+	c, err := startController(cl.bin, cl.kubeconfig, logPath, cfg)
+	if err != nil {
+		return idleFigures{}, err
+	}
+	defer c.stop()
+	settled := time.Now().Add(idleSettle)
+	for {
+		select {
+		case <-ctx.Done():
+			return idleFigures{}, ctx.Err()
+		case <-c.done:
+			return idleFigures{}, fmt.Errorf("the idle controller exited: %v (log %s)", c.err, logPath)
+		case <-time.After(poll):
+		}
+		if time.Now().Before(settled) {
+			continue
+		}
+		m, err := scrapeController(ctx, c.metricsAddr)
+		if err != nil {
+			continue
+		}
+		st, err := readProc(c.cmd.Process.Pid)
+		return idleFigures{proc: st, metrics: m}, err
+	}
 }

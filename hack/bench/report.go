@@ -31,6 +31,8 @@ type measurement struct {
 	w   *watcher
 	p   *progress
 	log string
+	// idle is the controller measured alone before any Playbook existed.
+	idle idleFigures
 
 	started, trackedAt time.Time
 	before, synced     apiSnapshot
@@ -226,6 +228,17 @@ type report struct {
 	Messages map[string]int `json:"messages"`
 	Refused  int            `json:"refused"`
 
+	// IdleRSSBytes and IdleHeapLiveBytes are the resident memory and the
+	// live heap of the controller running with its policy and no
+	// Playbook; HeapLivePerObjectBytes is what each tracked Playbook
+	// added to the live heap by the time all were tracked.
+	IdleRSSBytes           int64   `json:"idleRSSBytes"`
+	IdleHeapLiveBytes      int64   `json:"idleHeapLiveBytes"`
+	HeapLivePerObjectBytes float64 `json:"heapLivePerObjectBytes"`
+	// BinaryBytes is the size of the controller's binary, built as the
+	// image builds it.
+	BinaryBytes int64 `json:"binaryBytes"`
+
 	PeakRSSBytes       int64 `json:"peakRSSBytes"`
 	RSSAtSyncBytes     int64 `json:"rssAtSyncBytes"`
 	PeakRSSAtSyncBytes int64 `json:"peakRSSAtSyncBytes"`
@@ -283,12 +296,17 @@ type lagStats struct {
 func (m *measurement) report() *report {
 	r := &report{Machine: thisMachine(), Config: m.cfg, ControllerFlags: startFlags(m.log), Problems: m.problems}
 	r.CreateSeconds = m.pop.took.Seconds()
+	r.IdleRSSBytes, r.IdleHeapLiveBytes = m.idle.proc.rss, int64(m.idle.metrics.HeapLive)
+	if fi, err := os.Stat(m.cl.bin); err == nil {
+		r.BinaryBytes = fi.Size()
+	}
 	if !m.trackedAt.IsZero() {
 		r.ColdStartSeconds = m.trackedAt.Sub(m.started).Seconds()
 		r.HeadroomSeconds = m.pop.firstDue.Sub(m.trackedAt).Seconds()
 		r.RSSAtSyncBytes, r.PeakRSSAtSyncBytes = m.atSync.rss, m.atSync.peakRSS
 		r.RSSAnonAtSyncBytes, r.RSSFileAtSyncBytes = m.atSync.anon, m.atSync.file
 		r.ControllerAtSync = m.ctrlAtSync
+		r.HeapLivePerObjectBytes = (m.ctrlAtSync.HeapLive - m.idle.metrics.HeapLive) / float64(m.cfg.N)
 		r.CPUSecondsAtSync = m.atSync.cpu.Seconds()
 		r.API.InitialSync = delta(m.before, m.synced)
 		r.OtherCPUSeconds.InitialSync = cpuDelta(m.before, m.synced)
@@ -439,6 +457,9 @@ func (r *report) print(out io.Writer) {
 	fact("machine", "%d CPUs, %s, %s, %s, load %s at the end", r.Machine.CPUs, r.Machine.Model, mib(r.Machine.Memory), r.Machine.Go, r.Machine.Load)
 	fact("created", "%d in %.1fs (%.0f/s)", c.N, r.CreateSeconds, float64(c.N)/r.CreateSeconds)
 	fact("cold start", "%.2fs until all %d tracked; %.1fs before the first due moment", r.ColdStartSeconds, c.N, r.HeadroomSeconds)
+	fact("controller idle", "%s resident, %s live heap, with no Playbook; binary %.1f MB", mib(r.IdleRSSBytes), mib(r.IdleHeapLiveBytes),
+		float64(r.BinaryBytes)/1e6)
+	fact("live heap per object", "%.0f B ((live heap at sync %s - idle) / N)", r.HeapLivePerObjectBytes, mib(int64(r.ControllerAtSync.HeapLive)))
 	fact("controller peak RSS", "%s (at sync: %s = %s anonymous + %s file; peak %s)", mib(r.PeakRSSBytes),
 		mib(r.RSSAtSyncBytes), mib(r.RSSAnonAtSyncBytes), mib(r.RSSFileAtSyncBytes), mib(r.PeakRSSAtSyncBytes))
 	heap := func(m ctrlMetrics) string {

@@ -55,6 +55,11 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	if len(due) == 0 {
 		return ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, ev.now)}, nil
 	}
+	if ev.channels.allBusy(due) {
+		// Before the title's read: a worker that finds its channels busy
+		// must cost the API server nothing.
+		return busyResult(), nil
+	}
 
 	if ev.needsTitle(key) {
 		ev.record.Title = r.title(ctx, key)
@@ -89,7 +94,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		defer cancel()
 	}
 	_, alreadySent := ev.record.Sent[plan.Key]
-	var sent, skipped []string
+	var sent, skipped, busy []string
 	failed := failures{}
 	if slices.Equal(due, []string{notify.EventsChannel}) {
 		// No channel carries this type of message: the Kubernetes Event is
@@ -105,7 +110,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		}
 		notifications.WithLabelValues(notify.EventsChannel, string(msg.Type), result).Inc()
 	} else {
-		sent, skipped, failed = r.deliver(sendCtx, ev, due, msg)
+		sent, skipped, failed, busy = r.deliver(sendCtx, ev, due, msg)
 	}
 	// The time is taken after the sends: the notice starts when the message
 	// was accepted, and backoff counts from then.
@@ -148,6 +153,9 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 			r.reportFirstDelivery(ctx, key, obj, ev, plan, msg)
 		}
 	}
+	if len(failed) == 0 && len(busy) > 0 {
+		return busyResult(), nil
+	}
 	if len(failed) == 0 {
 		// The record patch brings the next reconcile through the watch.
 		return ctrl.Result{}, nil
@@ -186,7 +194,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 		// off, so it cannot loop.
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
-	return ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, now)}, nil
+	return orBusy(ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, now)}, busy), nil
 }
 
 // retryDelay is how long until the first of plan's channels may be tried
@@ -251,16 +259,17 @@ func (f failures) names() []string {
 
 // deliver sends msg over the named channels at once, so that a slow
 // channel does not hold up the others. It returns the channels that took
-// it, those that do not carry this type of message (nothing to send), and
-// what went wrong with the others.
-func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []string, msg notify.Message) (sent, skipped []string, failed failures) {
+// it, those that do not carry this type of message (nothing to send), what
+// went wrong with the others, and those that were busy (nothing sent,
+// nothing wrong: see notify.ErrBusy).
+func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []string, msg notify.Message) (sent, skipped []string, failed failures, busy []string) {
 	failed = failures{}
 	content, err := ev.channels.templates.Render(msg)
 	if err != nil {
 		for _, n := range names {
 			failed[n] = err.Error()
 		}
-		return nil, nil, failed
+		return nil, nil, failed, nil
 	}
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
@@ -290,13 +299,15 @@ func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []
 			sent = append(sent, name)
 		case !n.Accepts(msg.Type):
 			skipped = append(skipped, name)
+		case errors.Is(errs[i], notify.ErrBusy):
+			busy = append(busy, name)
 		case errs[i] != nil:
 			failed[name] = errs[i].Error()
 		default:
 			sent = append(sent, name)
 		}
 	}
-	return sent, skipped, failed
+	return sent, skipped, failed, busy
 }
 
 // announce tells people something that happens once, at the time it
@@ -311,7 +322,9 @@ func (r *ObjectReconciler) announce(ctx context.Context, key Key, obj *metav1.Pa
 	// its reconciles warned already.
 	msg := r.message(key, obj, ev, t, ev.life.ExpiresAt, "")
 	msg.Detail = detail
-	sent, _, failed := r.deliver(ctx, ev, names, msg)
+	// Sent in the background (or at shutdown, bounded): it may wait for a
+	// busy channel.
+	sent, _, failed, _ := r.deliver(notify.WaitForSlot(ctx), ev, names, msg)
 	r.audit(ctx, key, obj, ev, deliveryRecords(t, "", sent, failed)...)
 	log := logf.FromContext(ctx)
 	var problems []string
