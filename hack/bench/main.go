@@ -43,7 +43,12 @@ type config struct {
 	Grace time.Duration `json:"grace"`
 	// Settle is how long the run keeps listening once everything came,
 	// to catch duplicates.
-	Settle     time.Duration `json:"settle"`
+	Settle time.Duration `json:"settle"`
+	// Slow more Playbooks have their reminders fall due in the same
+	// second, sent by e-mail to an SMTP server that takes SMTPDelay to
+	// accept each message; they expire long after the run.
+	Slow       int           `json:"slow,omitempty"`
+	SMTPDelay  time.Duration `json:"smtpDelay,omitempty"`
 	Characters int           `json:"characters"`
 	Creators   int           `json:"creators"`
 	// Workers, QPS and BurstAPI are passed to the controller when set.
@@ -71,6 +76,8 @@ func main() {
 	flag.DurationVar(&cfg.Margin, "margin", 30*time.Second, "Time from the end of creation to the first due reminder or expiry, for the controller's cold start.")
 	flag.DurationVar(&cfg.Grace, "grace", 30*time.Second, "How long past the last due moment to wait for missing deletions and reminders.")
 	flag.DurationVar(&cfg.Settle, "settle", 3*time.Second, "How long to keep listening for duplicates once everything came.")
+	flag.IntVar(&cfg.Slow, "slow", 0, "More Playbooks whose reminders fall due in the same second, a quarter into the window, sent by e-mail to a slow SMTP server.")
+	flag.DurationVar(&cfg.SMTPDelay, "smtp-delay", 2*time.Second, "How long the slow SMTP server takes to accept each message (with -slow).")
 	flag.IntVar(&cfg.Characters, "characters", 3, "Characters in each Playbook's spec.")
 	flag.IntVar(&cfg.Creators, "creators", 32, "Playbooks created in parallel.")
 	flag.IntVar(&cfg.Workers, "workers", 0, "The controller's --workers (its default when 0).")
@@ -165,7 +172,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc, err := startReceiver()
+	rc, err := startReceiver(cfg.SMTPDelay)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/emersion/go-smtp"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -126,10 +127,16 @@ type receiver struct {
 	// that failed the checks.
 	others  map[string]int
 	refused []string
+
+	// smtp is the slow SMTP server (-slow) at smtpAddr; mail notes when
+	// it accepted each Playbook's reminders, by name.
+	smtp     *smtp.Server
+	smtpAddr *net.TCPAddr
+	mail     map[string][]time.Time
 }
 
-func startReceiver() (*receiver, error) {
-	rc := &receiver{key: make([]byte, 32), reminders: map[string][]time.Time{}, others: map[string]int{}}
+func startReceiver(smtpDelay time.Duration) (*receiver, error) {
+	rc := &receiver{key: make([]byte, 32), reminders: map[string][]time.Time{}, others: map[string]int{}, mail: map[string][]time.Time{}}
 	_, _ = rand.Read(rc.key)
 	rc.secret = "whsec_" + base64.StdEncoding.EncodeToString(rc.key)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -141,10 +148,19 @@ func startReceiver() (*receiver, error) {
 	mux.HandleFunc("POST /hooks/timeout", rc.serve)
 	rc.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	go func() { _ = rc.srv.Serve(l) }()
+	if err := rc.startSMTP(smtpDelay); err != nil {
+		rc.close()
+		return nil, err
+	}
 	return rc, nil
 }
 
-func (rc *receiver) close() { _ = rc.srv.Close() }
+func (rc *receiver) close() {
+	_ = rc.srv.Close()
+	if rc.smtp != nil {
+		_ = rc.smtp.Close()
+	}
+}
 
 func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
