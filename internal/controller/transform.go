@@ -5,6 +5,7 @@ package controller
 
 import (
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -34,11 +35,11 @@ func CacheOptions() cache.Options {
 func CacheTransform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *metav1.PartialObjectMetadata:
-		slim(&o.ObjectMeta)
+		slim(&o.TypeMeta, &o.ObjectMeta)
 		return o, nil
 	case *metav1.PartialObjectMetadataList:
 		for i := range o.Items {
-			slim(&o.Items[i].ObjectMeta)
+			slim(&o.Items[i].TypeMeta, &o.Items[i].ObjectMeta)
 		}
 		return o, nil
 	}
@@ -54,7 +55,9 @@ func stripManagedFields(obj any) (any, error) {
 
 // slim drops what no decision reads. It is idempotent, as a transform
 // must be: the informer may apply it to an object it already slimmed.
-func slim(m *metav1.ObjectMeta) {
+func slim(tm *metav1.TypeMeta, m *metav1.ObjectMeta) {
+	// Every object of a kind carries the same two strings: one copy.
+	tm.APIVersion, tm.Kind = intern(tm.APIVersion), intern(tm.Kind)
 	m.ManagedFields = nil
 	m.OwnerReferences = nil
 	m.Finalizers = nil
@@ -67,7 +70,8 @@ func slim(m *metav1.ObjectMeta) {
 }
 
 // keptAnnotations returns the annotations decisions read, in a map of
-// their own so that the dropped values can be collected; nil when none.
+// their own so that the dropped values can be collected, and with the
+// keys the controller knows sharing one copy; nil when none is kept.
 func keptAnnotations(in map[string]string) map[string]string {
 	n := 0
 	for k := range in {
@@ -78,13 +82,10 @@ func keptAnnotations(in map[string]string) map[string]string {
 	if n == 0 {
 		return nil
 	}
-	if n == len(in) {
-		return in
-	}
 	out := make(map[string]string, n)
 	for k, v := range in {
 		if kept(k) {
-			out[k] = v
+			out[knownKey(k)] = v
 		}
 	}
 	return out
@@ -92,4 +93,43 @@ func keptAnnotations(in map[string]string) map[string]string {
 
 func kept(key string) bool {
 	return strings.HasPrefix(key, expiry.Prefix) || key == expiry.AnnotationLegacyTTL
+}
+
+// knownKeys are the annotation keys the controller reads, as constants:
+// a decoded object holds its own copy of each, 48 bytes per key and
+// object.
+var knownKeys = func() map[string]string {
+	m := map[string]string{expiry.AnnotationLegacyTTL: expiry.AnnotationLegacyTTL}
+	for _, k := range expiry.KnownAnnotations {
+		m[k] = k
+	}
+	return m
+}()
+
+// knownKey is key's constant when the controller knows it, else key.
+func knownKey(key string) string {
+	if k, ok := knownKeys[key]; ok {
+		return k
+	}
+	return key
+}
+
+var (
+	internMu sync.Mutex
+	interned = map[string]string{}
+)
+
+// intern returns one copy of s, for the few strings (API versions and
+// kinds) that every cached object repeats. It stops adding past a bound,
+// so that it cannot grow without end.
+func intern(s string) string {
+	internMu.Lock()
+	defer internMu.Unlock()
+	if v, ok := interned[s]; ok {
+		return v
+	}
+	if len(interned) < 256 {
+		interned[s] = s
+	}
+	return s
 }
