@@ -373,16 +373,16 @@ func (m *measurement) report() *report {
 	r.Messages, r.Refused = m.rc.others, len(m.rc.refused)
 	if len(m.pop.slow) > 0 {
 		r.SlowReminder = &lagStats{}
-		lags = lags[:0]
+		var slow []time.Duration
 		for _, arrivals := range m.rc.mail {
 			lag := arrivals[0].Sub(m.pop.slowDue)
 			if lag < 0 {
 				r.SlowReminder.Early++
 			}
 			r.SlowReminder.Duplicates += len(arrivals) - 1
-			lags = append(lags, lag)
+			slow = append(slow, lag)
 		}
-		r.SlowReminder.fill(len(m.pop.slow), lags)
+		r.SlowReminder.fill(len(m.pop.slow), slow)
 	}
 	m.rc.mu.Unlock()
 	if m.cfg.Reminders > 0 {

@@ -4,6 +4,7 @@
 package controller
 
 import (
+	"maps"
 	"math/rand/v2"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 // nothing failed, but not so soon that a thousand waiting reminders keep
 // the workers spinning. The object keeps no backoff and no failure: the
 // message was not sent, so it cannot be sent twice.
-const busyRetry = 500 * time.Millisecond
+const busyRetry = time.Second
 
 func busyResult() ctrl.Result {
 	return ctrl.Result{RequeueAfter: busyRetry + rand.N(busyRetry)}
@@ -34,17 +35,34 @@ func orBusy(res ctrl.Result, busy []string) ctrl.Result {
 	return res
 }
 
-// allBusy reports whether every one of the named channels has no free
-// slot right now.
-func (s *channelSet) allBusy(names []string) bool {
-	if s == nil || len(names) == 0 {
-		return false
-	}
+// reserve takes a slot of each named channel for the message about to be
+// sent, so that a worker whose channels are all busy costs the API server
+// nothing (the title's read comes after). It returns the set to send
+// with, in which the reserved channels give their slot back when they
+// send; the names it reserved, in their order; those that were busy; and
+// a release for the slots of messages not sent after all.
+func (s *channelSet) reserve(names []string) (held *channelSet, reserved, busy []string, release func()) {
+	held = &channelSet{names: s.names, notifiers: maps.Clone(s.notifiers), templates: s.templates, emailDomains: s.emailDomains}
+	var releases []func()
 	for _, name := range names {
 		n, ok := s.notifiers[name]
-		if !ok || !notify.Busy(n) {
-			return false
+		if !ok {
+			// The Kubernetes Event: never busy.
+			reserved = append(reserved, name)
+			continue
+		}
+		h, rel, ok := notify.Reserve(n)
+		if !ok {
+			busy = append(busy, name)
+			continue
+		}
+		held.notifiers[name] = h
+		reserved = append(reserved, name)
+		releases = append(releases, rel)
+	}
+	return held, reserved, busy, func() {
+		for _, rel := range releases {
+			rel()
 		}
 	}
-	return true
 }

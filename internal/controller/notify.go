@@ -38,7 +38,7 @@ const maxRetryDelay = 5 * time.Minute
 
 // notify sends the message plan says is due to the channels that have not
 // accepted it yet, and records on the object which ones did.
-func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, plan expiry.Plan) (ctrl.Result, error) {
+func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata, ev *evaluation, plan expiry.Plan) (res ctrl.Result, err error) {
 	log := logf.FromContext(ctx)
 
 	// Each channel backs off on its own: one that keeps failing must not
@@ -55,10 +55,17 @@ func (r *ObjectReconciler) notify(ctx context.Context, key Key, obj *metav1.Part
 	if len(due) == 0 {
 		return ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, ev.now)}, nil
 	}
-	if ev.channels.allBusy(due) {
-		// Before the title's read: a worker that finds its channels busy
-		// must cost the API server nothing.
-		return busyResult(), nil
+	if ev.channels != nil {
+		held, reserved, busy, release := ev.channels.reserve(due)
+		defer release()
+		if len(reserved) == 0 {
+			return busyResult(), nil
+		}
+		// Sent over the reserved slots; the busy channels wait their turn.
+		shared := ev.channels
+		ev.channels, due = held, reserved
+		defer func() { ev.channels = shared }()
+		defer func() { res = orBusy(res, busy) }()
 	}
 
 	if ev.needsTitle(key) {

@@ -78,11 +78,36 @@ func (n limited) Send(ctx context.Context, m Message, c Content) error {
 	return n.Notifier.Send(ctx, m, c)
 }
 
-// Busy reports whether n is a limited channel with no free slot right
-// now: a Send would return ErrBusy unless a send ends in between.
-func Busy(n Notifier) bool {
-	l, ok := n.(limited)
-	return ok && len(l.slots) == cap(l.slots)
+// Reserve takes a slot of n's channel for one message to come, so that
+// the work before the send (reading the object's title, say) is done only
+// when the send can go ahead. It returns the notifier to send that
+// message with, which gives the slot back when its Send returns, and a
+// release for when the message is not sent after all (calling it after
+// the Send is harmless). ok is false, and nothing is taken, when the
+// channel is busy. A notifier without a limit is returned as it is.
+func Reserve(n Notifier) (held Notifier, release func(), ok bool) {
+	l, limitedOK := n.(limited)
+	if !limitedOK {
+		return n, func() {}, true
+	}
+	select {
+	case l.slots <- struct{}{}:
+	default:
+		return nil, nil, false
+	}
+	release = sync.OnceFunc(func() { <-l.slots })
+	return reservedSlot{Notifier: l.Notifier, release: release}, release, true
+}
+
+// reservedSlot is a limited notifier whose slot is already taken.
+type reservedSlot struct {
+	Notifier
+	release func()
+}
+
+func (r reservedSlot) Send(ctx context.Context, m Message, c Content) error {
+	defer r.release()
+	return r.Notifier.Send(ctx, m, c)
 }
 
 type waitKey struct{}

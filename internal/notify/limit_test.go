@@ -51,8 +51,8 @@ func TestLimiter(t *testing.T) {
 			go func() { errs <- n.Send(context.Background(), Message{}, Content{}) }()
 			<-slow.started
 		}
-		if !Busy(n) {
-			t.Error("Busy = false with both slots taken")
+		if _, _, ok := Reserve(n); ok {
+			t.Error("Reserve took a slot with both slots taken")
 		}
 		if err := n.Send(context.Background(), Message{}, Content{}); !errors.Is(err, ErrBusy) {
 			t.Fatalf("third send = %v, want ErrBusy", err)
@@ -66,8 +66,32 @@ func TestLimiter(t *testing.T) {
 		if slow.sent != 2 {
 			t.Errorf("%d sent, want the 2 that had a slot", slow.sent)
 		}
-		if Busy(n) {
-			t.Error("Busy = true once the sends ended")
+		held, release, ok := Reserve(n)
+		if !ok {
+			t.Fatal("Reserve found no slot once the sends ended")
+		}
+		if err := n.Send(context.Background(), Message{}, Content{}); err != nil {
+			t.Errorf("send with one slot reserved and one free = %v, want it sent", err)
+		}
+		_, other, ok := Reserve(n)
+		if !ok {
+			t.Fatal("Reserve found no slot with one reserved and the other free again")
+		}
+		other()
+		if err := held.Send(context.Background(), Message{}, Content{}); err != nil {
+			t.Errorf("send on a reservation = %v", err)
+		}
+		release()
+		var releases []func()
+		for range 2 {
+			_, release, ok := Reserve(n)
+			if !ok {
+				t.Fatal("a slot was not given back after its send or its release")
+			}
+			releases = append(releases, release)
+		}
+		for _, release := range releases {
+			release()
 		}
 		if err := n.Send(context.Background(), Message{}, Content{}); err != nil {
 			t.Errorf("send after the others ended = %v, want it sent", err)
