@@ -158,6 +158,8 @@ func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, er
 		// A controller-wide cap high enough never to hold a test back, so
 		// that every deletion goes through it as in a capped cluster.
 		MaxDeletionsPerMinute: 60000,
+		// The default: every send goes through the channel's limit.
+		MaxSendsPerChannel: 16,
 	})
 	if err != nil {
 		cancel()
