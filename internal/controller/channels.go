@@ -63,6 +63,10 @@ type Channels struct {
 	Clock   clock.PassiveClock
 	// Limiter caps each channel's sends at once; nil means no cap.
 	Limiter *notify.Limiter
+	// Build builds the notifiers of a policy's channels; nil is
+	// notify.Build, with the registered kinds of channel. A simulation
+	// builds its own.
+	Build func(ctx context.Context, channels []notify.Channel, secrets notify.Secrets) ([]notify.Notifier, error)
 
 	mu    sync.Mutex
 	cache map[types.UID]cachedChannels
@@ -207,7 +211,11 @@ func (c *Channels) build(ctx context.Context, p *v1alpha1.TimeoutPolicy, chans [
 	if len(refused) > 0 {
 		return nil, &channelError{reason: v1alpha1.ReasonChannelRefused, err: errors.Join(refused...)}
 	}
-	notifiers, err := notify.Build(ctx, resolved, c.Secrets)
+	buildNotifiers := c.Build
+	if buildNotifiers == nil {
+		buildNotifiers = notify.Build
+	}
+	notifiers, err := buildNotifiers(ctx, resolved, c.Secrets)
 	if err := errors.Join(append(errs, err)...); err != nil {
 		return nil, err
 	}

@@ -21,11 +21,13 @@ const (
 	ReasonWouldDelete    = "WouldDelete"
 	ReasonDeletionFailed = "DeletionFailed"
 	ReasonInvalidTimeout = "InvalidTimeout"
-	// ReasonReminderSent: a message (a reminder, an extension, a
-	// postponement) reached at least one channel.
-	ReasonReminderSent = "ReminderSent"
-	// ReasonReminderFailed: a channel refused a message; it is retried.
-	ReasonReminderFailed = "ReminderFailed"
+	// ReasonMessageSent: a recorded message (a reminder, an extended or a
+	// postponed message) reached at least one channel; the note names the
+	// message type and the channels.
+	ReasonMessageSent = "MessageSent"
+	// ReasonMessageFailed: a channel refused a message of any type; the
+	// note names the message type. A recorded message is retried.
+	ReasonMessageFailed = "MessageFailed"
 	// ReasonDeletionPostponed: the object expired but is kept until people
 	// have had the policy's minimum notice.
 	ReasonDeletionPostponed = "DeletionPostponed"

@@ -11,14 +11,17 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
+var playbookGVK = schema.GroupVersionKind{Group: "amphitheatre.app", Version: "v1", Kind: "Playbook"}
+
 func TestFreshRead(t *testing.T) {
-	gvk := playbooks.WithVersion("v1")
+	gvk := playbookGVK
 	pb := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"title": "hello-go"}}}
 	pb.SetGroupVersionKind(gvk)
 	pb.SetName("2b1e7c9e")
@@ -58,6 +61,7 @@ func TestTitleOfCutsOnACharacterBoundary(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"title": tt.title}}}
+			u.SetGroupVersionKind(playbookGVK)
 			if got := titleOf(u); got != tt.want {
 				t.Errorf("titleOf = %q (%d bytes, valid UTF-8 %t), want %d bytes", got, len(got), utf8.ValidString(got), len(tt.want))
 			}

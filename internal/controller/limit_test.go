@@ -16,7 +16,7 @@ import (
 )
 
 func capKey(i int) Key {
-	k := Key{GVK: playbooks.WithVersion("v1")}
+	k := Key{GVK: playbookGVK}
 	k.Name = fmt.Sprintf("pb-%03d", i)
 	return k
 }

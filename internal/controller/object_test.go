@@ -154,7 +154,7 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 	}
 	h.r.Outbox = h.r.NewOutbox(h.client, fresh, "timeout-system", 0, logr.Discard())
 	// One-off messages go out in the background; none may outlive the test.
-	t.Cleanup(h.r.announcing.Wait)
+	t.Cleanup(h.r.announcer.drain)
 	return h
 }
 
@@ -203,7 +203,7 @@ func (h *harness) deleteCalls() []client.DeleteOptions {
 func (h *harness) seenLen() int {
 	h.r.mu.Lock()
 	defer h.r.mu.Unlock()
-	return len(h.r.seen)
+	return len(h.r.warningsGiven)
 }
 
 // kinds returns the "Type Reason" of each Event.
@@ -780,9 +780,14 @@ func TestObjectReconcilerDryRun(t *testing.T) {
 		},
 		{
 			// The would-delete message told people of the old date.
-			name:       "tells of the new expiry",
+			name:       "tells of the new expiry in a MessageSent Event that names the extended message",
 			at:         t0.Add(time.Hour),
-			wantEvents: []string{"Normal ReminderSent"},
+			wantEvents: []string{"Normal MessageSent"},
+			check: func(t *testing.T, evs []string) {
+				if !strings.Contains(evs[0], "the extended message") {
+					t.Errorf("MessageSent note %q does not name the message type", evs[0])
+				}
+			},
 		},
 		{
 			name:       "waits for the new expiry",
@@ -937,11 +942,11 @@ func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
 				t.Fatal(err)
 			}
 			if n := h.seenLen(); n != 1 {
-				t.Fatalf("seen has %d entries after the first report, want 1", n)
+				t.Fatalf("warningsGiven has %d entries after the first report, want 1", n)
 			}
 			tt.then(h, tt.object)
 			if n := h.seenLen(); n != 0 {
-				t.Fatalf("seen has %d entries, want none: %+v", n, h.r.seen)
+				t.Fatalf("warningsGiven has %d entries, want none: %+v", n, h.r.warningsGiven)
 			}
 		})
 	}
@@ -955,7 +960,7 @@ func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
 				t.Fatal(err)
 			}
 			if n := h.seenLen(); n != 0 {
-				t.Fatalf("seen has %d entries at %s, want none", n, at)
+				t.Fatalf("warningsGiven has %d entries at %s, want none", n, at)
 			}
 		}
 	})
@@ -1032,7 +1037,7 @@ func TestObjectReconcilerForgetsWhatOneOffMessagesReported(t *testing.T) {
 		t.Fatal("the channel got no deleted message: the one-off path did not run")
 	}
 	if n := h.seenLen(); n != 0 {
-		t.Errorf("seen has %d entries after the object was deleted, want none: %+v", n, h.r.seen)
+		t.Errorf("warningsGiven has %d entries after the object was deleted, want none: %+v", n, h.r.warningsGiven)
 	}
 }
 
@@ -1073,7 +1078,6 @@ func TestObjectReconcilerWaitsForItsTurnUnderACap(t *testing.T) {
 	first := newConfigMap("first", ttl("10m"))
 	second := newConfigMap("second", ttl("10m"))
 	h := newHarness(t, t0, newPolicy("capped", func(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.MaxPerMinute = 2 }), first, second)
-	h.r.Caps = newDeletionCaps(0)
 	h.clock.SetTime(t0.Add(10 * time.Minute))
 
 	if _, err := h.reconcile(first); err != nil || h.stored(first) != nil {

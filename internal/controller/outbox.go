@@ -15,7 +15,6 @@ import (
 	"github.com/go-logr/logr"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,7 +47,7 @@ var farewells = []v1alpha1.EventType{v1alpha1.EventExpired, v1alpha1.EventDelete
 // farewell is the outbox entry holding the expired and deleted messages
 // about obj, over the channels of its policy that carry them; nil when
 // none does.
-func (r *ObjectReconciler) farewell(key Key, obj *metav1.PartialObjectMetadata, ev *evaluation) *outbox.Entry {
+func (r *ObjectReconciler) farewell(ev *evaluation) *outbox.Entry {
 	e := &outbox.Entry{Created: r.Clock.Now(), Policy: ev.policy.Name}
 	for _, t := range farewells {
 		channels := map[string]*outbox.Delivery{}
@@ -60,7 +59,7 @@ func (r *ObjectReconciler) farewell(key Key, obj *metav1.PartialObjectMetadata, 
 		if len(channels) == 0 {
 			continue
 		}
-		msg := r.message(key, obj, ev, t, ev.life.ExpiresAt, "")
+		msg := r.message(ev, t, ev.Life.ExpiresAt, "")
 		e.Object = msg.Object
 		e.Messages = append(e.Messages, outbox.Message{Message: msg, Channels: channels})
 	}

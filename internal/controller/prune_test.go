@@ -21,7 +21,7 @@ import (
 func TestArchiveIsPrunedAtStart(t *testing.T) {
 	dir := t.TempDir()
 	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(playbooks.WithVersion("v1"))
+	obj.SetGroupVersionKind(playbookGVK)
 	obj.SetName("old")
 	obj.SetUID("uid-old")
 	old, err := archive.Write(dir, obj, archive.Header{})

@@ -355,10 +355,10 @@ func TestARestartAtAnyStepRepeatsAndLosesNothing(t *testing.T) {
 		return n
 	}
 	for kind, want := range map[string]int{
-		"Warning ReminderFailed":   1,
+		"Warning MessageFailed":    1,
 		"Warning NoticeNotGiven":   1,
 		"Normal DeletionPostponed": 1,
-		"Normal ReminderSent":      2, // the reminder, the postponement
+		"Normal MessageSent":       2, // the reminder, the postponement
 	} {
 		if got := count(kind); got != want {
 			t.Errorf("%d %s Events, want %d: %q", got, kind, want, all)

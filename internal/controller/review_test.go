@@ -34,7 +34,7 @@ func record(t *testing.T, h *harness, cm *corev1.ConfigMap) *expiry.Record {
 }
 
 // with no channels, the Kubernetes Event IS the reminder. If the record
-// write fails, notify returns before emitting ReminderSent, but the pending
+// write fails, notify returns before emitting MessageSent, but the pending
 // delivery is flushed later and counts as notice.
 func TestTheEventThatIsTheReminderIsRecordedEvenIfTheRecordWriteFails(t *testing.T) {
 	cm := newConfigMap("evrem")
@@ -67,7 +67,7 @@ func TestTheEventThatIsTheReminderIsRecordedEvenIfTheRecordWriteFails(t *testing
 	t.Logf("res=%v err=%v", res, err)
 	all = append(all, drain(h.rec)...)
 	t.Logf("events: %q", kinds(all))
-	if h.stored(cm) == nil && !slices.Contains(kinds(all), "Normal ReminderSent") {
+	if h.stored(cm) == nil && !slices.Contains(kinds(all), "Normal MessageSent") {
 		t.Errorf("deleted after notice counted from an events-channel reminder that was never emitted")
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+
 	// The notification channels register themselves.
 	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/email"
 	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/slack"
@@ -144,15 +145,15 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	secrets := secretReader{reader: mgr.GetAPIReader(), namespace: opts.SecretNamespace}
 	channels := &Channels{Reader: mgr.GetClient(), Secrets: secrets, Clock: opts.Clock, Limiter: notify.NewLimiter(opts.MaxSendsPerChannel)}
 	objects := &ObjectReconciler{
-		Client:     mgr.GetClient(),
-		APIReader:  mgr.GetAPIReader(),
-		Recorder:   recorder,
-		Clock:      opts.Clock,
-		Channels:   channels,
-		Audit:      opts.Audit,
-		Caps:       newDeletionCaps(opts.MaxDeletionsPerMinute),
-		DryRun:     opts.DryRun,
-		ArchiveDir: opts.ArchiveDir,
+		Client:                mgr.GetClient(),
+		APIReader:             mgr.GetAPIReader(),
+		Recorder:              recorder,
+		Clock:                 opts.Clock,
+		Channels:              channels,
+		Audit:                 opts.Audit,
+		MaxDeletionsPerMinute: opts.MaxDeletionsPerMinute,
+		DryRun:                opts.DryRun,
+		ArchiveDir:            opts.ArchiveDir,
 
 		ClusterEventNamespace: opts.ClusterEventNamespace,
 	}
@@ -185,12 +186,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 
 	// The manager waits for this, like the workers, before it releases
 	// the Lease.
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		<-ctx.Done()
-		objects.drainAnnouncements()
-		return nil
-	})); err != nil {
-		return err
+	if err := mgr.Add(&objects.announcer); err != nil {
+		return fmt.Errorf("add the announcer: %w", err)
 	}
 
 	policies := &PolicyReconciler{

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/decide"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/match"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
@@ -88,30 +89,29 @@ func Evaluate(obj *unstructured.Unstructured, gvk schema.GroupVersionKind, names
 	if ev.Governing.SpecErr != nil {
 		return ev, nil
 	}
-	created := obj.GetCreationTimestamp().Time
-	ev.Life = expiry.Compute(created, obj.GetAnnotations(), ev.Governing.Schedule.DefaultTTL)
+	d := decide.Evaluate(ev.Governing, decide.Object{Created: obj.GetCreationTimestamp().Time, Annotations: obj.GetAnnotations()}, now, nil)
+	ev.Life = d.Life
 	if ev.Life.Keep {
 		return ev, nil
 	}
 	ev.Channels = notify.ChannelNames(ev.Governing.Spec.Notifications)
-	stored, err := expiry.ParseRecord(obj.GetAnnotations()[expiry.AnnotationReminders])
-	if err != nil {
-		ev.RecordUnreadable, stored = true, nil
-	}
-	// stored was parsed for this evaluation alone: nothing else holds it.
-	ev.Record = stored.For(ev.Life.ExpiresAt, created, now)
-	ev.Steps = simulate(ev.Life, ev.Governing.Schedule, ev.Record, ev.Channels, now)
+	ev.RecordUnreadable = d.RecordErr != nil
+	ev.Record = d.Record
+	ev.Steps = simulate(d, ev.Channels, now)
 	return ev, nil
 }
 
 // simulate runs the controller's planner forward from now, as if every
 // message were accepted by every channel the moment it falls due.
-func simulate(life expiry.Lifetime, schedule expiry.Schedule, record *expiry.Record, channels map[v1alpha1.EventType][]string, now time.Time) []Step {
-	rec := record.Clone()
+func simulate(d decide.Decision, channels map[v1alpha1.EventType][]string, now time.Time) []Step {
+	rec := d.Record.Clone()
+	d.Record = rec
 	t := now
 	var steps []Step
 	for range maxSteps {
-		p := expiry.Next(expiry.Input{Life: life, Schedule: schedule, Record: rec, Channels: channels, Now: t})
+		// Deletions are planned as if they were real: what a dry run
+		// rehearses is shown by the dry-run flag.
+		p := d.Plan(channels, false, t)
 		switch p.Action {
 		case expiry.Keep:
 			return steps
@@ -207,16 +207,7 @@ func (ev *Evaluation) Flags() []string {
 	return f
 }
 
-// hasTitle reports whether objects of gk have a title in spec.title: the
-// kinds of the amphitheatre.app group, as the controller reads them.
-func hasTitle(gk schema.GroupKind) bool {
-	return gk.Group == "amphitheatre.app"
-}
-
+// title is obj's title, read as the controller reads it.
 func title(obj *unstructured.Unstructured) string {
-	if !hasTitle(obj.GroupVersionKind().GroupKind()) {
-		return ""
-	}
-	t, _, _ := unstructured.NestedString(obj.Object, "spec", "title")
-	return t
+	return decide.Title(obj)
 }

@@ -5,10 +5,7 @@ package plugin
 
 import (
 	"fmt"
-	"io"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,7 +13,6 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
-	"github.com/amphitheatre-app/timeout-controller/internal/match"
 )
 
 // Explanation is explain's JSON and YAML output.
@@ -340,127 +336,4 @@ func readyStatus(p *v1alpha1.TimeoutPolicy) string {
 		return string(c.Status)
 	}
 	return ""
-}
-
-func writeExplanation(w io.Writer, x Explanation, now time.Time) {
-	o := x.Object
-	head := strings.ToLower(o.Kind) + "/" + o.Name
-	if o.Namespace != "" {
-		head += " in namespace " + o.Namespace
-	}
-	if o.Title != "" && o.Title != o.Name {
-		head += fmt.Sprintf(" %q", o.Title)
-	}
-	fmt.Fprintln(w, head)
-	fmt.Fprintf(w, "  created %s (%s)\n", formatTime(time.Time(o.Created)), relative(time.Time(o.Created), now))
-
-	fmt.Fprintln(w, "\nPolicies:")
-	if len(x.Policies) == 0 {
-		fmt.Fprintln(w, "  there are no TimeoutPolicies")
-	}
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	for _, p := range x.Policies {
-		switch {
-		case p.Governs:
-			fmt.Fprintf(tw, "  %s\tgoverns it (priority %d)\n", p.Name, p.Priority)
-			if p.Problem != "" {
-				fmt.Fprintf(tw, "  \t%s\n", p.Problem)
-			}
-		case p.Reason == string(match.OtherKind) || p.Reason == string(match.Deleting):
-			fmt.Fprintf(tw, "  %s\tdoes not apply: it %s\n", p.Name, p.Detail)
-		case p.Reason == string(match.Outranked):
-			fmt.Fprintf(tw, "  %s\t%s\n", p.Name, p.Detail)
-		default:
-			fmt.Fprintf(tw, "  %s\tdoes not select it: %s\n", p.Name, p.Detail)
-		}
-	}
-	_ = tw.Flush()
-	if x.Policy == "" {
-		fmt.Fprintln(w, "\nNo policy governs it: the timeout-controller leaves it alone.")
-		return
-	}
-
-	if l := x.Lifetime; l != nil {
-		fmt.Fprintln(w, "\nLifetime:")
-		switch {
-		case l.Keep:
-			fmt.Fprintf(w, "  kept: %s is %q; it never expires\n", expiry.AnnotationKeep, l.Value)
-		case l.Source == expiry.SourceDefault:
-			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
-			fmt.Fprintf(w, "  set by the policy's defaultTTL %s, counted from creation\n", l.Value)
-		default:
-			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
-			fmt.Fprintf(w, "  set by the annotation %s=%q", l.Source, l.Value)
-			if l.Source != expiry.AnnotationExpiresAt {
-				fmt.Fprint(w, ", counted from creation")
-			}
-			fmt.Fprintln(w)
-		}
-		for _, inv := range l.Invalid {
-			fmt.Fprintf(w, "  invalid: %s=%q: expected %s; %s\n", inv.Annotation, inv.Value, inv.Expected, inv.Fallback)
-		}
-	}
-
-	if n := x.Notice; n != nil {
-		fmt.Fprintln(w, "\nMinimum notice:")
-		switch {
-		case n.MinimumNotice == "0s":
-			fmt.Fprintln(w, "  none: the policy sets minimumNotice to 0s")
-		case !n.Owed:
-			fmt.Fprintf(w, "  %s, not owed: no reminder applies to this lifetime\n", n.MinimumNotice)
-		case n.GivenAt == nil:
-			fmt.Fprintf(w, "  %s, owed: no reminder has reached anyone yet; the deletion comes at least %s after the first one does\n", n.MinimumNotice, n.MinimumNotice)
-		default:
-			fmt.Fprintf(w, "  %s, owed: first given %s, so not deleted before %s\n", n.MinimumNotice,
-				formatTime(time.Time(*n.GivenAt)), formatTime(time.Time(*n.EarliestDeletion)))
-		}
-	}
-
-	if len(x.Reminders) > 0 {
-		fmt.Fprintln(w, "\nReminders:")
-		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-		for _, r := range x.Reminders {
-			line := fmt.Sprintf("  %s\tdue %s\t%s", r.Stage, formatTime(time.Time(r.DueAt)), r.State)
-			switch r.State {
-			case "sent":
-				line += fmt.Sprintf(" %s via %s", formatTime(time.Time(*r.SentAt)), strings.Join(r.Channels, ", "))
-			case "upcoming":
-				line += fmt.Sprintf(" (%s) via %s", relative(time.Time(r.DueAt), now), strings.Join(r.Channels, ", "))
-			}
-			if r.Detail != "" {
-				line += ": " + r.Detail
-			}
-			fmt.Fprintln(tw, line)
-		}
-		_ = tw.Flush()
-	} else if x.Lifetime != nil && !x.Lifetime.Keep {
-		fmt.Fprintln(w, "\nReminders:\n  none: the policy has no reminders")
-	}
-
-	if len(x.Next) > 0 {
-		fmt.Fprintln(w, "\nWhat happens next (if every message is accepted on time):")
-		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-		for _, s := range x.Next {
-			when := formatTime(time.Time(s.At)) + "\t(" + relative(time.Time(s.At), now) + ")"
-			var what string
-			switch s.Action {
-			case ActionDelete:
-				what = "deleted"
-			case "would-delete":
-				what = "WouldDelete Event (dry run; not deleted)"
-			case string(v1alpha1.EventReminder):
-				what = fmt.Sprintf("%s reminder via %s, announcing deletion at %s", s.Stage, strings.Join(s.Channels, ", "), formatTime(time.Time(*s.Announces)))
-			default:
-				what = fmt.Sprintf("%s message via %s, announcing deletion at %s", s.Action, strings.Join(s.Channels, ", "), formatTime(time.Time(*s.Announces)))
-			}
-			fmt.Fprintf(tw, "  %s\t%s\n", when, what)
-		}
-		_ = tw.Flush()
-	}
-	if len(x.Notes) > 0 {
-		fmt.Fprintln(w)
-		for _, n := range x.Notes {
-			fmt.Fprintln(w, "Note: "+n)
-		}
-	}
 }

@@ -324,3 +324,28 @@ func TestCompletionScripts(t *testing.T) {
 		}
 	}
 }
+
+// The controller reads a title only from Playbooks (the one Amphitheatre
+// kind with a spec.title); the plugin must show the same one.
+func TestTitleIsReadAsTheControllerReadsIt(t *testing.T) {
+	withTitle := func(gvk schema.GroupVersionKind) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"title": "Hello Go"}}}
+		u.SetGroupVersionKind(gvk)
+		return u
+	}
+	for _, tt := range []struct {
+		name string
+		gvk  schema.GroupVersionKind
+		want string
+	}{
+		{"shows a Playbook's title", playbookGVK, "Hello Go"},
+		{"shows no title for another Amphitheatre kind", schema.GroupVersionKind{Group: "amphitheatre.app", Version: "v1", Kind: "Actor"}, ""},
+		{"shows no title for a Playbook of another group", schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Playbook"}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := title(withTitle(tt.gvk)); got != tt.want {
+				t.Errorf("title = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/decide"
 	"github.com/amphitheatre-app/timeout-controller/internal/match"
 )
 
@@ -250,7 +251,7 @@ func (s *session) find(ctx context.Context, r ref) (found, error) {
 		}
 	}
 	for _, k := range kinds {
-		if r.kind != "" || !hasTitle(k.gvk.GroupKind()) {
+		if r.kind != "" || !decide.HasTitle(k.gvk.GroupKind()) {
 			continue
 		}
 		items, err := s.list(ctx, k, "")

@@ -11,6 +11,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -48,19 +49,18 @@ func simReferences() []v1alpha1.ChannelReference {
 	return out
 }
 
-// current is the world whose channels the registered factory builds.
-// Simulations run one at a time.
-var current *world
-
-func init() {
-	notify.Register("zz-sim", func(_ context.Context, ch notify.Channel, _ notify.Secrets) (notify.Notifier, error) {
-		for i := range numChannels {
-			if current != nil && ch.Name == simChannel(i) {
-				return simNotifier{w: current, i: i}, nil
-			}
+// buildNotifiers builds the notifiers of the world's channels, in the
+// place of notify.Build.
+func (w *world) buildNotifiers(_ context.Context, chans []notify.Channel, _ notify.Secrets) ([]notify.Notifier, error) {
+	out := make([]notify.Notifier, 0, len(chans))
+	for _, ch := range chans {
+		i := slices.IndexFunc(simChannels(), func(o client.Object) bool { return o.GetName() == ch.Name })
+		if i < 0 {
+			return nil, fmt.Errorf("channel %s is not one of the simulation's", ch.Name)
 		}
-		return nil, nil
-	})
+		out = append(out, simNotifier{w: w, i: i})
+	}
+	return out, nil
 }
 
 // simNotifier hands messages to the world's channel i.
@@ -98,14 +98,13 @@ func start(w *world) *instance {
 		APIReader: w.live,
 		Recorder:  w.recorder,
 		Clock:     w.clock,
-		Channels:  &controller.Channels{Reader: w.live, Secrets: noSecrets{}, Clock: w.clock},
+		Channels:  &controller.Channels{Reader: w.live, Secrets: noSecrets{}, Clock: w.clock, Build: w.buildNotifiers},
 		Audit:     audit.New(w.trail),
-		Caps:      controller.NewDeletionCaps(0),
+		// One-off messages are sent in the background otherwise: the
+		// simulation must see each send happen in its turn.
+		AnnounceInline: true,
 	}
 	r.Outbox = r.NewOutbox(w.live, w.live, outboxNamespace, 0, logr.Discard())
-	// One-off messages are sent in the background otherwise: the
-	// simulation must see each send happen in its turn.
-	r.AnnounceInline()
 	return &instance{r: r}
 }
 

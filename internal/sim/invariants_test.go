@@ -209,7 +209,7 @@ func firstReminder(h *History, uid types.UID) time.Time {
 	}
 	for _, e := range h.Events {
 		// Where no channel carries reminders, the Event is the reminder.
-		if e.UID == uid && e.Reason == "ReminderSent" && (first.IsZero() || e.At.Before(first)) {
+		if e.UID == uid && e.Reason == "MessageSent" && (first.IsZero() || e.At.Before(first)) {
 			first = e.At
 		}
 	}

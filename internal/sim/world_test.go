@@ -148,7 +148,6 @@ func newWorld(disabled map[string]string) *world {
 	w.store = fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).WithObjects(append(simChannels(), ns)...).Build()
 	w.live = interceptor.NewClient(w.store, interceptor.Funcs{Patch: w.patch, Delete: w.delete})
 	w.cached = interceptor.NewClient(w.live, interceptor.Funcs{Get: w.cacheGet})
-	current = w
 	w.ctrl = start(w)
 	return w
 }
@@ -439,7 +438,7 @@ func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, _, reason,
 	if m == nil {
 		return
 	}
-	if reason == "ReminderSent" && !strings.Contains(text, " reminder via ") {
+	if reason == "MessageSent" && !strings.Contains(text, " reminder via ") {
 		// Sent the extended or postponed message: not a reminder, but
 		// its deletion time is announced all the same.
 		reason = "MessageSent"

@@ -253,7 +253,7 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 					reasons = append(reasons, e.Reason)
 				}
 			}
-			for _, want := range []string{"ReminderSent", "Expired", "Deleted"} {
+			for _, want := range []string{"MessageSent", "Expired", "Deleted"} {
 				if !slices.Contains(reasons, want) {
 					return false, fmt.Sprintf("reasons %v lack %s", reasons, want)
 				}

@@ -192,7 +192,7 @@ func TestAPolicyAuthorCannotPointCredentialsElsewhere(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = k8s.Delete(context.Background(), p) })
 		pb := create(t, playbooks, newPlaybook(test, "answers", map[string]string{expiry.AnnotationTTL: "3s"}))
-		failed := findEvent(t, eventNamespace, pb.GetName(), "ReminderFailed")
+		failed := findEvent(t, eventNamespace, pb.GetName(), "MessageFailed")
 		mustContain(t, failed.Note, "via "+test, "HTTP 500")
 		if strings.Contains(failed.Note, answer) {
 			t.Errorf("the Event quotes the receiver's answer: %q", failed.Note)

@@ -264,8 +264,8 @@ func TestHAFailoverAndGracefulShutdown(t *testing.T) {
 	// The leader that finished sending during its graceful shutdown said
 	// so: its Events still go out.
 	stoppedKey := expiry.StageKey(haLeads[1])
-	eventually(t, 5*time.Second, "the ReminderSent Event of the reminder sent during the graceful shutdown", func() (bool, error) {
-		for _, note := range eventNotes(t, eventNamespace, stopped.GetName(), "ReminderSent") {
+	eventually(t, 5*time.Second, "the MessageSent Event of the reminder sent during the graceful shutdown", func() (bool, error) {
+		for _, note := range eventNotes(t, eventNamespace, stopped.GetName(), "MessageSent") {
 			if strings.Contains(note, "the "+stoppedKey+" reminder") {
 				return true, nil
 			}

@@ -157,7 +157,7 @@ func TestRemindersGoOutOnceAcrossARestart(t *testing.T) {
 	if reminderMails != 2 {
 		t.Errorf("%d reminder mails, want one per stage: 2", reminderMails)
 	}
-	findEvent(t, eventNamespace, pb.GetName(), "ReminderSent")
+	findEvent(t, eventNamespace, pb.GetName(), "MessageSent")
 
 	// Shorter-lived than every lead: no reminder, deleted on time, and
 	// told about afterwards.
@@ -225,7 +225,7 @@ func TestAFailingChannelIsRetriedWithoutHoldingUpTheOthers(t *testing.T) {
 
 	// The receiver answers 500 twice, then takes it: delivered once.
 	rc.expectEvents(t, pb.GetName(), "reminder", 1, 8*time.Second)
-	failed := findEvent(t, eventNamespace, pb.GetName(), "ReminderFailed")
+	failed := findEvent(t, eventNamespace, pb.GetName(), "MessageFailed")
 	mustContain(t, failed.Note, "10s reminder")
 	for _, s := range secrets {
 		if strings.Contains(failed.Note, s) {
@@ -362,7 +362,7 @@ func TestSecretsStayOutOfEventsStatusAndLogs(t *testing.T) {
 	createPolicy(t, "leak", spec)
 	pb := create(t, playbooks, newPlaybook("leak", "leaky", map[string]string{expiry.AnnotationTTL: "3s"}))
 
-	failed := findEvent(t, eventNamespace, pb.GetName(), "ReminderFailed")
+	failed := findEvent(t, eventNamespace, pb.GetName(), "MessageFailed")
 	mustContain(t, failed.Note, "via leak-mail", "via leak-slack")
 	pb.expectDeletedOnTime(t, pb.after(3*time.Second))
 
@@ -421,7 +421,7 @@ func TestAReminderEventCountsOnlyOnceStored(t *testing.T) {
 		}
 		return slices.Equal(rec.Sent["1h"].Channels, []string{notify.EventsChannel}), nil
 	})
-	findEvent(t, eventNamespace, pb.GetName(), "ReminderSent")
+	findEvent(t, eventNamespace, pb.GetName(), "MessageSent")
 }
 
 // refuseEventsAbout makes the API server refuse every Event about the

@@ -126,7 +126,7 @@ func TestChannelsTrustTheirOwnPrivateCA(t *testing.T) {
 		})
 	})
 	t.Run("refuses the same servers without it", func(t *testing.T) {
-		failed := findEvent(t, eventNamespace, untrusted.GetName(), "ReminderFailed")
+		failed := findEvent(t, eventNamespace, untrusted.GetName(), "MessageFailed")
 		mustContain(t, failed.Note, "via pca-mail-no-ca", "via pca-hook-no-ca", "certificate signed by unknown authority")
 		if n := len(mb.withHeader("X-Timeout-Object", untrusted.GetName())) + len(rc.events(untrusted.GetName(), "reminder")); n != 0 {
 			t.Errorf("%d reminders reached servers the channel does not trust", n)

@@ -1,0 +1,37 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+)
+
+// audit adds rec to the audit trail, filled in with the object, its policy
+// and its expiry. A record that cannot be written is counted and logged:
+// the action it is about has happened.
+func (r *ObjectReconciler) audit(ctx context.Context, ev *evaluation, recs ...audit.Record) {
+	key, obj := ev.key, ev.obj
+	apiVersion, kind := key.GVK.ToAPIVersionAndKind()
+	now := r.Clock.Now()
+	for i := range recs {
+		rec := &recs[i]
+		rec.Time = now
+		rec.Object = audit.Object{APIVersion: apiVersion, Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
+		if ev != nil {
+			rec.Policy = ev.policy.Name
+			if !ev.Life.Keep && rec.ExpiresAt == nil {
+				at := ev.Life.ExpiresAt
+				rec.ExpiresAt = &at
+			}
+		}
+	}
+	if err := r.Audit.Write(recs...); err != nil {
+		auditFailures.Add(float64(len(recs)))
+		logf.FromContext(ctx).Error(err, "audit trail", "records", len(recs))
+	}
+}

@@ -1,0 +1,365 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+)
+
+// notify sends the message plan says is due to the channels that have not
+// accepted it yet, and records on the object which ones did.
+func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expiry.Plan) (res ctrl.Result, err error) {
+	key, obj := ev.key, ev.obj
+	log := logf.FromContext(ctx)
+
+	// Each channel backs off on its own: one that keeps failing must not
+	// slow down the retries of another.
+	retryKeyOf := func(channel string) retryKey {
+		return newRetryKey(key, obj.UID, ev.Record.ExpiresAt, plan.Key, channel)
+	}
+	var due []string
+	for _, name := range plan.Channels {
+		if r.retries.due(retryKeyOf(name), ev.now) {
+			due = append(due, name)
+		}
+	}
+	if len(due) == 0 {
+		return ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, ev.now)}, nil
+	}
+	if ev.channels != nil {
+		held, reserved, busy, release := ev.channels.reserve(due)
+		defer release()
+		if len(reserved) == 0 {
+			return busyResult(), nil
+		}
+		// Sent over the reserved slots; the busy channels wait their turn.
+		shared := ev.channels
+		ev.channels, due = held, reserved
+		defer func() { ev.channels = shared }()
+		defer func() { res = orBusy(res, busy) }()
+	}
+
+	if ev.needsTitle(key) {
+		ev.Record.Title = r.title(ctx, key)
+	}
+	msg := r.message(ev, plan.Event, plan.At, plan.Key)
+	if plan.Event == v1alpha1.EventReminder {
+		msg.Stage = plan.Key
+	}
+	switch {
+	case plan.Key == expiry.KeyLive:
+		msg.Detail = fmt.Sprintf("its deletion was only rehearsed until now (dry run), and policy %s promises %s of notice before deletion",
+			ev.policy.Name, expiry.FormatDuration(ev.Schedule.MinimumNotice))
+	case plan.Event == v1alpha1.EventPostponed:
+		// The postponement is to the first reminder plus the notice.
+		msg.Detail = fmt.Sprintf("the first reminder reached people at %s and policy %s promises %s of notice before deletion",
+			plan.At.Add(-ev.Schedule.MinimumNotice).UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.Schedule.MinimumNotice))
+	case plan.Event == v1alpha1.EventWouldDelete:
+		msg.Detail = "not deleted because " + r.whyRehearsed()
+	}
+	ref := reference(key.GVK, obj)
+
+	// A send still under way when the next thing falls due is abandoned:
+	// a slow receiver must not make the deletion late.
+	// A shutdown does not cut it short: the Lease is held until the
+	// workers return, and a message a channel accepted must be recorded
+	// before the next leader plans, or it is sent again.
+	sendCtx, cancelSend := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+	defer cancelSend()
+	if plan.Deadline.After(ev.now) {
+		var cancel context.CancelFunc
+		sendCtx, cancel = context.WithDeadline(sendCtx, plan.Deadline)
+		defer cancel()
+	}
+	_, alreadySent := ev.Record.Sent[plan.Key]
+	var sent, skipped, busy []string
+	failed := failures{}
+	if slices.Equal(due, []string{notify.EventsChannel}) {
+		// No channel carries this type of message: the Kubernetes Event is
+		// the message, and it counts once the API server stored it.
+		start := time.Now()
+		err := r.storeEvent(sendCtx, ev, plan, msg)
+		notificationSeconds.WithLabelValues(notify.EventsChannel).Observe(time.Since(start).Seconds())
+		result := "sent"
+		if err != nil {
+			failed[notify.EventsChannel], result = err.Error(), "failed"
+		} else {
+			sent = due
+		}
+		notifications.WithLabelValues(notify.EventsChannel, string(msg.Type), result).Inc()
+	} else {
+		sent, skipped, failed, busy = r.deliver(sendCtx, ev, due, msg)
+	}
+	// The time is taken after the sends: the notice starts when the message
+	// was accepted, and backoff counts from then.
+	now := r.Clock.Now()
+	reminder := plan.Event == v1alpha1.EventReminder && len(sent) > 0
+	if reminder && !alreadySent {
+		reminderLag.Observe(now.Sub(reminderDue(ev.Record, plan.Key)).Seconds())
+	}
+	r.audit(ctx, ev, deliveryRecords(plan.Event, msg.Stage, sent, failed)...)
+	if len(sent) > 0 {
+		log.Info("notified", "event", plan.Event, "key", plan.Key, "channels", sent, "expiresAt", ev.Life.ExpiresAt)
+		if !slices.Equal(sent, []string{notify.EventsChannel}) {
+			r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, reasonSent(plan), actionNotify, "%s", sentNote(ev, plan, msg, sent))
+		}
+	}
+	if done := append(slices.Clone(sent), skipped...); len(done) > 0 {
+		// Remembered before the record is written: until the cache shows
+		// the record, or if writing it fails, this process must not send
+		// the same message again.
+		d := pendingDelivery{uid: obj.UID, expiresAt: ev.Record.ExpiresAt, key: plan.Key, reminder: reminder, channels: done, at: now}
+		if plan.Event == v1alpha1.EventPostponed {
+			d.postponedTo = plan.At
+		}
+		if plan.Event != v1alpha1.EventWouldDelete {
+			// A rehearsal's message announces no deletion.
+			d.announced = plan.At
+		}
+		r.pending.add(key, d)
+		for _, name := range done {
+			r.retries.reset(retryKeyOf(name))
+		}
+		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+		defer cancel()
+		if err := r.recordDelivery(recordCtx, ev, d.applyTo); err != nil {
+			return ctrl.Result{}, r.writeFailed(ev, err)
+		}
+		if !alreadySent && len(sent) > 0 {
+			// Said once per message, when the record first shows it: a
+			// restart reads the record and does not say it again.
+			r.reportFirstDelivery(ctx, ev, plan, msg)
+		}
+	}
+	if len(failed) == 0 && len(busy) > 0 {
+		return busyResult(), nil
+	}
+	if len(failed) == 0 {
+		// The record patch brings the next reconcile through the watch.
+		return ctrl.Result{}, nil
+	}
+
+	var reports []string
+	for _, name := range failed.names() {
+		attempt := r.retries.failed(retryKeyOf(name), now)
+		reports = append(reports, expiry.FailedReport(plan.Key, name))
+		log.Error(errors.New(failed[name]), "notification failed", "event", plan.Event, "key", plan.Key, "channel", name, "attempt", attempt)
+	}
+	noticeNotGiven := plan.Event == v1alpha1.EventReminder && len(sent) == 0 && ev.Record.NoticeAt.IsZero() &&
+		!ev.now.Before(ev.Life.ExpiresAt)
+	if noticeNotGiven {
+		reports = append(reports, expiry.ReportNoticeNotGiven)
+	}
+	said := r.reportOnce(ctx, ev, reports...)
+	var firstFailures []string
+	for _, name := range failed.names() {
+		if said[expiry.FailedReport(plan.Key, name)] {
+			firstFailures = append(firstFailures, fmt.Sprintf("via %s: %s", name, failed[name]))
+		}
+	}
+	if len(firstFailures) > 0 {
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonMessageFailed, actionNotify,
+			"Sending %s failed %s; retrying with backoff", describeMessage(plan), strings.Join(firstFailures, "; "))
+	}
+	if noticeNotGiven && said[expiry.ReportNoticeNotGiven] {
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonNoticeNotGiven, actionDelete,
+			"Expired at %s but no reminder has reached anyone yet: deletion waits until one has and the minimum notice of policy %s (%s) has passed",
+			ev.Life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.Schedule.MinimumNotice))
+	}
+	if plan.Deadline.After(ev.now) && !plan.Deadline.After(now) {
+		// The next thing (a deletion, a later stage) fell due during the
+		// sends: plan again at once. That pass finds these channels backing
+		// off, so it cannot loop.
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	return orBusy(ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, now)}, busy), nil
+}
+
+// reminderDue is when the reminder stage stage of record fell due: its
+// lead before the expiry, or the start of the record if that was later
+// (an object created, or extended, inside the lead).
+func reminderDue(record *expiry.Record, stage string) time.Time {
+	lead, err := expiry.ParseDuration(stage)
+	if err != nil {
+		return record.Since
+	}
+	due := record.ExpiresAt.Add(-lead)
+	if due.Before(record.Since) {
+		return record.Since
+	}
+	return due
+}
+
+// deliveryRecords are the audit records of one message's deliveries: one
+// per channel.
+func deliveryRecords(t v1alpha1.EventType, stage string, sent []string, failed failures) []audit.Record {
+	recs := make([]audit.Record, 0, len(sent)+len(failed))
+	for _, name := range sent {
+		recs = append(recs, audit.Record{Type: audit.Notified, Message: string(t), Stage: stage, Channel: name, Result: audit.OK})
+	}
+	for _, name := range failed.names() {
+		recs = append(recs, audit.Record{Type: audit.NotifyFailed, Message: string(t), Stage: stage, Channel: name, Result: audit.Error, Error: failed[name]})
+	}
+	return recs
+}
+
+// failures maps a channel name to what went wrong with it.
+type failures map[string]string
+
+func (f failures) names() []string {
+	out := make([]string, 0, len(f))
+	for n := range f {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// deliver sends msg over the named channels at once, so that a slow
+// channel does not hold up the others. It returns the channels that took
+// it, those that do not carry this type of message (nothing to send), what
+// went wrong with the others, and those that were busy (nothing sent,
+// nothing wrong: see notify.ErrBusy).
+func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []string, msg notify.Message) (sent, skipped []string, failed failures, busy []string) {
+	failed = failures{}
+	content, err := ev.channels.templates.Render(msg)
+	if err != nil {
+		for _, n := range names {
+			failed[n] = err.Error()
+		}
+		return nil, nil, failed, nil
+	}
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		if n, ok := ev.channels.notifiers[name]; ok && n.Accepts(msg.Type) {
+			wg.Go(func() {
+				start := time.Now()
+				errs[i] = n.Send(ctx, msg, content)
+				notificationSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
+			})
+		}
+	}
+	wg.Wait()
+	defer func() {
+		for _, name := range sent {
+			notifications.WithLabelValues(name, string(msg.Type), "sent").Inc()
+		}
+		for name := range failed {
+			notifications.WithLabelValues(name, string(msg.Type), "failed").Inc()
+		}
+	}()
+	for i, name := range names {
+		n, ok := ev.channels.notifiers[name]
+		switch {
+		case !ok:
+			// The Kubernetes Event is the reminder: MessageSent.
+			sent = append(sent, name)
+		case !n.Accepts(msg.Type):
+			skipped = append(skipped, name)
+		case errors.Is(errs[i], notify.ErrBusy):
+			busy = append(busy, name)
+		case errs[i] != nil:
+			failed[name] = errs[i].Error()
+		default:
+			sent = append(sent, name)
+		}
+	}
+	return sent, skipped, failed, busy
+}
+
+// sendTimeout bounds a recorded message's sends when no deadline does;
+// writeTimeout bounds writing its record, or a delete, shutdown or not.
+// Together they stay under the default --graceful-shutdown-timeout (30 s),
+// so that a recorded message under way at SIGTERM is finished and recorded
+// before the Lease is released. One-off messages (expired, deleted) get
+// announceTimeout each: those still sending when the shutdown timeout runs
+// out are lost, never repeated.
+const (
+	sendTimeout  = 20 * time.Second
+	writeTimeout = 5 * time.Second
+)
+
+// reportFirstDelivery records, in the audit trail and an Event, what the
+// first delivery of a postponement or a rehearsal means for the object.
+func (r *ObjectReconciler) reportFirstDelivery(ctx context.Context, ev *evaluation, plan expiry.Plan, msg notify.Message) {
+	key, obj := ev.key, ev.obj
+	switch plan.Event {
+	case v1alpha1.EventPostponed:
+		r.audit(ctx, ev, audit.Record{Type: audit.Postponed, Result: audit.OK,
+			Detail: "deletion postponed to " + plan.At.UTC().Format(time.RFC3339) + ": " + msg.Detail})
+		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
+			"Expired at %s; deletion postponed to %s because %s", ev.Life.ExpiresAt.UTC().Format(time.RFC3339),
+			plan.At.UTC().Format(time.RFC3339), msg.Detail)
+	case v1alpha1.EventWouldDelete:
+		deletions.WithLabelValues("would_delete").Inc()
+		r.audit(ctx, ev, audit.Record{Type: audit.WouldDelete, Result: audit.OK, Detail: r.whyRehearsed()})
+		logf.FromContext(ctx).Info("would delete", "expiresAt", ev.Life.ExpiresAt, "policy", ev.policy.Name)
+	}
+}
+
+// maxEventName is the longest name the API server takes for an Event.
+const maxEventName = 253
+
+// storeEvent creates, through the API, the Kubernetes Event that is plan's
+// message where no channel carries its type. Its name is fixed by the
+// message (the object's UID, expiry, type and stage), so that a retry
+// after a lost answer finds it stored instead of creating a second one.
+func (r *ObjectReconciler) storeEvent(ctx context.Context, ev *evaluation, plan expiry.Plan, msg notify.Message) error {
+	key, obj := ev.key, ev.obj
+	namespace := obj.Namespace
+	if namespace == "" {
+		// Cluster-scoped: the API server takes their Events only in
+		// "default" or "kube-system".
+		namespace = r.ClusterEventNamespace
+		if namespace == "" {
+			namespace = metav1.NamespaceDefault
+		}
+	}
+	prefix := obj.Name
+	if n := maxEventName - len(msg.ID) - 1; len(prefix) > n {
+		prefix = strings.TrimRight(prefix[:n], ".-")
+	}
+	e := &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Namespace: namespace, Name: prefix + "." + msg.ID},
+		EventTime:           metav1.NewMicroTime(r.Clock.Now()),
+		ReportingController: Name,
+		ReportingInstance:   reportingInstance,
+		Action:              actionNotify,
+		Reason:              reasonSent(plan),
+		Regarding:           *reference(key.GVK, obj),
+		Note:                cutNote(sentNote(ev, plan, msg, []string{notify.EventsChannel})),
+		Type:                corev1.EventTypeNormal,
+	}
+	if err := r.Client.Create(ctx, e); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Event %s/%s: %w", namespace, e.Name, err)
+	}
+	return nil
+}
+
+// reportingInstance names this process in the Events it creates itself,
+// as the Event recorder does.
+var reportingInstance = func() string {
+	host, _ := os.Hostname()
+	return Name + "-" + host
+}()

@@ -1,0 +1,154 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/decide"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/match"
+	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
+)
+
+// evaluation is what the controller makes of an object at one moment:
+// the shared decision (internal/decide) and what only the controller
+// knows, its channels, its clock and its deliveries not written yet.
+//
+// It is the state of one pass over one object, and what the steps of that
+// pass (notify, expire, record, audit) take instead of a long argument
+// list. It does not outlive the pass.
+type evaluation struct {
+	key Key
+	// obj is the object as the decision read it: from the cache, or fresh
+	// from the API server before a delete.
+	obj *metav1.PartialObjectMetadata
+	decide.Decision
+	policy *v1alpha1.TimeoutPolicy
+	// unwritten is set when Record holds deliveries the object does not
+	// show: the cache lags, or writing them failed.
+	unwritten bool
+	channels  *channelSet
+	now       time.Time
+	// rehearse says deletions are only rehearsed: the policy's dryRun or
+	// the controller's --dry-run.
+	rehearse bool
+}
+
+// dryRun reports whether the object's expiry deletes nothing.
+func (ev *evaluation) dryRun(global bool) bool {
+	return global || ev.policy.Spec.Deletion.DryRun
+}
+
+// archives reports whether the object's manifest is archived before it is
+// deleted.
+func (ev *evaluation) archives(globalDryRun bool) bool {
+	return ev.policy.Spec.Deletion.Archive && !ev.dryRun(globalDryRun)
+}
+
+// errChannelsNotReady: the governing policy's channels cannot be built.
+var errChannelsNotReady = errors.New("notification channels not ready")
+
+// needsTitle reports whether a message about the object would lack its
+// title: a Playbook none of whose messages has read it yet.
+func (ev *evaluation) needsTitle(key Key) bool {
+	return ev.Record.Title == "" && decide.HasTitle(key.GVK.GroupKind()) && len(ev.channels.notifiers) > 0
+}
+
+// plan is what happens next, as internal/decide plans it with the
+// policy's channels.
+func (ev *evaluation) plan() expiry.Plan {
+	return ev.Plan(ev.channels.names, ev.rehearse, ev.now)
+}
+
+// decide evaluates obj and plans what happens next: Reconcile calls it on
+// the cached object, and expire again on the one it read fresh before a
+// delete, so that both decide alike. It returns a nil evaluation when no
+// valid policy governs obj, which is then left alone, and
+// errChannelsNotReady when the governing policy's channels cannot be
+// built.
+func (r *ObjectReconciler) decide(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) (*evaluation, expiry.Plan, error) {
+	ev, err := r.evaluate(ctx, key, obj)
+	if err != nil || ev == nil {
+		return nil, expiry.Plan{}, err
+	}
+	plan := ev.plan()
+	if plan.Action != expiry.Delete {
+		// A turn under the deletion caps is for an object due now.
+		r.caps().forget(key)
+	}
+	return ev, plan, nil
+}
+
+// evaluate finds the policy that governs obj and what it makes of obj. It
+// returns nil when no valid policy governs obj, which is then left alone.
+func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) (*evaluation, error) {
+	gvk := key.GVK
+	if gvk.GroupKind() == outboxKind && obj.Labels[outbox.LabelEntry] == "true" {
+		// The outbox's own entries: a policy on ConfigMaps that selects
+		// them must not delete the messages they hold.
+		return nil, nil
+	}
+	var policies v1alpha1.TimeoutPolicyList
+	// Read only: the evaluation keeps pointers into the list, and nothing
+	// changes them.
+	if err := r.Client.List(ctx, &policies, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list policies: %w", err)
+	}
+	c, err := decide.Governing(policies.Items, gvk, r.describe(ctx, obj))
+	if err != nil || c == nil {
+		return nil, err
+	}
+	if c.SpecErr != nil {
+		return nil, nil
+	}
+	channels, err := r.Channels.get(ctx, c.TimeoutPolicy)
+	if err != nil {
+		// Without its channels the policy cannot give the notice it
+		// promises: the object waits for a fix.
+		return nil, errChannelsNotReady
+	}
+	now := r.Clock.Now()
+	// Deliveries not written yet belong to the record they were about,
+	// before an extension replaces it.
+	unwritten := func(shown *expiry.Record, expiresAt time.Time) *expiry.Record {
+		return r.pending.carry(key, obj.UID, shown, obj.CreationTimestamp.Time, expiresAt)
+	}
+	ev := &evaluation{
+		key:      key,
+		obj:      obj,
+		Decision: decide.Evaluate(c, decide.Object{Created: obj.CreationTimestamp.Time, Annotations: obj.Annotations}, now, unwritten),
+		policy:   c.TimeoutPolicy,
+		channels: channels,
+		now:      now,
+		rehearse: r.DryRun || c.Spec.Deletion.DryRun,
+	}
+	if ev.RecordErr != nil {
+		logf.FromContext(ctx).Info("ignoring unreadable record", "error", ev.RecordErr.Error())
+	}
+	if !ev.Life.Keep {
+		ev.unwritten = r.pending.apply(key, obj.UID, ev.Shown, ev.Record)
+	}
+	return ev, nil
+}
+
+func (r *ObjectReconciler) describe(ctx context.Context, obj *metav1.PartialObjectMetadata) match.Object {
+	return match.Object{
+		Labels:     obj.Labels,
+		Namespaced: obj.Namespace != "",
+		// Read once, however many candidates select by namespace.
+		NamespaceLabels: sync.OnceValues(func() (map[string]string, error) {
+			return namespaceLabels(ctx, r.Client, obj.Namespace)
+		}),
+	}
+}

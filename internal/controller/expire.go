@@ -1,0 +1,186 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/archive"
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+)
+
+// expire deletes an object that the cache says has expired. The cache may
+// be behind a write that extended or kept the object, so the delete is
+// conditional on the UID and resourceVersion the decision was made from:
+// a write the cache has not seen yet makes it fail with a Conflict, and the
+// object is looked at again once the cache has caught up. When the whole
+// object is needed (for the title of the last message, or the archive) it
+// is read from the API server, and the decision is made again from what
+// that read shows.
+func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Result, error) {
+	key, obj := ev.key, ev.obj
+	log := logf.FromContext(ctx)
+
+	var u *unstructured.Unstructured
+	if ev.needsTitle(key) || ev.archives(r.DryRun) {
+		fresh, whole, err := r.freshRead(ctx, key)
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("get %s from the API server: %w", key, err)
+		}
+		if fresh.DeletionTimestamp != nil {
+			return ctrl.Result{}, nil
+		}
+		var plan expiry.Plan
+		ev, plan, err = r.decide(ctx, key, fresh)
+		if errors.Is(err, errChannelsNotReady) {
+			return ctrl.Result{RequeueAfter: channelsTTL}, nil
+		}
+		if err != nil || ev == nil {
+			return ctrl.Result{}, err
+		}
+		switch plan.Action {
+		case expiry.Keep:
+			return ctrl.Result{}, nil
+		case expiry.Wait:
+			log.Info("expiry moved", "expiresAt", ev.Life.ExpiresAt, "source", ev.Life.Source)
+			return ctrl.Result{RequeueAfter: expiry.After(plan.At, ev.now)}, nil
+		case expiry.Notify:
+			// The fresh read shows something the cache had not: a message
+			// due first (the record or the notice changed).
+			return r.notify(ctx, ev, plan)
+		}
+		obj, u = fresh, whole
+	}
+	policy, life := ev.policy, ev.Life
+
+	ref := reference(key.GVK, obj)
+	if ev.needsTitle(key) {
+		// No message has read the title yet, and after the delete there is
+		// nothing left to read it from.
+		ev.Record.Title = titleOf(u)
+	}
+	if ev.dryRun(r.DryRun) {
+		// The planner plans a deletion under a dry run only once the
+		// rehearsal is on the record (the would-delete message): nothing is
+		// left to do until the expiry or the dry run changes.
+		return ctrl.Result{}, nil
+	}
+	if ev.archives(r.DryRun) {
+		if err := r.archive(ctx, ev, u); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	propagation := policy.Spec.Deletion.PropagationPolicy
+	if propagation == "" {
+		propagation = metav1.DeletePropagationBackground
+	}
+	// A delete under way at SIGTERM finishes, so that what it did is
+	// reported and announced, not mistaken for a failure.
+	deleteCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	// The expired and deleted messages are written down before the
+	// delete, so that a crash right after it loses neither, and handed to
+	// the outbox's sender once it succeeded: a slow receiver must not
+	// delay the next deletion.
+	farewell := r.farewell(ev)
+	if farewell != nil {
+		prepareCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+		defer cancel()
+		if err := r.Outbox.Prepare(prepareCtx, farewell); err != nil {
+			return ctrl.Result{}, fmt.Errorf("keep the expired and deleted messages of %s: %w", key, err)
+		}
+	}
+	// On the trail (synced) before the delete, so that a crash before its
+	// outcome is written still leaves the attempt on record.
+	r.audit(ctx, ev, audit.Record{Type: audit.Deleting, Result: audit.OK, Detail: "propagation " + string(propagation)})
+	err := r.Client.Delete(deleteCtx, obj,
+		client.Preconditions{UID: &obj.UID, ResourceVersion: &obj.ResourceVersion},
+		client.PropagationPolicy(propagation))
+	if farewell != nil {
+		if err != nil {
+			r.Outbox.Cancel(deleteCtx, obj.UID)
+		} else {
+			r.Outbox.Confirm(obj.UID)
+		}
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		r.audit(ctx, ev, audit.Record{Type: audit.DeleteSuperseded, Result: audit.OK, Detail: "gone already"})
+		return ctrl.Result{}, nil
+	case apierrors.IsConflict(err):
+		r.audit(ctx, ev, audit.Record{Type: audit.DeleteSuperseded, Result: audit.OK, Detail: "changed since it was read; evaluating again"})
+		deletions.WithLabelValues("conflict").Inc()
+		log.V(1).Info("object changed before delete; evaluating again")
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case err != nil:
+		deletions.WithLabelValues("failed").Inc()
+		reason := string(apierrors.ReasonForError(err))
+		r.audit(ctx, ev, audit.Record{Type: audit.DeletionFailed, Result: audit.Error, Error: err.Error()})
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonDeletionFailed, actionDelete, "Delete failed: %s", reason)
+		if r.reportOnce(ctx, ev, expiry.ReportDeletionFailed)[expiry.ReportDeletionFailed] {
+			r.announceLater(ctx, ev, v1alpha1.EventDeletionFailed, "the API server answered "+reason)
+		}
+		return ctrl.Result{}, fmt.Errorf("delete %s: %w", key, err)
+	}
+	r.forget(key)
+	now := r.Clock.Now()
+	// Late by the time since the deletion fell due: the expiry, or the
+	// time a postponement announced.
+	due := life.ExpiresAt
+	if ev.Record != nil && ev.Record.PostponedTo.After(due) {
+		due = ev.Record.PostponedTo
+	}
+	lag := now.Sub(due)
+	deletions.WithLabelValues("deleted").Inc()
+	deletionLag.Observe(lag.Seconds())
+	// On the trail before anything says it is done.
+	r.audit(ctx, ev, audit.Record{Type: audit.Deleted, Result: audit.OK,
+		Detail: fmt.Sprintf("propagation %s, %s after it fell due", propagation, lag.Round(time.Millisecond))})
+	log.Info("deleted", "expiresAt", life.ExpiresAt, "lag", lag, "policy", policy.Name)
+	// Recorded after the delete succeeded, so that a delete that loses a
+	// race with an extension leaves no Expired Event behind.
+	r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonExpired, actionDelete,
+		"Expired at %s (%s, policy %s)", life.ExpiresAt.UTC().Format(time.RFC3339), life.Source, policy.Name)
+	r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeleted, actionDelete,
+		"Deleted %s after expiry (policy %s, propagation %s)", now.Sub(life.ExpiresAt).Round(time.Millisecond), policy.Name, propagation)
+	return ctrl.Result{}, nil
+}
+
+// archive writes the object's manifest to the archive. When it cannot, it
+// says so (once per expiry) and returns an error, so that the object is
+// not deleted and is tried again with backoff.
+func (r *ObjectReconciler) archive(ctx context.Context, ev *evaluation, u *unstructured.Unstructured) error {
+	key, obj := ev.key, ev.obj
+	path, err := archive.Write(r.ArchiveDir, u, archive.Header{ArchivedAt: r.Clock.Now(), ExpiresAt: ev.Life.ExpiresAt, Policy: ev.policy.Name})
+	if err != nil {
+		archives.WithLabelValues(audit.Error).Inc()
+		if r.reportOnce(ctx, ev, expiry.ReportArchiveFailed)[expiry.ReportArchiveFailed] {
+			r.audit(ctx, ev, audit.Record{Type: audit.ArchiveFailed, Result: audit.Error, Error: err.Error()})
+			r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonArchiveFailed, actionDelete,
+				"Expired at %s but not deleted: policy %s archives before deleting and the archive failed: %v; retrying with backoff",
+				ev.Life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, err)
+		}
+		return fmt.Errorf("archive %s: %w", key, err)
+	}
+	archives.WithLabelValues(audit.OK).Inc()
+	r.audit(ctx, ev, audit.Record{Type: audit.Archived, Result: audit.OK, Detail: path})
+	return nil
+}

@@ -1,0 +1,140 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/decide"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+)
+
+// message builds the message of type t about the object. Its ID is the
+// same for the same object, expiry, type and stage (and, for a
+// postponement, new date), so that receivers can drop repeats.
+func (r *ObjectReconciler) message(ev *evaluation, t v1alpha1.EventType, at time.Time, stage string) notify.Message {
+	key, obj := ev.key, ev.obj
+	recipients, problems := notify.ParseRecipients(obj.Annotations[notify.AnnotationNotify], ev.channels.allowedEmailDomains())
+	if !oneOff(t) {
+		r.warnRecipients(key, obj, problems)
+	}
+	apiVersion, kind := key.GVK.ToAPIVersionAndKind()
+	o := notify.Object{APIVersion: apiVersion, Kind: kind, Name: obj.Name, Namespace: obj.Namespace, UID: obj.UID}
+	var expiresAt time.Time
+	if ev.Record != nil {
+		o.Title, expiresAt = ev.Record.Title, ev.Record.ExpiresAt
+	}
+	return notify.Message{
+		ID:         notify.NewID(obj.UID, expiresAt, t, idStage(t, stage, at)),
+		Type:       t,
+		Time:       ev.now,
+		Object:     o,
+		ExpiresAt:  at,
+		Policy:     ev.policy.Name,
+		Recipients: recipients,
+		Extend:     extendHint(key, obj, at),
+	}
+}
+
+// idStage tells apart the messages of one type about one expiry: a
+// reminder by its stage, a postponement by its new date. A retry of the
+// same message keeps its ID, whatever else changed.
+func idStage(t v1alpha1.EventType, stage string, at time.Time) string {
+	if t == v1alpha1.EventPostponed {
+		return at.UTC().Format(time.RFC3339)
+	}
+	return stage
+}
+
+// oneOff reports whether messages of type t go out once, when the thing
+// happens, with no record kept on the object.
+func oneOff(t v1alpha1.EventType) bool {
+	switch t {
+	case v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed, v1alpha1.EventWouldDelete:
+		return false
+	}
+	return true
+}
+
+func extendHint(key Key, obj *metav1.PartialObjectMetadata, at time.Time) string {
+	resource := strings.ToLower(key.GVK.Kind)
+	if key.GVK.Group != "" {
+		resource += "." + key.GVK.Group
+	}
+	ns := ""
+	if obj.Namespace != "" {
+		ns = " -n " + obj.Namespace
+	}
+	return fmt.Sprintf("kubectl annotate %s %s%s --overwrite %s=%s (any later time), or %s=true to keep it",
+		resource, obj.Name, ns, expiry.AnnotationExpiresAt, at.Add(7*expiry.Day).UTC().Format(time.RFC3339), expiry.AnnotationKeep)
+}
+
+// title reads a Playbook's spec.title, which the metadata-only cache does
+// not hold, for its first message; the record keeps it from then on. A
+// Playbook without a title (or whose read failed) is read again for its
+// next message.
+func (r *ObjectReconciler) title(ctx context.Context, key Key) string {
+	_, u, err := r.freshRead(ctx, key)
+	if err != nil {
+		return ""
+	}
+	return titleOf(u)
+}
+
+// titleOf returns a Playbook's spec.title, cut to what the record keeps.
+func titleOf(u *unstructured.Unstructured) string {
+	t := decide.Title(u)
+	// The title goes into the record annotation: keep it small, and whole
+	// characters only.
+	return cutUTF8(t, maxTitle)
+}
+
+// maxTitle caps the bytes of a title kept in the record.
+const maxTitle = 200
+
+func describeMessage(p expiry.Plan) string {
+	switch p.Event {
+	case v1alpha1.EventReminder:
+		return "the " + p.Key + " reminder"
+	default:
+		return "the " + string(p.Event) + " message"
+	}
+}
+
+func whenText(at time.Time) string {
+	return "deletion at " + at.UTC().Format(time.RFC3339)
+}
+
+// whyRehearsed says why the deletions of the object are only rehearsed.
+func (r *ObjectReconciler) whyRehearsed() string {
+	if r.DryRun {
+		return "the controller runs with --dry-run"
+	}
+	return "the policy is in dry-run mode"
+}
+
+// reasonSent is the reason of the Event that says plan's message went out.
+func reasonSent(plan expiry.Plan) string {
+	if plan.Event == v1alpha1.EventWouldDelete {
+		return ReasonWouldDelete
+	}
+	return ReasonMessageSent
+}
+
+// sentNote is the note of the Event that says plan's message went out via
+// channels.
+func sentNote(ev *evaluation, plan expiry.Plan, msg notify.Message, channels []string) string {
+	if plan.Event == v1alpha1.EventWouldDelete {
+		return fmt.Sprintf("Expired at %s (%s, policy %s); %s", ev.Life.ExpiresAt.UTC().Format(time.RFC3339), ev.Life.Source, ev.policy.Name, msg.Detail)
+	}
+	return fmt.Sprintf("Sent %s via %s (%s)", describeMessage(plan), strings.Join(channels, ", "), whenText(plan.At))
+}
