@@ -15,10 +15,11 @@ import (
 
 // busyRetry is how soon a message is tried again after its channels were
 // busy (notify.ErrBusy), before a jitter of as much again: soon, since
-// nothing failed, but not so soon that a thousand waiting reminders keep
-// the workers spinning. The object keeps no backoff and no failure: the
-// message was not sent, so it cannot be sent twice.
-const busyRetry = time.Second
+// nothing failed and a reminder with a short lead must not miss it (the
+// bench's smoke test reminds 3 s ahead), while a look that finds the
+// channel busy again costs no API request. The object keeps no backoff
+// and no failure: the message was not sent, so it cannot be sent twice.
+const busyRetry = 250 * time.Millisecond
 
 func busyResult() ctrl.Result {
 	return ctrl.Result{RequeueAfter: busyRetry + rand.N(busyRetry)}
