@@ -324,7 +324,7 @@ func (cl *cluster) createOne(ctx context.Context, obj *unstructured.Unstructured
 	var err error
 	for attempt := range 5 {
 		_, err = cl.dynamic.Resource(playbooks).Create(ctx, obj, metav1.CreateOptions{})
-		if err == nil || !(apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)) {
+		if err == nil || !apierrors.IsTooManyRequests(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsTimeout(err) {
 			return err
 		}
 		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)

@@ -37,6 +37,16 @@ func TestDemo(t *testing.T) {
 	deleted := []string{"default-ttl", "ttl-15s", "expires-at", "legacy-ttl-20", "invalid-ttl", "short-notice", "too-short", "extend-me"}
 	// reminded are the Playbooks at least one reminder stage applies to.
 	reminded := []string{"default-ttl", "ttl-15s", "expires-at", "legacy-ttl-20", "invalid-ttl", "short-notice", "extend-me"}
+	checkNarration(t, out, deleted)
+	checkMessages(t, out, deleted, reminded)
+	checkExtension(t, out)
+	checkPlugin(t, out)
+	checkTrail(t, out)
+	checkCleanup(t, out)
+}
+
+// checkNarration checks that each step of the story was told.
+func checkNarration(t *testing.T, out string, deleted []string) {
 	const both = `12s at \+[0-9.]+s, 6s at \+[0-9.]+s`
 	type step struct{ name, pattern string }
 	steps := []step{
@@ -97,7 +107,10 @@ func TestDemo(t *testing.T) {
 			}
 		})
 	}
+}
 
+// checkMessages checks who was told what, by mail and by webhook.
+func checkMessages(t *testing.T, out string, deleted, reminded []string) {
 	for _, title := range reminded {
 		q := regexp.QuoteMeta(title)
 		deletion := regexp.MustCompile(`deleted ` + q + ` \(`)
@@ -134,7 +147,10 @@ func TestDemo(t *testing.T) {
 			t.Errorf("found: %s", m)
 		}
 	})
+}
 
+// checkExtension checks the extension through the plugin.
+func checkExtension(t *testing.T, out string) {
 	t.Run("extends the Playbook before the controller would have deleted it", func(t *testing.T) {
 		first(t, out, regexp.MustCompile(`extending extend-me`), regexp.MustCompile(`deleted extend-me`))
 	})
@@ -156,7 +172,10 @@ func TestDemo(t *testing.T) {
 			t.Errorf("extended from %s to %s: by %s, want 20s", m[1], m[2], d)
 		}
 	})
+}
 
+// checkPlugin checks what the plugin's list and explain printed.
+func checkPlugin(t *testing.T, out string) {
 	// The lifetimes the list should show, in seconds from creation, until
 	// deletion: short-notice and extend-me wait for the minimum notice (8s)
 	// after their 6s reminders.
@@ -241,6 +260,10 @@ func TestDemo(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkTrail checks the audit trail, the archive and the restore.
+func checkTrail(t *testing.T, out string) {
 	t.Run("counts the messages on the audit trail", func(t *testing.T) {
 		m := regexp.MustCompile(`(?m)^ +notified +(\d+) +(.*)$`).FindStringSubmatch(out)
 		if m == nil {
@@ -269,7 +292,10 @@ func TestDemo(t *testing.T) {
 			t.Errorf("the restored default-ttl has the old UID %s", m[1])
 		}
 	})
+}
 
+// checkCleanup checks that the demo leaves nothing behind.
+func checkCleanup(t *testing.T, out string) {
 	t.Run("leaves no temporary directory behind", func(t *testing.T) {
 		m := regexp.MustCompile(`kubeconfig: (\S+)`).FindStringSubmatch(out)
 		if m == nil {

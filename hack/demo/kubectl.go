@@ -35,9 +35,8 @@ func newKubectl(n *narrator, kubeconfig, cacheDir string) *kubectl {
 }
 
 // run prints the command line and what the command wrote, under the
-// narration's last line, and returns what it wrote to standard output.
-// A non-zero exit code is an error.
-func (k *kubectl) run(ctx context.Context, args ...string) (string, error) {
+// narration's last line. A non-zero exit code is an error.
+func (k *kubectl) run(ctx context.Context, args ...string) error {
 	var out, errOut bytes.Buffer
 	code := plugin.Run(ctx, args, plugin.Options{
 		IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
@@ -52,7 +51,7 @@ func (k *kubectl) run(ctx context.Context, args ...string) (string, error) {
 		}
 	}
 	if code != plugin.ExitOK {
-		return out.String(), fmt.Errorf("kubectl timeout %s: exit code %d: %s", args[0], code, strings.TrimSpace(errOut.String()))
+		return fmt.Errorf("kubectl timeout %s: exit code %d: %s", args[0], code, strings.TrimSpace(errOut.String()))
 	}
-	return out.String(), nil
+	return nil
 }

@@ -234,11 +234,11 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 	extend := time.After(time.Until(extendAt))
 	s.table(extended, extendAt)
 	s.n.say("what the plugin makes of them, from the same code the controller decides with:")
-	if _, err := s.kubectl.run(ctx, "list"); err != nil {
+	if err := s.kubectl.run(ctx, "list"); err != nil {
 		return err
 	}
 	s.n.say("why short-notice will outlive its expiry:")
-	if _, err := s.kubectl.run(ctx, "explain", "short-notice"); err != nil {
+	if err := s.kubectl.run(ctx, "explain", "short-notice"); err != nil {
 		return err
 	}
 
@@ -385,7 +385,7 @@ func source(l expiry.Lifetime) string {
 func (s *story) extend(ctx context.Context, cl client.Client, r *role) error {
 	was := r.life.ExpiresAt
 	s.n.say("extending %s by %s through the plugin, %.1fs before it would expire:", r.title, extendBy, time.Until(was).Seconds())
-	if _, err := s.kubectl.run(ctx, "extend", r.title, extendBy); err != nil {
+	if err := s.kubectl.run(ctx, "extend", r.title, extendBy); err != nil {
 		return err
 	}
 	now := time.Now()
@@ -579,7 +579,7 @@ func (s *story) finale(ctx context.Context, cl client.Client) error {
 		return err
 	}
 	s.n.say("the final list:")
-	if _, err := s.kubectl.run(ctx, "list"); err != nil {
+	if err := s.kubectl.run(ctx, "list"); err != nil {
 		return err
 	}
 	list := playbookList()

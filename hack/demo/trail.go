@@ -204,7 +204,7 @@ func (s *story) restore(ctx context.Context, cl client.Client) error {
 		}
 	}
 	s.n.say("restoring %s from the archive, as its owner would after missing the reminders:", r.title)
-	if _, err := s.kubectl.run(ctx, "restore", "playbook/"+r.obj.GetName(), "--archive-dir", s.files.archive); err != nil {
+	if err := s.kubectl.run(ctx, "restore", "playbook/"+r.obj.GetName(), "--archive-dir", s.files.archive); err != nil {
 		return err
 	}
 	u := &unstructured.Unstructured{}

@@ -47,6 +47,9 @@ type harness struct {
 	clock  *clocktesting.FakeClock
 	rec    *events.FakeRecorder
 	r      *ObjectReconciler
+	// scripted is the harness's own channel, built for the
+	// NotificationChannel named scriptedChannel.
+	scripted *scripted
 
 	mu sync.Mutex
 	// cacheView, when set, changes what the cache returns: a cache that
@@ -64,7 +67,7 @@ type harness struct {
 
 func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: clocktesting.NewFakeClock(now), rec: events.NewFakeRecorder(100)}
+	h := &harness{t: t, clock: clocktesting.NewFakeClock(now), rec: events.NewFakeRecorder(100), scripted: &scripted{}}
 	objs = append(objs, &v1alpha1.NotificationChannel{ObjectMeta: metav1.ObjectMeta{Name: scriptedChannel}})
 	h.client = fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).Build()
 	cached := interceptor.NewClient(h.client, interceptor.Funcs{
@@ -149,8 +152,8 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 	})
 	h.r = &ObjectReconciler{
 		Client: cached, APIReader: fresh, Recorder: h.rec, Clock: h.clock,
-		// Only the scripted channel is built: nothing reads a Secret.
-		Channels: &Channels{Reader: h.client, Clock: h.clock},
+		// Only the harness's scripted channel is built: nothing reads a Secret.
+		Channels: &Channels{Reader: h.client, Clock: h.clock, Secrets: scriptedSecrets{h.scripted}},
 	}
 	h.r.Outbox = h.r.NewOutbox(h.client, fresh, "timeout-system", 0, logr.Discard())
 	// One-off messages go out in the background; none may outlive the test.
@@ -1020,7 +1023,6 @@ func TestObjectReconcilerForgetsWhatOneOffMessagesReported(t *testing.T) {
 	// The Expired and Deleted messages go out after the delete, in the
 	// background; what they find wrong with the object must not be
 	// remembered about an object that is gone.
-	theScripted.set(nil, nil)
 	cm := newConfigMap("scratch", ttl("10m"), annotated(notify.AnnotationNotify, "not-an-address"))
 	h := newHarness(t, t0.Add(time.Hour), newPolicy("told", withScripted), cm)
 
@@ -1033,7 +1035,7 @@ func TestObjectReconcilerForgetsWhatOneOffMessagesReported(t *testing.T) {
 	if h.stored(cm) != nil {
 		t.Fatal("not deleted")
 	}
-	if theScripted.count(v1alpha1.EventDeleted) == 0 {
+	if h.scripted.count(v1alpha1.EventDeleted) == 0 {
 		t.Fatal("the channel got no deleted message: the one-off path did not run")
 	}
 	if n := h.seenLen(); n != 0 {

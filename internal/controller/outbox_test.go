@@ -37,9 +37,9 @@ func (h *harness) sendOutbox() {
 }
 
 func TestTheExpiredAndDeletedMessagesWaitInTheOutboxForAChannelThatRefusesThem(t *testing.T) {
-	theScripted.set(nil, errors.New("451 try again later"))
 	cm := newConfigMap("scratch", ttl("10m"))
 	h := newHarness(t, t0.Add(time.Hour), told(), cm)
+	h.scripted.set(nil, errors.New("451 try again later"))
 
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
@@ -52,12 +52,12 @@ func TestTheExpiredAndDeletedMessagesWaitInTheOutboxForAChannelThatRefusesThem(t
 		t.Fatalf("%d outbox entries after the channel refused, want 1", n)
 	}
 
-	theScripted.set(nil, nil)
+	h.scripted.set(nil, nil)
 	h.clock.Step(time.Second)
 	h.sendOutbox()
-	if theScripted.count(v1alpha1.EventExpired) != 1 || theScripted.count(v1alpha1.EventDeleted) != 1 {
+	if h.scripted.count(v1alpha1.EventExpired) != 1 || h.scripted.count(v1alpha1.EventDeleted) != 1 {
 		t.Fatalf("after the channel recovered it got %d expired and %d deleted messages, want one each",
-			theScripted.count(v1alpha1.EventExpired), theScripted.count(v1alpha1.EventDeleted))
+			h.scripted.count(v1alpha1.EventExpired), h.scripted.count(v1alpha1.EventDeleted))
 	}
 	if n := len(h.outboxEntries()); n != 0 {
 		t.Errorf("%d outbox entries left after every message was accepted", n)
@@ -74,7 +74,6 @@ func TestADeleteThatFailsLeavesNoOutboxEntry(t *testing.T) {
 		{"is refused", apierrors.NewForbidden(configMaps, "scratch", errors.New("no"))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			theScripted.set(nil, nil)
 			cm := newConfigMap("scratch", ttl("10m"))
 			h := newHarness(t, t0.Add(time.Hour), told(), cm)
 			h.deleteErr = c.err
@@ -86,7 +85,7 @@ func TestADeleteThatFailsLeavesNoOutboxEntry(t *testing.T) {
 			}
 			h.clock.Step(time.Hour)
 			h.sendOutbox()
-			if theScripted.count(v1alpha1.EventDeleted) != 0 {
+			if h.scripted.count(v1alpha1.EventDeleted) != 0 {
 				t.Error("a deleted message went out about an object that was not deleted")
 			}
 		})

@@ -4,19 +4,21 @@
 package controller
 
 import (
-	"github.com/go-logr/logr"
-
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
@@ -84,12 +86,19 @@ func (c *scripted) count(t v1alpha1.EventType) int {
 	return n
 }
 
-var theScripted = &scripted{}
+// scriptedSecrets is the Secrets every harness gives its Channels: it
+// reads no Secret, and carries the harness's own scripted channel to the
+// factory, so that tests that script their channel can run in parallel.
+type scriptedSecrets struct{ ch *scripted }
+
+func (scriptedSecrets) Get(_ context.Context, namespace, name, key string) ([]byte, error) {
+	return nil, fmt.Errorf("secret %s/%s key %s: the harness reads no Secret", namespace, name, key)
+}
 
 func init() {
-	notify.Register("zz-scripted", func(_ context.Context, ch notify.Channel, _ notify.Secrets) (notify.Notifier, error) {
-		if ch.Name == scriptedChannel {
-			return theScripted, nil
+	notify.Register("zz-scripted", func(_ context.Context, ch notify.Channel, secrets notify.Secrets) (notify.Notifier, error) {
+		if s, ok := secrets.(scriptedSecrets); ok && ch.Name == scriptedChannel {
+			return s.ch, nil
 		}
 		return nil, nil
 	})
@@ -104,12 +113,10 @@ func remindingPolicy(notice v1alpha1.Duration) *v1alpha1.TimeoutPolicy {
 	})
 }
 
-// The scripted channel is shared: these tests do not run in parallel.
-
 func TestRetriesBackOffWhenTheNoticeIsStillOwedAfterExpiry(t *testing.T) {
-	theScripted.set(nil, errors.New("mail server down"))
 	cm := newConfigMap("late")
 	h := newHarness(t, t0.Add(2*time.Hour), remindingPolicy("1h"), cm)
+	h.scripted.set(nil, errors.New("mail server down"))
 
 	res, err := h.reconcile(cm)
 	if err != nil {
@@ -119,10 +126,10 @@ func TestRetriesBackOffWhenTheNoticeIsStillOwedAfterExpiry(t *testing.T) {
 		t.Fatalf("RequeueAfter = %v after a failed reminder past expiry; want the backoff, at least 1s", res.RequeueAfter)
 	}
 	// Looked at again before the backoff is over: nothing is sent.
-	theScripted.set(nil, nil)
+	h.scripted.set(nil, nil)
 	res, err = h.reconcile(cm)
-	if err != nil || res.RequeueAfter < 500*time.Millisecond || theScripted.count(v1alpha1.EventReminder) != 0 {
-		t.Fatalf("second look: %v, %v, %d sends; want a wait and no send", res, err, theScripted.count(v1alpha1.EventReminder))
+	if err != nil || res.RequeueAfter < 500*time.Millisecond || h.scripted.count(v1alpha1.EventReminder) != 0 {
+		t.Fatalf("second look: %v, %v, %d sends; want a wait and no send", res, err, h.scripted.count(v1alpha1.EventReminder))
 	}
 	if h.stored(cm) == nil {
 		t.Fatal("deleted without the notice it was owed")
@@ -130,15 +137,14 @@ func TestRetriesBackOffWhenTheNoticeIsStillOwedAfterExpiry(t *testing.T) {
 }
 
 func TestAStageIsNotSentAgainWhileTheCacheLags(t *testing.T) {
-	theScripted.set(nil, nil)
 	cm := newConfigMap("lagging")
 	h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("0s"), cm)
 
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
-	if theScripted.count(v1alpha1.EventReminder) != 1 {
-		t.Fatalf("%d reminders, want 1", theScripted.count(v1alpha1.EventReminder))
+	if h.scripted.count(v1alpha1.EventReminder) != 1 {
+		t.Fatalf("%d reminders, want 1", h.scripted.count(v1alpha1.EventReminder))
 	}
 	// The cache has not seen the record yet.
 	h.mu.Lock()
@@ -150,7 +156,7 @@ func TestAStageIsNotSentAgainWhileTheCacheLags(t *testing.T) {
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
-	if n := theScripted.count(v1alpha1.EventReminder); n != 1 {
+	if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
 		t.Errorf("%d reminders after a reconcile from a lagging cache, want still 1", n)
 	}
 	h.mu.Lock()
@@ -161,13 +167,12 @@ func TestAStageIsNotSentAgainWhileTheCacheLags(t *testing.T) {
 		t.Errorf("record = %+v, want the 30m stage", rec)
 	}
 	res, err := h.reconcile(cm)
-	if err != nil || res.RequeueAfter != 29*time.Minute || theScripted.count(v1alpha1.EventReminder) != 1 {
+	if err != nil || res.RequeueAfter != 29*time.Minute || h.scripted.count(v1alpha1.EventReminder) != 1 {
 		t.Errorf("once the cache caught up: %+v, %v; want a wait for the expiry, 29m away, and no send", res, err)
 	}
 }
 
 func TestAFailedRecordWriteDoesNotResend(t *testing.T) {
-	theScripted.set(nil, nil)
 	cm := newConfigMap("unwritable")
 	h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("0s"), cm)
 	h.mu.Lock()
@@ -185,7 +190,7 @@ func TestAFailedRecordWriteDoesNotResend(t *testing.T) {
 			t.Fatalf("reconcile after a failed write: %+v, %v; want a wait for the expiry", res, err)
 		}
 	}
-	if n := theScripted.count(v1alpha1.EventReminder); n != 1 {
+	if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
 		t.Errorf("%d reminders, want 1 however often the record write fails", n)
 	}
 	var warnings int
@@ -211,14 +216,14 @@ func TestAFailedRecordWriteDoesNotResend(t *testing.T) {
 }
 
 func TestAChannelThatDoesNotCarryRemindersGivesNoNotice(t *testing.T) {
-	theScripted.set([]v1alpha1.EventType{v1alpha1.EventDeleted}, nil)
 	cm := newConfigMap("unsubscribed")
 	h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("1h"), cm)
+	h.scripted.set([]v1alpha1.EventType{v1alpha1.EventDeleted}, nil)
 
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
-	if theScripted.count(v1alpha1.EventReminder) != 0 {
+	if h.scripted.count(v1alpha1.EventReminder) != 0 {
 		t.Fatal("a channel that does not carry reminders was sent one")
 	}
 	stored := h.stored(cm)
@@ -233,13 +238,13 @@ func TestAChannelThatDoesNotCarryRemindersGivesNoNotice(t *testing.T) {
 }
 
 func TestADeletionThatFallsDueDuringAFailedSendIsNotDelayed(t *testing.T) {
-	theScripted.set(nil, errors.New("timed out"))
 	cm := newConfigMap("slow")
 	h := newHarness(t, t0.Add(59*time.Minute), remindingPolicy("0s"), cm)
+	h.scripted.set(nil, errors.New("timed out"))
 	// The send takes until past the expiry, then fails.
-	theScripted.mu.Lock()
-	theScripted.during = func() { h.clock.SetTime(t0.Add(time.Hour + time.Millisecond)) }
-	theScripted.mu.Unlock()
+	h.scripted.mu.Lock()
+	h.scripted.during = func() { h.clock.SetTime(t0.Add(time.Hour + time.Millisecond)) }
+	h.scripted.mu.Unlock()
 
 	res, err := h.reconcile(cm)
 	if err != nil {
@@ -248,7 +253,7 @@ func TestADeletionThatFallsDueDuringAFailedSendIsNotDelayed(t *testing.T) {
 	if res.RequeueAfter > 10*time.Millisecond {
 		t.Fatalf("RequeueAfter = %v after the expiry passed during the send; want to plan again at once", res.RequeueAfter)
 	}
-	theScripted.set(nil, nil)
+	h.scripted.set(nil, nil)
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +287,7 @@ func TestLeavingTheGlobalDryRunGivesTheMinimumNoticeAgain(t *testing.T) {
 
 	live := t0.Add(90 * time.Minute)
 	h.clock.SetTime(live)
-	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock}}
+	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock, Secrets: scriptedSecrets{h.scripted}}}
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
@@ -319,16 +324,16 @@ func TestLeavingTheGlobalDryRunGivesTheMinimumNoticeAgain(t *testing.T) {
 // any step (a new reconciler on the same API server) neither repeats nor
 // loses a message or a report.
 func TestARestartAtAnyStepRepeatsAndLosesNothing(t *testing.T) {
-	theScripted.set(nil, errors.New("mail server down"))
 	cm := newConfigMap("restarted")
 	h := newHarness(t, t0, remindingPolicy("1h"), cm)
+	h.scripted.set(nil, errors.New("mail server down"))
 	var all []string
 	step := func(at time.Duration, times int) {
 		t.Helper()
 		h.clock.SetTime(t0.Add(at))
 		for range times {
 			// Everything in memory is dropped.
-			h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock}}
+			h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock, Secrets: scriptedSecrets{h.scripted}}}
 			h.r.Outbox = h.r.NewOutbox(h.client, h.r.APIReader, "timeout-system", 0, logr.Discard())
 			if _, err := h.reconcile(cm); err != nil && !strings.Contains(err.Error(), "conflict") {
 				t.Fatal(err)
@@ -338,7 +343,7 @@ func TestARestartAtAnyStepRepeatsAndLosesNothing(t *testing.T) {
 	}
 	step(30*time.Minute, 3) // the reminder fails
 	step(time.Hour, 3)      // expired, no notice given
-	theScripted.set(nil, nil)
+	h.scripted.set(nil, nil)
 	step(62*time.Minute, 3) // the reminder goes out, then the postponement
 	step(90*time.Minute, 2)
 	step(122*time.Minute, 1) // deleted
@@ -364,7 +369,249 @@ func TestARestartAtAnyStepRepeatsAndLosesNothing(t *testing.T) {
 			t.Errorf("%d %s Events, want %d: %q", got, kind, want, all)
 		}
 	}
-	if r, p := theScripted.count(v1alpha1.EventReminder), theScripted.count(v1alpha1.EventPostponed); r != 1 || p != 1 {
+	if r, p := h.scripted.count(v1alpha1.EventReminder), h.scripted.count(v1alpha1.EventPostponed); r != 1 || p != 1 {
 		t.Errorf("%d reminders and %d postponements sent, want one of each", r, p)
+	}
+}
+
+// storedRecord is the reminder record on the stored object, nil when the
+// object or its record is gone.
+func storedRecord(t *testing.T, h *harness, cm *corev1.ConfigMap) *expiry.Record {
+	t.Helper()
+	s := h.stored(cm)
+	if s == nil {
+		return nil
+	}
+	r, err := expiry.ParseRecord(s.Annotations[expiry.AnnotationReminders])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// mustReconcile reconciles and fails the test on an error.
+func mustReconcile(t *testing.T, h *harness, cm *corev1.ConfigMap) ctrl.Result {
+	t.Helper()
+	res, err := h.reconcile(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestRemindersWhenTheObjectChangesDuringASend covers what happens to a
+// delivery when the object is extended, extended again or recreated while
+// a message about it is on its way.
+func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"keeps the delivery of a first reminder the object was extended during, and owes an extension message", func(t *testing.T) {
+			cm := newConfigMap("extdur")
+			h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("1h"), cm)
+			h.scripted.mu.Lock()
+			h.scripted.during = func() { h.annotate(cm, expiry.AnnotationExpiresAt, t0.Add(48*time.Hour).Format(time.RFC3339)) }
+			h.scripted.mu.Unlock()
+			mustReconcile(t, h, cm)
+			h.scripted.mu.Lock()
+			h.scripted.during = nil
+			h.scripted.mu.Unlock()
+			if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
+				t.Fatalf("%d reminders, want 1", n)
+			}
+			for range 3 {
+				mustReconcile(t, h, cm)
+			}
+			if n := h.scripted.count(v1alpha1.EventExtended); n != 1 {
+				t.Errorf("%d extended messages after people were sent a reminder for the old date; want 1", n)
+			}
+			if rec := storedRecord(t, h, cm); rec == nil || rec.NoticeAt.IsZero() {
+				t.Errorf("record %s forgot the notice given by the delivered reminder", rec)
+			}
+		}},
+		{"keeps an extension message owed when a second extension comes before it got through", func(t *testing.T) {
+			cm := newConfigMap("twice")
+			h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("0s"), cm)
+			mustReconcile(t, h, cm) // the 30m reminder
+			mustReconcile(t, h, cm)
+			h.scripted.set(nil, errors.New("down"))
+			h.annotate(cm, expiry.AnnotationExpiresAt, t0.Add(3*time.Hour).Format(time.RFC3339))
+			mustReconcile(t, h, cm) // the record follows the new expiry
+			mustReconcile(t, h, cm) // the extended message fails
+			if n := h.scripted.count(v1alpha1.EventExtended); n != 0 {
+				t.Fatalf("%d extended messages through a failing channel", n)
+			}
+			h.scripted.set(nil, nil)
+			h.annotate(cm, expiry.AnnotationExpiresAt, t0.Add(5*time.Hour).Format(time.RFC3339))
+			h.clock.Step(time.Minute)
+			mustReconcile(t, h, cm)
+			mustReconcile(t, h, cm)
+			if n := h.scripted.count(v1alpha1.EventExtended); n != 1 {
+				t.Errorf("%d extended messages: people told of 10:00 must hear of the extension once", n)
+			}
+		}},
+		{"does not carry the backoff of a failing stage over to the stage of a new expiry", func(t *testing.T) {
+			cm := newConfigMap("backoff")
+			h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("1h"), cm)
+			h.scripted.set(nil, errors.New("down"))
+			for range 8 {
+				h.clock.Step(mustReconcile(t, h, cm).RequeueAfter)
+			}
+			mustReconcile(t, h, cm)
+			last := h.clock.Now()
+			old := h.r.retries.nextAttempt(newRetryKey(keyOf(cm), cm.UID, t0.Add(time.Hour), "30m", scriptedChannel))
+			h.scripted.set(nil, nil)
+			// Extended so that the new date's 30m stage falls due in a
+			// minute, before the old stage's next attempt.
+			h.annotate(cm, expiry.AnnotationExpiresAt, last.Add(31*time.Minute).Truncate(time.Second).Add(time.Second).Format(time.RFC3339))
+			mustReconcile(t, h, cm)
+			h.clock.Step(90 * time.Second)
+			if !old.After(h.clock.Now()) {
+				t.Fatalf("the old stage's backoff ended at %s, before the new stage fell due: the case tests nothing", old)
+			}
+			res := mustReconcile(t, h, cm)
+			if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
+				t.Errorf("%d reminders 30s after the new date's stage fell due (requeue %v); want 1, not a wait for the old date's backoff", n, res.RequeueAfter)
+			}
+		}},
+		{"does not write a delivery about an object onto the object recreated under its name", func(t *testing.T) {
+			at := t0.Add(time.Hour)
+			cm := newConfigMap("recreated", expiresAt(at))
+			h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("10m"), cm)
+			h.scripted.mu.Lock()
+			h.scripted.during = func() {
+				if err := h.client.Delete(context.Background(), cm); err != nil {
+					t.Error(err)
+				}
+				again := newConfigMap("recreated", expiresAt(at), func(c *corev1.ConfigMap) {
+					c.UID = "uid-recreated-2"
+					c.CreationTimestamp = metav1.NewTime(t0.Add(31 * time.Minute))
+				})
+				if err := h.client.Create(context.Background(), again); err != nil {
+					t.Error(err)
+				}
+			}
+			h.scripted.mu.Unlock()
+			mustReconcile(t, h, cm)
+			s := h.stored(cm)
+			if s == nil || s.UID != "uid-recreated-2" {
+				t.Fatalf("stored %v, want the recreated object", s)
+			}
+			if r := s.Annotations[expiry.AnnotationReminders]; r != "" {
+				t.Errorf("the new object carries a record %s of a delivery made about the old one", r)
+			}
+		}},
+		{"reminds an object recreated under the name of one reminded, before deleting it", func(t *testing.T) {
+			// Fails today: the new object is deleted at its expiry with no
+			// reminder of its own (the delivery about the old object is
+			// remembered in memory by name). It is in the non-test code of
+			// this package, which is being split: left to that work.
+			t.Skip("known defect: a recreated object inherits the in-memory delivery of the old one")
+			at := t0.Add(time.Hour)
+			cm := newConfigMap("recreated", expiresAt(at))
+			h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("10m"), cm)
+			h.scripted.mu.Lock()
+			h.scripted.during = func() {
+				_ = h.client.Delete(context.Background(), cm)
+				_ = h.client.Create(context.Background(), newConfigMap("recreated", expiresAt(at), func(c *corev1.ConfigMap) {
+					c.UID = "uid-recreated-2"
+					c.CreationTimestamp = metav1.NewTime(t0.Add(31 * time.Minute))
+				}))
+			}
+			h.scripted.mu.Unlock()
+			mustReconcile(t, h, cm)
+			h.scripted.set(nil, nil)
+			for _, m := range []time.Duration{32, 55, 60, 61} {
+				h.clock.SetTime(t0.Add(m * time.Minute))
+				mustReconcile(t, h, cm)
+				if h.stored(cm) == nil && h.scripted.count(v1alpha1.EventReminder) == 0 {
+					t.Fatalf("the recreated object was deleted at +%dm with no reminder of its own", m)
+				}
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, tt.run)
+	}
+}
+
+// TestRemindersWhenDeliveryOrItsRecordFails covers a channel that keeps
+// failing and a record write that fails, for a while or for good.
+func TestRemindersWhenDeliveryOrItsRecordFails(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"reports NoticeNotGiven for an object held past expiry by a channel that failed since before it", func(t *testing.T) {
+			cm := newConfigMap("nng")
+			h := newHarness(t, t0.Add(30*time.Minute), remindingPolicy("1h"), cm)
+			h.scripted.set(nil, errors.New("mail server down"))
+			var all []string
+			for i := 0; i < 40 && h.clock.Now().Before(t0.Add(3*time.Hour)); i++ {
+				h.clock.Step(mustReconcile(t, h, cm).RequeueAfter)
+				all = append(all, kinds(drain(h.rec))...)
+			}
+			if h.stored(cm) == nil {
+				t.Fatal("deleted although no reminder got through")
+			}
+			if !slices.Contains(all, "Warning NoticeNotGiven") {
+				t.Errorf("held past expiry for want of notice, but Events %q have no NoticeNotGiven", all)
+			}
+		}},
+		{"counts the Event that is the reminder as notice when its record write failed once", func(t *testing.T) {
+			cm := newConfigMap("evrem")
+			p := newPolicy("plain", reminders("30m"), func(p *v1alpha1.TimeoutPolicy) { p.Spec.MinimumNotice = "1h" })
+			h := newHarness(t, t0.Add(31*time.Minute), p, cm)
+			h.mu.Lock()
+			h.patchErr = apierrors.NewServiceUnavailable("etcd leader change")
+			h.mu.Unlock()
+			if _, err := h.reconcile(cm); err == nil {
+				t.Fatal("a failed record write was not reported")
+			}
+			h.mu.Lock()
+			h.patchErr = nil
+			h.mu.Unlock()
+			all := kinds(drain(h.rec))
+			mustReconcile(t, h, cm) // the pending delivery is written
+			if rec := storedRecord(t, h, cm); rec == nil || !slices.Equal(rec.Sent["30m"].Channels, []string{notify.EventsChannel}) {
+				t.Fatalf("record %s, want the 30m stage delivered as an Event", rec)
+			}
+			// One hour of notice from 09:31.
+			h.clock.SetTime(t0.Add(91*time.Minute + time.Second))
+			mustReconcile(t, h, cm)
+			all = append(all, kinds(drain(h.rec))...)
+			if h.stored(cm) != nil {
+				t.Fatalf("not deleted a minimum notice after the reminder; Events %q", all)
+			}
+			if i, j := slices.Index(all, "Normal ReminderSent"), slices.Index(all, "Normal Deleted"); i < 0 || i > j {
+				t.Errorf("Events %q: want the ReminderSent Event, the notice counted, before Deleted", all)
+			}
+		}},
+		{"neither blocks an object whose record can never be written nor keeps quiet about it", func(t *testing.T) {
+			cm := newConfigMap("forbidden")
+			h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("0s"), cm)
+			h.mu.Lock()
+			h.patchErr = apierrors.NewForbidden(configMaps, cm.Name, errors.New("no patch"))
+			h.mu.Unlock()
+			var all []string
+			for _, at := range []time.Duration{31 * time.Minute, 2 * time.Hour} {
+				h.clock.SetTime(t0.Add(at))
+				_, _ = h.reconcile(cm) // the first write is refused
+				all = append(all, kinds(drain(h.rec))...)
+			}
+			if h.stored(cm) != nil {
+				t.Errorf("still there an hour after expiry; Events %q", all)
+			}
+			if !slices.Contains(all, "Warning RecordFailed") {
+				t.Errorf("Events %q: want a RecordFailed warning", all)
+			}
+			if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
+				t.Errorf("%d reminders, want 1", n)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, tt.run)
 	}
 }

@@ -6,6 +6,7 @@ package expiry
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -24,6 +25,15 @@ var (
 func sent(rec *Record, key string, at time.Time, channels ...string) *Record {
 	rec.Delivered(key, key != KeyExtended && key != KeyPostponed, channels, at)
 	return rec
+}
+
+// mustParseRecord parses a record annotation for a table.
+func mustParseRecord(s string) *Record {
+	r, err := ParseRecord(s)
+	if err != nil {
+		panic(err)
+	}
+	return r
 }
 
 func fresh() *Record { return (*Record)(nil).For(expires, created, created) }
@@ -210,6 +220,35 @@ func TestNext(t *testing.T) {
 			}(),
 			now:  expires.Add(time.Hour),
 			want: Plan{Action: Delete, At: expires},
+		},
+		{
+			name: "announces in an extension message the postponed deletion people were told of, not the new expiry",
+			life: Lifetime{ExpiresAt: expires.Add(2 * time.Hour)}, schedule: standard,
+			record: sent(sent(fresh(), "2d", expires.Add(-time.Hour), people...), KeyPostponed, expires, people...).
+				For(expires.Add(2*time.Hour), created, expires.Add(time.Hour)),
+			now: expires.Add(time.Hour),
+			// The 2d reminder went out at expiry-1h: a day's notice from then.
+			want: Plan{Action: Notify, Event: v1alpha1.EventExtended, Key: KeyExtended, At: expires.Add(23 * time.Hour), Channels: people,
+				Deadline: expires.Add(2 * time.Hour)},
+		},
+		{
+			name:     "waits for an announced postponement after the minimum notice was lowered",
+			life:     Lifetime{ExpiresAt: expires},
+			schedule: Schedule{DefaultTTL: standard.DefaultTTL, Reminders: standard.Reminders, MinimumNotice: 2 * time.Hour},
+			record: func() *Record {
+				r := sent(sent(fresh(), "2d", expires.Add(-time.Hour), people...), KeyPostponed, expires, people...)
+				r.PostponedTo = expires.Add(23 * time.Hour) // as the controller records it
+				return r
+			}(),
+			now:  expires.Add(2 * time.Hour),
+			want: Plan{Action: Wait, At: expires.Add(23 * time.Hour)},
+		},
+		{
+			name: "reads an empty record annotation as no record: reminds at expiry rather than delete",
+			life: Lifetime{ExpiresAt: expires}, schedule: standard,
+			record: mustParseRecord(`{}`).For(expires, created, expires), now: expires,
+			want: Plan{Action: Notify, Event: v1alpha1.EventReminder, Key: "2d", At: expires.Add(Day), Channels: people,
+				Deadline: expires},
 		},
 		{
 			name: "sends no extension message when nobody had been told anything",
@@ -462,4 +501,178 @@ func worstRecord(channels []string) *Record {
 		}
 	}
 	return rec
+}
+
+// A policy with dryRun, defaultTTL 6s, reminders [3s], minimumNotice 8s:
+// reminder, postponed, would-delete; then dryRun is switched off. The
+// notice given during the rehearsal led to no deletion: the object gets
+// the minimum notice again from the moment the deletion goes live.
+func TestNextWhenADryRunGoesLive(t *testing.T) {
+	c := created
+	s := Schedule{DefaultTTL: 6 * time.Second, Reminders: []time.Duration{3 * time.Second}, MinimumNotice: 8 * time.Second}
+	e := c.Add(6 * time.Second)
+	ch := toAll(people)
+	ch[v1alpha1.EventWouldDelete] = people
+	rehearsed := func() *Record {
+		r := (*Record)(nil).For(e, c, c)
+		r.Delivered("3s", true, people, c.Add(3*time.Second))
+		r.Delivered(KeyPostponed, false, people, e)
+		r.PostponedTo = c.Add(11 * time.Second)
+		r.Delivered(KeyWouldDelete, false, people, c.Add(11*time.Second))
+		return r
+	}
+	live := c.Add(15 * time.Second)
+	wentLive := rehearsed()
+	wentLive.Delivered(KeyLive, false, people, live)
+	wentLive.PostponedTo = live.Add(8 * time.Second)
+	noNotice := s
+	noNotice.MinimumNotice = 0
+
+	tests := []struct {
+		name     string
+		schedule Schedule
+		record   *Record
+		dryRun   bool
+		now      time.Time
+		want     Plan
+	}{
+		{
+			name: "reports the rehearsed deletion once under dry run", schedule: s, dryRun: true, now: c.Add(11 * time.Second),
+			record: func() *Record {
+				r := rehearsed()
+				delete(r.Sent, KeyWouldDelete)
+				return r
+			}(),
+			want: Plan{Action: Notify, Event: v1alpha1.EventWouldDelete, Key: KeyWouldDelete, At: e, Channels: people},
+		},
+		{
+			name: "rehearses nothing more once the rehearsal was reported", schedule: s, dryRun: true, now: live,
+			record: rehearsed(), want: Plan{Action: Delete, At: e},
+		},
+		{
+			name: "postpones a rehearsed deletion by the minimum notice when it goes live", schedule: s, now: live,
+			record: rehearsed(),
+			want:   Plan{Action: Notify, Event: v1alpha1.EventPostponed, Key: KeyLive, At: live.Add(8 * time.Second), Channels: people},
+		},
+		{
+			name: "waits for the time announced on going live", schedule: s, now: live.Add(time.Second),
+			record: wentLive, want: Plan{Action: Wait, At: live.Add(8 * time.Second)},
+		},
+		{
+			name: "deletes at the time announced on going live", schedule: s, now: live.Add(8 * time.Second),
+			record: wentLive, want: Plan{Action: Delete, At: e},
+		},
+		{
+			name: "deletes a rehearsed object at once on going live when the minimum notice is off", schedule: noNotice, now: live,
+			record: rehearsed(), want: Plan{Action: Delete, At: e},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Next(Input{Life: Lifetime{ExpiresAt: e}, Schedule: tt.schedule, Record: tt.record, Channels: ch, DryRun: tt.dryRun, Now: tt.now})
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Next() = %+v\nwant     %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestNextKeepsTheNoticeAcrossLifetimeChanges plays a lifetime minute by
+// minute, delivering what Next asks for as the controller records it, while
+// the expiry changes under it: an object is deleted only after a reminder
+// reached people, a minimum notice after the first one, and never before a
+// time a message gave.
+func TestNextKeepsTheNoticeAcrossLifetimeChanges(t *testing.T) {
+	extendAt := expires.Add(-Day)
+	remindedAt := expires.Add(-3 * Day)
+	// announced is a record of a 3d reminder that told people of expires.
+	announced := func() *Record {
+		rec := (*Record)(nil).For(expires, created, remindedAt)
+		rec.Delivered(StageKey(3*Day), true, people, remindedAt)
+		rec.Announce(expires)
+		return rec
+	}
+	shortened := func(time.Time) time.Time { return created.Add(Day) }
+	oneHourNotice := Schedule{DefaultTTL: 14 * Day, Reminders: []time.Duration{3 * Day}, MinimumNotice: time.Hour}
+	noNotice := oneHourNotice
+	noNotice.MinimumNotice = 0
+
+	tests := []struct {
+		name     string
+		schedule Schedule
+		record   *Record
+		from     time.Time
+		// expiry is the object's expiry at now.
+		expiry func(now time.Time) time.Time
+		// Every delivery fails before deliverFrom.
+		deliverFrom time.Time
+		// The deletion falls in [notBefore, by].
+		notBefore, by time.Time
+	}{
+		{
+			// Reminders [3d, 2d] all fail until after the object was
+			// extended by an hour at expiry-1d: the stages owed before the
+			// extension stay owed, and the day of notice counts from the
+			// first reminder that got through.
+			name:     "keeps the notice owed before an extension made while every channel failed",
+			schedule: standard, from: created,
+			expiry: func(now time.Time) time.Time {
+				if now.Before(extendAt) {
+					return expires
+				}
+				return expires.Add(time.Hour)
+			},
+			deliverFrom: extendAt.Add(time.Minute),
+			// The first reminder, at expiry-1d+1m, gives a day's notice
+			// before the new expiry: the object goes at that expiry.
+			notBefore: expires.Add(time.Hour), by: expires.Add(time.Hour),
+		},
+		{
+			name:     "never deletes before the time a reminder gave when the lifetime is shortened into the past",
+			schedule: noNotice, record: announced(), from: remindedAt.Add(time.Minute), expiry: shortened,
+			notBefore: expires, by: expires.Add(time.Minute),
+		},
+		{
+			name:     "owes the shortened lifetime its own notice after the time a reminder gave",
+			schedule: oneHourNotice, record: announced(), from: remindedAt.Add(time.Minute), expiry: shortened,
+			notBefore: expires, by: expires.Add(time.Hour + time.Minute),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := tt.record
+			var firstReminder, deletedAt time.Time
+			for now := tt.from; deletedAt.IsZero() && now.Before(expires.Add(3*Day)); now = now.Add(time.Minute) {
+				expiry := tt.expiry(now)
+				rec = rec.For(expiry, created, now)
+				p := Next(Input{Life: Lifetime{ExpiresAt: expiry}, Schedule: tt.schedule, Record: rec, Channels: toAll(people), Now: now})
+				switch {
+				case p.Action == Delete:
+					deletedAt = now
+				case p.Action == Notify && !now.Before(tt.deliverFrom):
+					// As the controller records a delivery.
+					rec = rec.Clone()
+					rec.Delivered(p.Key, p.Event == v1alpha1.EventReminder, p.Channels, now)
+					if p.Event == v1alpha1.EventPostponed {
+						rec.PostponedTo = p.At
+					}
+					rec.Announce(p.At)
+					if p.Event == v1alpha1.EventReminder && firstReminder.IsZero() {
+						firstReminder = now
+					}
+				}
+			}
+			switch {
+			case deletedAt.IsZero():
+				t.Fatal("never deleted")
+			case tt.record == nil && firstReminder.IsZero():
+				t.Fatalf("deleted at %s with no reminder delivered", deletedAt)
+			case tt.record == nil && deletedAt.Before(firstReminder.Add(tt.schedule.MinimumNotice)):
+				t.Fatalf("deleted at %s, %s after the first reminder; the minimum notice is %s",
+					deletedAt, deletedAt.Sub(firstReminder), tt.schedule.MinimumNotice)
+			case deletedAt.Before(tt.notBefore) || deletedAt.After(tt.by):
+				t.Errorf("deleted at %s, want between %s and %s", deletedAt, tt.notBefore, tt.by)
+			}
+		})
+	}
 }

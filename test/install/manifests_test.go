@@ -20,6 +20,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 )
@@ -214,11 +215,29 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 	}
 }
 
+// TestDeploymentIsRestrictedAndSized checks the Deployment config/default
+// installs, and the objects that go with it, one concern a subtest.
 func TestDeploymentIsRestrictedAndSized(t *testing.T) {
 	objs := decode(t, kustomize(t, "config/default"))
 	d := convert[appsv1.Deployment](t, find(t, objs, "Deployment", deployment))
 	pod := d.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	t.Run("runs two labelled replicas under its ServiceAccount", func(t *testing.T) { checkDeploymentMeta(t, d, pod) })
+	t.Run("runs as non-root without privileges", func(t *testing.T) { checkPodSecurity(t, pod) })
+	t.Run("runs the pinned image with the install's flags, ports and probes", func(t *testing.T) { checkContainer(t, c, env) })
+	t.Run("limits memory below GOMEMLIMIT's reach and not CPU", func(t *testing.T) { checkResources(t, c, env) })
+	t.Run("outlives its graceful shutdown and spreads across nodes", func(t *testing.T) { checkAvailability(t, pod, c) })
+	t.Run("is selected by its PodDisruptionBudget and metrics Service", func(t *testing.T) { checkSelectors(t, objs, d) })
+}
 
+func checkDeploymentMeta(t *testing.T, d *appsv1.Deployment, pod corev1.PodSpec) {
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
 		t.Errorf("replicas %v, want 2", d.Spec.Replicas)
 	}
@@ -230,14 +249,13 @@ func TestDeploymentIsRestrictedAndSized(t *testing.T) {
 			t.Errorf("label %s=%s missing on the Deployment or its pods", k, v)
 		}
 	}
+}
 
+func checkPodSecurity(t *testing.T, pod corev1.PodSpec) {
 	psc := pod.SecurityContext
 	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != 65532 ||
 		psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("pod securityContext %+v: want runAsNonRoot, runAsUser 65532, seccomp RuntimeDefault", psc)
-	}
-	if len(pod.Containers) != 1 {
-		t.Fatalf("%d containers, want 1", len(pod.Containers))
 	}
 	c := pod.Containers[0]
 	sc := c.SecurityContext
@@ -250,7 +268,9 @@ func TestDeploymentIsRestrictedAndSized(t *testing.T) {
 	if pod.HostNetwork || pod.HostPID || pod.HostIPC {
 		t.Error("the pod shares a host namespace")
 	}
+}
 
+func checkContainer(t *testing.T, c corev1.Container, env map[string]corev1.EnvVar) {
 	if c.Image != "ghcr.io/amphitheatre-app/timeout-controller:v0.1.0" {
 		t.Errorf("image %q", c.Image)
 	}
@@ -259,10 +279,6 @@ func TestDeploymentIsRestrictedAndSized(t *testing.T) {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("args %v lack %s", c.Args, arg)
 		}
-	}
-	env := map[string]corev1.EnvVar{}
-	for _, e := range c.Env {
-		env[e.Name] = e
 	}
 	if e := env["POD_NAMESPACE"]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
 		t.Errorf("POD_NAMESPACE is %+v, want the pod's metadata.namespace", e)
@@ -279,7 +295,9 @@ func TestDeploymentIsRestrictedAndSized(t *testing.T) {
 			t.Errorf("probe %s: %+v", name, p)
 		}
 	}
+}
 
+func checkResources(t *testing.T, c corev1.Container, env map[string]corev1.EnvVar) {
 	// Memory is limited, with GOMEMLIMIT below the limit so the garbage
 	// collector works harder before the kernel kills; CPU is not.
 	limit, ok := c.Resources.Limits[corev1.ResourceMemory]
@@ -301,7 +319,10 @@ func TestDeploymentIsRestrictedAndSized(t *testing.T) {
 	if gomem.Cmp(limit) >= 0 || gomem.Cmp(c.Resources.Requests[corev1.ResourceMemory]) <= 0 {
 		t.Errorf("GOMEMLIMIT %s should lie between the memory request and limit %s", gomem.String(), limit.String())
 	}
+}
 
+func checkAvailability(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
+	var err error
 	shutdown := 30 * time.Second // --graceful-shutdown-timeout's default
 	for _, a := range c.Args {
 		if v, ok := strings.CutPrefix(a, "--graceful-shutdown-timeout="); ok {
@@ -316,7 +337,9 @@ func TestDeploymentIsRestrictedAndSized(t *testing.T) {
 	if len(pod.TopologySpreadConstraints) == 0 && (pod.Affinity == nil || pod.Affinity.PodAntiAffinity == nil) {
 		t.Error("nothing spreads the replicas across nodes")
 	}
+}
 
+func checkSelectors(t *testing.T, objs []*unstructured.Unstructured, d *appsv1.Deployment) {
 	podLabels := labels.Set(d.Spec.Template.Labels)
 	pdb := convert[policyv1.PodDisruptionBudget](t, find(t, objs, "PodDisruptionBudget", deployment))
 	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {

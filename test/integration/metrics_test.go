@@ -67,7 +67,9 @@ func TestMetricsAreServedOnlyToAuthorizedScrapers(t *testing.T) {
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("the manager stopped with %v", err)
+		}
 	})
 
 	// The certificate is self-signed; what is checked here is the caller.

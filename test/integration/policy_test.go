@@ -302,11 +302,11 @@ func TestEditingAPolicyReplansItsObjects(t *testing.T) {
 
 	edited := time.Now()
 	mergePatchPolicy(t, p, `{"spec":{"defaultTTL":"2s"}}`)
-	expiry := pb.after(2 * time.Second)
-	if edited.After(expiry) {
-		expiry = edited
+	due := pb.after(2 * time.Second)
+	if edited.After(due) {
+		due = edited
 	}
-	pb.expectDeletedOnTime(t, expiry)
+	pb.expectDeletedOnTime(t, due)
 }
 
 func TestDeletingAPolicyLeavesItsObjectsAlone(t *testing.T) {
