@@ -14,14 +14,13 @@ import (
 )
 
 func TestAReminderToABusyChannelFreesTheWorkerAndIsSentOnceLater(t *testing.T) {
-	theScripted.set(nil, nil)
-	started, release := make(chan struct{}, 2), make(chan struct{})
-	theScripted.mu.Lock()
-	theScripted.during = func() { started <- struct{}{}; <-release }
-	theScripted.mu.Unlock()
 	first, second := newConfigMap("first"), newConfigMap("second")
 	h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("0s"), first, second)
 	h.r.Channels.Limiter = notify.NewLimiter(1)
+	started, release := make(chan struct{}, 2), make(chan struct{})
+	h.scripted.mu.Lock()
+	h.scripted.during = func() { started <- struct{}{}; <-release }
+	h.scripted.mu.Unlock()
 
 	firstDone := make(chan error, 1)
 	go func() {
@@ -70,7 +69,7 @@ func TestAReminderToABusyChannelFreesTheWorkerAndIsSentOnceLater(t *testing.T) {
 	if _, err := h.reconcile(second); err != nil {
 		t.Fatal(err)
 	}
-	if n := theScripted.count(v1alpha1.EventReminder); n != 2 {
+	if n := h.scripted.count(v1alpha1.EventReminder); n != 2 {
 		t.Errorf("%d reminders sent, want 2: one per object", n)
 	}
 	rec, _ := expiry.ParseRecord(h.stored(second).Annotations[expiry.AnnotationReminders])
@@ -80,7 +79,7 @@ func TestAReminderToABusyChannelFreesTheWorkerAndIsSentOnceLater(t *testing.T) {
 	if _, err := h.reconcile(second); err != nil {
 		t.Fatal(err)
 	}
-	if n := theScripted.count(v1alpha1.EventReminder); n != 2 {
+	if n := h.scripted.count(v1alpha1.EventReminder); n != 2 {
 		t.Errorf("%d reminders after another look, want still 2", n)
 	}
 }

@@ -584,8 +584,8 @@ func TestRemindersWhenDeliveryOrItsRecordFails(t *testing.T) {
 			if h.stored(cm) != nil {
 				t.Fatalf("not deleted a minimum notice after the reminder; Events %q", all)
 			}
-			if i, j := slices.Index(all, "Normal ReminderSent"), slices.Index(all, "Normal Deleted"); i < 0 || i > j {
-				t.Errorf("Events %q: want the ReminderSent Event, the notice counted, before Deleted", all)
+			if i, j := slices.Index(all, "Normal MessageSent"), slices.Index(all, "Normal Deleted"); i < 0 || i > j {
+				t.Errorf("Events %q: want the MessageSent Event, the notice counted, before Deleted", all)
 			}
 		}},
 		{"neither blocks an object whose record can never be written nor keeps quiet about it", func(t *testing.T) {
