@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -94,6 +93,13 @@ func run() error {
 		"Namespace the expired and deleted messages are kept in, as ConfigMaps, until every channel accepted them (the pod's own, from POD_NAMESPACE, by default; else --leader-election-namespace, else \"default\").")
 	flag.DurationVar(&opts.NotificationGiveUpAfter, "notification-give-up-after", outbox.DefaultGiveUpAfter,
 		"How long after a deletion its expired and deleted messages are retried on a channel that refuses them before the controller gives up.")
+	// A reminder is sent from a worker: without a cap, a receiver taking
+	// seconds per message could hold all of them and delay deletions.
+	// 16 leaves 48 of the 64 default workers to everything else even when
+	// three channels are slow at once, and is a number of connections
+	// an SMTP server or webhook receiver accepts from one client.
+	flag.IntVar(&opts.MaxSendsPerChannel, "max-sends-per-channel", 16,
+		"Messages each NotificationChannel sends at once; a reminder finding its channel at the limit is retried within a second, without backoff. 0 means no limit.")
 	flag.DurationVar(&opts.StatusInterval, "policy-status-interval", 30*time.Second, "How often TimeoutPolicy status counts are refreshed from the cache.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -142,9 +148,8 @@ func run() error {
 		RenewDeadline:                 &renewDeadline,
 		RetryPeriod:                   &retryPeriod,
 		GracefulShutdownTimeout:       &shutdownTimeout,
-		// Only metadata is read; dropping managedFields halves what the
-		// cache holds per object.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// Governed objects are cached with only what decisions read.
+		Cache: controller.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

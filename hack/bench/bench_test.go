@@ -64,6 +64,10 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("cold start %vs, peak RSS %d, RSS at sync %d, CPU %vs: want all positive",
 				rep.ColdStartSeconds, rep.PeakRSSBytes, rep.RSSAtSyncBytes, rep.CPUSeconds)
 		}
+		if rep.IdleRSSBytes <= 0 || rep.IdleHeapLiveBytes <= 0 || rep.ControllerAtSync.HeapLive <= 0 || rep.BinaryBytes <= 0 {
+			t.Errorf("idle RSS %d, idle live heap %d, live heap at sync %v, binary %d: want all positive",
+				rep.IdleRSSBytes, rep.IdleHeapLiveBytes, rep.ControllerAtSync.HeapLive, rep.BinaryBytes)
+		}
 		if rep.Controller.Reconciles < float64(cfg.N) {
 			t.Errorf("%v object reconciles, want at least %d", rep.Controller.Reconciles, cfg.N)
 		}
@@ -87,7 +91,7 @@ func TestSmoke(t *testing.T) {
 		}
 	})
 	t.Run("prints one table and writes JSON with every field", func(t *testing.T) {
-		for _, want := range []string{"cold start", "controller peak RSS", "controller CPU", "deletion", "reminder", "DELETE playbooks"} {
+		for _, want := range []string{"cold start", "controller idle", "live heap per object", "controller peak RSS", "controller CPU", "deletion", "reminder", "DELETE playbooks"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("the table has no %q", want)
 			}

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -161,6 +162,11 @@ func (cl *cluster) createPolicy(ctx context.Context, cfg config, rc *receiver) e
 	if err := cl.client.Create(ctx, channel); err != nil {
 		return fmt.Errorf("create NotificationChannel: %w", err)
 	}
+	if cfg.Slow > 0 {
+		if err := cl.createSlowPolicy(ctx, rc); err != nil {
+			return err
+		}
+	}
 	policy := &v1alpha1.TimeoutPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: policyName},
 		Spec: v1alpha1.TimeoutPolicySpec{
@@ -171,6 +177,10 @@ func (cl *cluster) createPolicy(ctx context.Context, cfg config, rc *receiver) e
 			IdleTTL:       idleTTL(cfg),
 			Notifications: v1alpha1.Notifications{Channels: []v1alpha1.ChannelReference{{Name: channel.Name}}},
 		},
+	}
+	if cfg.Slow > 0 {
+		policy.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: slowLabel, Operator: metav1.LabelSelectorOpDoesNotExist}}}
 	}
 	if err := cl.client.Create(ctx, policy); err != nil {
 		return fmt.Errorf("create TimeoutPolicy: %w", err)
@@ -184,8 +194,12 @@ type population struct {
 	// expiring are the names of those that expire during the run.
 	expiring          []string
 	firstDue, lastDue time.Time
-	took              time.Duration
-	created           time.Time
+	// slow are the Playbooks reminded through the slow SMTP server, all
+	// due at slowDue.
+	slow    []string
+	slowDue time.Time
+	took    time.Duration
+	created time.Time
 }
 
 // populate creates the Playbooks: first those that expire a day later,
@@ -196,7 +210,7 @@ func (cl *cluster) populate(ctx context.Context, cfg config) (*population, error
 	start := time.Now()
 	later := cfg.N - cfg.Expiring
 	far := start.Add(24 * time.Hour).Truncate(time.Second)
-	err := cl.create(ctx, cfg, later, func(i int) time.Time { return far.Add(time.Duration(i%3600) * time.Second) }, false, pop)
+	err := cl.create(ctx, cfg, later, func(i int) time.Time { return far.Add(time.Duration(i%3600) * time.Second) }, others, pop)
 	if err != nil {
 		return nil, err
 	}
@@ -217,8 +231,18 @@ func (cl *cluster) populate(ctx context.Context, cfg config) (*population, error
 		i -= cfg.Burst
 		return windowStart.Add(time.Duration(int64(cfg.Window) * int64(i) / int64(spread))).Truncate(time.Second)
 	}
-	if err := cl.create(ctx, cfg, cfg.Expiring, at, true, pop); err != nil {
+	if err := cl.create(ctx, cfg, cfg.Expiring, at, expiring, pop); err != nil {
 		return nil, err
+	}
+	if cfg.Slow > 0 {
+		// Their reminders all fall due in one second, a quarter into the
+		// window, while the expiring ones are being deleted; they expire
+		// long after the run.
+		pop.slowDue = windowStart.Add(cfg.Window / 4).Truncate(time.Second)
+		slowAt := func(int) time.Time { return pop.slowDue.Add(slowLead) }
+		if err := cl.create(ctx, cfg, cfg.Slow, slowAt, slow, pop); err != nil {
+			return nil, err
+		}
 	}
 	pop.created = time.Now()
 	pop.took = pop.created.Sub(start)
@@ -240,9 +264,20 @@ func (cl *cluster) populate(ctx context.Context, cfg config) (*population, error
 	return pop, nil
 }
 
-// create makes n Playbooks, the i-th expiring at at(i), with cfg.Creators
-// requests in flight.
-func (cl *cluster) create(ctx context.Context, cfg config, n int, at func(int) time.Time, expiring bool, pop *population) error {
+// The roles a created Playbook has in the run.
+const (
+	// others expire a day later.
+	others = iota
+	// expiring expire during the run: their deletions and reminders are
+	// measured.
+	expiring
+	// slow are reminded through the slow SMTP server (-slow).
+	slow
+)
+
+// create makes n Playbooks of one role, the i-th expiring at at(i), with
+// cfg.Creators requests in flight.
+func (cl *cluster) create(ctx context.Context, cfg config, n int, at func(int) time.Time, role int, pop *population) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	next := make(chan int)
@@ -252,14 +287,20 @@ func (cl *cluster) create(ctx context.Context, cfg config, n int, at func(int) t
 		wg.Go(func() {
 			for i := range next {
 				obj := newPlaybook(i, at(i), cfg.Characters)
+				if role == slow {
+					obj.SetLabels(map[string]string{slowLabel: "true"})
+				}
 				if err := cl.createOne(ctx, obj); err != nil {
 					cancel(fmt.Errorf("create Playbook %d: %w", i, err))
 					return
 				}
 				mu.Lock()
 				pop.expiresAt[obj.GetName()] = at(i)
-				if expiring {
+				switch role {
+				case expiring:
 					pop.expiring = append(pop.expiring, obj.GetName())
+				case slow:
+					pop.slow = append(pop.slow, obj.GetName())
 				}
 				mu.Unlock()
 			}
@@ -353,9 +394,24 @@ func newPlaybook(i int, expiresAt time.Time, characters int) *unstructured.Unstr
 	u.SetAPIVersion("amphitheatre.app/v1")
 	u.SetKind("Playbook")
 	u.SetName(id)
-	u.SetAnnotations(map[string]string{expiry.AnnotationExpiresAt: expiresAt.UTC().Format(time.RFC3339)})
+	annotations := map[string]string{expiry.AnnotationExpiresAt: expiresAt.UTC().Format(time.RFC3339)}
+	if i%2 == 0 {
+		// Half of them as `kubectl apply` leaves them: the whole applied
+		// manifest in an annotation, as real ConfigMaps and Deployments
+		// carry it. The controller must not pay for it in memory.
+		u.SetAnnotations(annotations)
+		applied, err := json.Marshal(u.Object)
+		if err != nil {
+			panic(err) // a map of strings, numbers and booleans always marshals
+		}
+		annotations[lastApplied] = string(applied) + "\n"
+	}
+	u.SetAnnotations(annotations)
 	return u
 }
+
+// lastApplied is the annotation kubectl apply writes.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // apiMetrics reads the API server's request counts: those that have
 // ended, by verb and resource, and the watches open.

@@ -43,7 +43,12 @@ type config struct {
 	Grace time.Duration `json:"grace"`
 	// Settle is how long the run keeps listening once everything came,
 	// to catch duplicates.
-	Settle     time.Duration `json:"settle"`
+	Settle time.Duration `json:"settle"`
+	// Slow more Playbooks have their reminders fall due in the same
+	// second, sent by e-mail to an SMTP server that takes SMTPDelay to
+	// accept each message; they expire long after the run.
+	Slow       int           `json:"slow,omitempty"`
+	SMTPDelay  time.Duration `json:"smtpDelay,omitempty"`
 	Characters int           `json:"characters"`
 	// Touch is the share of the Playbooks whose spec is edited (use the
 	// controller observes) every TouchEvery for TouchFor, under a policy
@@ -83,6 +88,8 @@ func main() {
 	flag.DurationVar(&cfg.TouchEvery, "touch-every", time.Second, "How often the touched Playbooks are edited.")
 	flag.DurationVar(&cfg.TouchFor, "touch-for", time.Minute, "How long the touched Playbooks are edited, ending with the last expiry.")
 	flag.DurationVar(&cfg.IdleTTL, "idle-ttl", 0, "The policy's idleTTL (0: none). It must not exceed -margin, so that no expiry the run measures moves.")
+	flag.IntVar(&cfg.Slow, "slow", 0, "More Playbooks whose reminders fall due in the same second, a quarter into the window, sent by e-mail to a slow SMTP server.")
+	flag.DurationVar(&cfg.SMTPDelay, "smtp-delay", 2*time.Second, "How long the slow SMTP server takes to accept each message (with -slow).")
 	flag.IntVar(&cfg.Characters, "characters", 3, "Characters in each Playbook's spec.")
 	flag.IntVar(&cfg.Creators, "creators", 32, "Playbooks created in parallel.")
 	flag.IntVar(&cfg.Workers, "workers", 0, "The controller's --workers (its default when 0).")
@@ -185,7 +192,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc, err := startReceiver()
+	rc, err := startReceiver(cfg.SMTPDelay)
 	if err != nil {
 		return nil, err
 	}
@@ -193,6 +200,14 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	if err := cl.createPolicy(ctx, cfg, rc); err != nil {
 		return nil, err
 	}
+
+	// Idle: the controller with its policy and no Playbook at all, as a
+	// cluster's add-on is sized before anything is created.
+	idle, err := measureIdle(ctx, cl, filepath.Join(tmp, "idle.log"), cfg)
+	if err != nil {
+		return nil, err
+	}
+	p.say("idle controller: %.1f MiB resident, %.1f MiB live heap", float64(idle.proc.rss)/(1<<20), idle.metrics.HeapLive/(1<<20))
 
 	p.say("creating %d Playbooks with %d characters each, %d parallel", cfg.N, cfg.Characters, cfg.Creators)
 	pop, err := cl.populate(ctx, cfg)
@@ -208,7 +223,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	}
 	defer w.stop()
 
-	m := &measurement{cfg: cfg, pop: pop, cl: cl, rc: rc, w: w, p: p}
+	m := &measurement{cfg: cfg, pop: pop, cl: cl, rc: rc, w: w, p: p, idle: idle}
 	before, err := cl.apiMetrics(ctx)
 	if err != nil {
 		return nil, err

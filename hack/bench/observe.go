@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/emersion/go-smtp"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -126,10 +127,16 @@ type receiver struct {
 	// that failed the checks.
 	others  map[string]int
 	refused []string
+
+	// smtp is the slow SMTP server (-slow) at smtpAddr; mail notes when
+	// it accepted each Playbook's reminders, by name.
+	smtp     *smtp.Server
+	smtpAddr *net.TCPAddr
+	mail     map[string][]time.Time
 }
 
-func startReceiver() (*receiver, error) {
-	rc := &receiver{key: make([]byte, 32), reminders: map[string][]time.Time{}, others: map[string]int{}}
+func startReceiver(smtpDelay time.Duration) (*receiver, error) {
+	rc := &receiver{key: make([]byte, 32), reminders: map[string][]time.Time{}, others: map[string]int{}, mail: map[string][]time.Time{}}
 	_, _ = rand.Read(rc.key)
 	rc.secret = "whsec_" + base64.StdEncoding.EncodeToString(rc.key)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -141,10 +148,19 @@ func startReceiver() (*receiver, error) {
 	mux.HandleFunc("POST /hooks/timeout", rc.serve)
 	rc.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	go func() { _ = rc.srv.Serve(l) }()
+	if err := rc.startSMTP(smtpDelay); err != nil {
+		rc.close()
+		return nil, err
+	}
 	return rc, nil
 }
 
-func (rc *receiver) close() { _ = rc.srv.Close() }
+func (rc *receiver) close() {
+	_ = rc.srv.Close()
+	if rc.smtp != nil {
+		_ = rc.smtp.Close()
+	}
+}
 
 func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
@@ -238,6 +254,9 @@ type ctrlMetrics struct {
 	HeapRetained float64 `json:"heapIdleRetainedBytes"`
 	Stacks       float64 `json:"stackBytes"`
 	NextGC       float64 `json:"nextGCBytes"`
+	// HeapLive is the heap the last collection found live: what the
+	// objects cost, without the collector's slack.
+	HeapLive float64 `json:"heapLiveBytes"`
 }
 
 func scrapeController(ctx context.Context, addr string) (ctrlMetrics, error) {
@@ -248,7 +267,7 @@ func scrapeController(ctx context.Context, addr string) (ctrlMetrics, error) {
 	var m ctrlMetrics
 	samples, err := parseMetrics(body, "controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
 		"workqueue_depth", "controller_runtime_active_workers", "go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes",
-		"go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_next_gc_bytes",
+		"go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_next_gc_bytes", "go_gc_heap_live_bytes",
 		"timeout_controller_activity_writes_total")
 	if err != nil {
 		return ctrlMetrics{}, err
@@ -267,6 +286,8 @@ func scrapeController(ctx context.Context, addr string) (ctrlMetrics, error) {
 			m.NextGC = s.value
 		case "timeout_controller_activity_writes_total":
 			m.ActivityWrites = s.value
+		case "go_gc_heap_live_bytes":
+			m.HeapLive = s.value
 		}
 		if s.labels["controller"] != "object" {
 			continue
@@ -396,4 +417,43 @@ func cpuTimes(pids map[string]int) map[string]time.Duration {
 		out["bench"] = st.cpu
 	}
 	return out
+}
+
+// idleFigures are the controller's memory when it has nothing to track.
+type idleFigures struct {
+	proc    procStat
+	metrics ctrlMetrics
+}
+
+// idleSettle is how long the idle controller runs before it is measured:
+// past its start-up, its first policy reconcile and a few collections.
+const idleSettle = 10 * time.Second
+
+// measureIdle runs the controller with no Playbook in the cluster and
+// reads its memory once it has settled, then stops it.
+func measureIdle(ctx context.Context, cl *cluster, logPath string, cfg config) (idleFigures, error) {
+	c, err := startController(cl.bin, cl.kubeconfig, logPath, cfg)
+	if err != nil {
+		return idleFigures{}, err
+	}
+	defer c.stop()
+	settled := time.Now().Add(idleSettle)
+	for {
+		select {
+		case <-ctx.Done():
+			return idleFigures{}, ctx.Err()
+		case <-c.done:
+			return idleFigures{}, fmt.Errorf("the idle controller exited: %v (log %s)", c.err, logPath)
+		case <-time.After(poll):
+		}
+		if time.Now().Before(settled) {
+			continue
+		}
+		m, err := scrapeController(ctx, c.metricsAddr)
+		if err != nil {
+			continue
+		}
+		st, err := readProc(c.cmd.Process.Pid)
+		return idleFigures{proc: st, metrics: m}, err
+	}
 }

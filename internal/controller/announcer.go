@@ -17,6 +17,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
 // announce tells people something that happens once, at the time it
@@ -32,7 +33,9 @@ func (r *ObjectReconciler) announce(ctx context.Context, ev *evaluation, t v1alp
 	// its reconciles warned already.
 	msg := r.message(ev, t, ev.Life.ExpiresAt, "")
 	msg.Detail = detail
-	sent, _, failed := r.deliver(ctx, ev, names, msg)
+	// Sent in the background (or at shutdown, bounded): it may wait for a
+	// busy channel.
+	sent, _, failed, _ := r.deliver(notify.WaitForSlot(ctx), ev, names, msg)
 	r.audit(ctx, ev, deliveryRecords(t, "", sent, failed)...)
 	log := logf.FromContext(ctx)
 	var problems []string

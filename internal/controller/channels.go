@@ -61,6 +61,8 @@ type Channels struct {
 	// it has that method, their CA bundles.
 	Secrets notify.Secrets
 	Clock   clock.PassiveClock
+	// Limiter caps each channel's sends at once; nil means no cap.
+	Limiter *notify.Limiter
 	// Build builds the notifiers of a policy's channels; nil is
 	// notify.Build, with the registered kinds of channel. A simulation
 	// builds its own.
@@ -222,7 +224,7 @@ func (c *Channels) build(ctx context.Context, p *v1alpha1.TimeoutPolicy, chans [
 		set.emailDomains = slices.Compact(slices.Sorted(slices.Values(domains)))
 	}
 	for _, n := range notifiers {
-		set.notifiers[n.Name()] = n
+		set.notifiers[n.Name()] = c.Limiter.Limit(n)
 	}
 	// Only a channel that carries reminders can give notice, and a message
 	// counts as delivered once the channels that carry it took it. These

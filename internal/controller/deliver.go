@@ -28,7 +28,7 @@ import (
 
 // notify sends the message plan says is due to the channels that have not
 // accepted it yet, and records on the object which ones did.
-func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expiry.Plan) (ctrl.Result, error) {
+func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expiry.Plan) (res ctrl.Result, err error) {
 	key, obj := ev.key, ev.obj
 	log := logf.FromContext(ctx)
 
@@ -45,6 +45,18 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 	}
 	if len(due) == 0 {
 		return ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, ev.now)}, nil
+	}
+	if ev.channels != nil {
+		held, reserved, busy, release := ev.channels.reserve(due)
+		defer release()
+		if len(reserved) == 0 {
+			return busyResult(), nil
+		}
+		// Sent over the reserved slots; the busy channels wait their turn.
+		shared := ev.channels
+		ev.channels, due = held, reserved
+		defer func() { ev.channels = shared }()
+		defer func() { res = orBusy(res, busy) }()
 	}
 
 	if ev.needsTitle(key) {
@@ -80,7 +92,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 		defer cancel()
 	}
 	_, alreadySent := ev.Record.Sent[plan.Key]
-	var sent, skipped []string
+	var sent, skipped, busy []string
 	failed := failures{}
 	if slices.Equal(due, []string{notify.EventsChannel}) {
 		// No channel carries this type of message: the Kubernetes Event is
@@ -96,7 +108,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 		}
 		notifications.WithLabelValues(notify.EventsChannel, string(msg.Type), result).Inc()
 	} else {
-		sent, skipped, failed = r.deliver(sendCtx, ev, due, msg)
+		sent, skipped, failed, busy = r.deliver(sendCtx, ev, due, msg)
 	}
 	// The time is taken after the sends: the notice starts when the message
 	// was accepted, and backoff counts from then.
@@ -139,6 +151,9 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 			r.reportFirstDelivery(ctx, ev, plan, msg)
 		}
 	}
+	if len(failed) == 0 && len(busy) > 0 {
+		return busyResult(), nil
+	}
 	if len(failed) == 0 {
 		// The record patch brings the next reconcile through the watch.
 		return ctrl.Result{}, nil
@@ -177,7 +192,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 		// off, so it cannot loop.
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
-	return ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, now)}, nil
+	return orBusy(ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, now)}, busy), nil
 }
 
 // reminderDue is when the reminder stage stage of record fell due: its
@@ -222,16 +237,17 @@ func (f failures) names() []string {
 
 // deliver sends msg over the named channels at once, so that a slow
 // channel does not hold up the others. It returns the channels that took
-// it, those that do not carry this type of message (nothing to send), and
-// what went wrong with the others.
-func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []string, msg notify.Message) (sent, skipped []string, failed failures) {
+// it, those that do not carry this type of message (nothing to send), what
+// went wrong with the others, and those that were busy (nothing sent,
+// nothing wrong: see notify.ErrBusy).
+func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []string, msg notify.Message) (sent, skipped []string, failed failures, busy []string) {
 	failed = failures{}
 	content, err := ev.channels.templates.Render(msg)
 	if err != nil {
 		for _, n := range names {
 			failed[n] = err.Error()
 		}
-		return nil, nil, failed
+		return nil, nil, failed, nil
 	}
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
@@ -261,13 +277,15 @@ func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []
 			sent = append(sent, name)
 		case !n.Accepts(msg.Type):
 			skipped = append(skipped, name)
+		case errors.Is(errs[i], notify.ErrBusy):
+			busy = append(busy, name)
 		case errs[i] != nil:
 			failed[name] = errs[i].Error()
 		default:
 			sent = append(sent, name)
 		}
 	}
-	return sent, skipped, failed
+	return sent, skipped, failed, busy
 }
 
 // sendTimeout bounds a recorded message's sends when no deadline does;

@@ -6,7 +6,6 @@ package controller
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -98,7 +97,7 @@ func forgetPolicyMetrics(policy string) {
 func MetricsServerOptions(addr string, secure bool) metricsserver.Options {
 	o := metricsserver.Options{BindAddress: addr, SecureServing: secure}
 	if secure {
-		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+		o.FilterProvider = authorizeScrapers
 	}
 	return o
 }

@@ -100,7 +100,8 @@ func (d outboxDeliverer) Deliver(ctx context.Context, policy string, msg notify.
 	if len(carried) == 0 {
 		return results, nil
 	}
-	sent, _, failed := d.objects.deliver(ctx, &evaluation{channels: set}, carried, msg)
+	// The outbox sends in the background: it waits for a busy channel.
+	sent, _, failed, _ := d.objects.deliver(notify.WaitForSlot(ctx), &evaluation{channels: set}, carried, msg)
 	for _, name := range sent {
 		results[name] = nil
 	}

@@ -53,10 +53,14 @@ func (c *scripted) Accepts(t v1alpha1.EventType) bool {
 }
 func (c *scripted) Send(_ context.Context, m notify.Message, _ notify.Content) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.during != nil {
-		c.during()
+	during := c.during
+	c.mu.Unlock()
+	// Outside the lock: a send that blocks must not block Accepts.
+	if during != nil {
+		during()
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.fail != nil {
 		return c.fail
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 
 	// The notification channels register themselves.
 	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/email"
@@ -109,6 +110,9 @@ type Options struct {
 	// NotificationGiveUpAfter bounds how long those messages are retried;
 	// outbox.DefaultGiveUpAfter when 0.
 	NotificationGiveUpAfter time.Duration
+	// MaxSendsPerChannel is how many messages each NotificationChannel
+	// sends at once; 0 means no cap.
+	MaxSendsPerChannel int
 }
 
 // Setup adds the policy and object controllers to mgr. The Events they
@@ -142,7 +146,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	}
 
 	secrets := secretReader{reader: mgr.GetAPIReader(), namespace: opts.SecretNamespace}
-	channels := &Channels{Reader: mgr.GetClient(), Secrets: secrets, Clock: opts.Clock}
+	channels := &Channels{Reader: mgr.GetClient(), Secrets: secrets, Clock: opts.Clock, Limiter: notify.NewLimiter(opts.MaxSendsPerChannel)}
 	objects := &ObjectReconciler{
 		Client:                mgr.GetClient(),
 		APIReader:             mgr.GetAPIReader(),

@@ -23,7 +23,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -138,7 +137,7 @@ func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, er
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache:                  controller.CacheOptions(),
 		// Each start is a new process as far as the controller is concerned.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -162,6 +161,8 @@ func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, er
 		// A controller-wide cap high enough never to hold a test back, so
 		// that every deletion goes through it as in a capped cluster.
 		MaxDeletionsPerMinute: 60000,
+		// The default: every send goes through the channel's limit.
+		MaxSendsPerChannel: 16,
 	})
 	if err != nil {
 		cancel()

@@ -1,0 +1,85 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+)
+
+func TestAReminderToABusyChannelFreesTheWorkerAndIsSentOnceLater(t *testing.T) {
+	first, second := newConfigMap("first"), newConfigMap("second")
+	h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("0s"), first, second)
+	h.r.Channels.Limiter = notify.NewLimiter(1)
+	started, release := make(chan struct{}, 2), make(chan struct{})
+	h.scripted.mu.Lock()
+	h.scripted.during = func() { started <- struct{}{}; <-release }
+	h.scripted.mu.Unlock()
+
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := h.reconcile(first)
+		firstDone <- err
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first reminder was never sent")
+	}
+
+	type outcome struct {
+		requeue time.Duration
+		err     error
+	}
+	secondDone := make(chan outcome, 1)
+	go func() {
+		res, err := h.reconcile(second)
+		secondDone <- outcome{res.RequeueAfter, err}
+	}()
+	var got outcome
+	select {
+	case got = <-secondDone:
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("the second reconcile was still sending 5s later, holding its worker while the channel's one slot was taken")
+	}
+	if got.err != nil || got.requeue < busyRetry || got.requeue >= 2*busyRetry {
+		t.Errorf("busy channel: RequeueAfter %v, error %v; want a retry in [%v, %v) and no error", got.requeue, got.err, busyRetry, 2*busyRetry)
+	}
+	for _, e := range drain(h.rec) {
+		if strings.HasPrefix(e, "Warning") {
+			t.Errorf("Event %q for a busy channel: nothing failed", e)
+		}
+	}
+	if rec, _ := expiry.ParseRecord(h.stored(second).Annotations[expiry.AnnotationReminders]); rec != nil && len(rec.Sent) > 0 {
+		t.Errorf("record of the object whose channel was busy = %+v, want nothing sent", rec.Sent)
+	}
+
+	close(release)
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+	// No backoff: the very next look sends it.
+	if _, err := h.reconcile(second); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.scripted.count(v1alpha1.EventReminder); n != 2 {
+		t.Errorf("%d reminders sent, want 2: one per object", n)
+	}
+	rec, _ := expiry.ParseRecord(h.stored(second).Annotations[expiry.AnnotationReminders])
+	if rec == nil || len(rec.Sent["30m"].Channels) != 1 {
+		t.Errorf("record once the channel was free = %+v, want the 30m stage sent", rec)
+	}
+	if _, err := h.reconcile(second); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.scripted.count(v1alpha1.EventReminder); n != 2 {
+		t.Errorf("%d reminders after another look, want still 2", n)
+	}
+}
