@@ -131,6 +131,14 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 		d := pendingDelivery{uid: obj.UID, expiresAt: ev.Record.ExpiresAt, key: plan.Key, reminder: reminder, channels: done, at: now}
 		if plan.Event == v1alpha1.EventPostponed {
 			d.postponedTo = plan.At
+			if plan.Key == expiry.KeyLive {
+				// Going live, the notice runs from when the message was
+				// taken: plan.At was reckoned before a send that may have
+				// been slow. Later than announced, never sooner.
+				if t := now.Add(ev.Schedule.MinimumNotice); t.After(d.postponedTo) {
+					d.postponedTo = t
+				}
+			}
 		}
 		if plan.Event != v1alpha1.EventWouldDelete {
 			// A rehearsal's message announces no deletion.

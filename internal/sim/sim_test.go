@@ -292,6 +292,19 @@ var regressions = []struct {
 			{Kind: "shorten", DurMS: 600000},
 		},
 	},
+	{
+		// The going-live postponement gave a deletion time planned before
+		// a slow send: the notice ran from the send's start, not from
+		// when the message was taken.
+		name:  "a slow going-live message still gets the whole notice after it was taken",
+		check: "noticeGiven", schedule: []Step{ // seed 1795478877333659619
+			{Kind: "policyCreate", Val: "ttl=2h,rem=,notice=10m,sel=b,prio=4,dry=1,cap=0", WaitMS: 1000},
+			{Kind: "create", Obj: 3, Val: "b;ttl=45m", WaitMS: 900000},
+			{Kind: "wait", WaitMS: 1800000},
+			{Kind: "slowSend", DurMS: 2000, WaitMS: 200},
+			{Kind: "dryRunToggle", WaitMS: 1000},
+		},
+	},
 }
 
 // TestRegressionSchedulesKeepEveryPromise replays each regression case
