@@ -50,6 +50,7 @@ var valueSets = []valueSet{
 	{"e-mail, Slack and two webhooks with their Secrets", "notifications", 4},
 	{"archive, audit file, dry run, caps and a ServiceMonitor", "operations", 0},
 	{"the admission policy for the timeout annotations", "admission", 0},
+	{"the alert rules and the Grafana dashboard", "monitoring", 0},
 }
 
 func (v valueSet) values() string { return filepath.Join("testdata", v.file+".values.yaml") }
