@@ -61,6 +61,13 @@ $(KUSTOMIZE): hack/tools/go.mod hack/tools/go.sum
 $(HELM): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && go build -o ../../$(HELM) helm.sh/helm/v4/cmd/helm
 
+# The plugin's version in dist/timeout.yaml: the nearest v* tag, else the chart's appVersion.
+VERSION ?= $(shell git describe --tags --match 'v*' 2>/dev/null || awk '$$1 == "appVersion:" {gsub(/"/, "", $$2); print $$2}' charts/timeout-controller/Chart.yaml)
+
+.PHONY: dist
+dist: ## Build kubectl-timeout for linux, darwin and windows on amd64 and arm64 into dist/ (tar.gz, checksums.txt) and the krew manifest dist/timeout.yaml.
+	hack/dist.sh $(VERSION)
+
 .PHONY: docker-build
 docker-build: ## Build the controller image IMG with CONTAINER_TOOL (docker).
 	$(CONTAINER_TOOL) build -t $(IMG) .
