@@ -122,6 +122,13 @@ demo: ## Start a local control plane and watch Playbooks expire (Ctrl-C stops it
 bench: ## Measure lag, memory, CPU, cold start and API calls on a local control plane; e.g. BENCH_FLAGS="-n 10000 -expiring 1000".
 	assets=$(ASSETS) && KUBEBUILDER_ASSETS="$$assets" go run ./hack/bench $(BENCH_FLAGS)
 
+# The file `make dashboard-png` renders; write it with BENCH_FLAGS="... -series $(SERIES)".
+SERIES ?= bench-series.jsonl
+
+.PHONY: dashboard-png
+dashboard-png: ## Render docs/dashboard.png, the dashboard's panels, from the metrics a bench run recorded (BENCH_FLAGS="... -series bench-series.jsonl").
+	cd hack/dashboard && go run . -series $(abspath $(SERIES)) -out ../../docs/dashboard.png -title "$(TITLE)"
+
 .PHONY: verify
 verify: lint ## Fail when generated files are stale or go mod tidy would change anything.
 	$(MAKE) --no-print-directory generate manifests
@@ -130,3 +137,4 @@ verify: lint ## Fail when generated files are stale or go mod tidy would change 
 	go mod tidy -diff
 	cd hack/tools && go mod tidy -diff
 	cd hack/promtool && go mod tidy -diff
+	cd hack/dashboard && go mod tidy -diff
