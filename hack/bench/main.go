@@ -72,6 +72,10 @@ type config struct {
 	// Profile, when set, is a directory for the controller's CPU profile
 	// of the whole run and its heap profiles at sync and at the end.
 	Profile string `json:"-"`
+	// Series, when set, is a file for the controller's own metrics,
+	// scraped every SeriesEvery over the run (hack/dashboard renders it).
+	Series      string        `json:"-"`
+	SeriesEvery time.Duration `json:"-"`
 }
 
 func main() {
@@ -100,6 +104,8 @@ func main() {
 	flag.Var(&env, "controller-env", "A further NAME=value in the controller's environment, such as GOMEMLIMIT=200MiB; repeatable.")
 	flag.StringVar(&cfg.Log, "log", "", "Keep the controller's log at this path.")
 	flag.StringVar(&cfg.Profile, "profile", "", "Save the controller's CPU profile and heap profiles in this directory (profiling costs CPU: not for the figures).")
+	flag.StringVar(&cfg.Series, "series", "", "Write the controller's timeout_controller_* metrics, scraped over the run, to this file (JSON lines) for hack/dashboard.")
+	flag.DurationVar(&cfg.SeriesEvery, "series-interval", 2*time.Second, "How often -series scrapes the controller.")
 	jsonPath := flag.String("json", "", "Write the report as JSON to this path.")
 	timeout := flag.Duration("timeout", 20*time.Minute, "Give up, clean up and fail after this long.")
 	flag.Parse()
@@ -239,7 +245,15 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	}
 	defer ctrl.stop()
 	p.say("controller started (pid %d), log %s", ctrl.cmd.Process.Pid, logPath)
+	stopSeries := func() error { return nil }
+	if cfg.Series != "" {
+		sctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- recordSeries(sctx, ctrl.metricsAddr, cfg.Series, cfg.SeriesEvery) }()
+		stopSeries = func() error { cancel(); return <-done }
+	}
 	err = m.measure(ctx, ctrl, before)
+	err = errors.Join(err, stopSeries())
 	return m.report(), err
 }
 

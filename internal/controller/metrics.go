@@ -4,9 +4,13 @@
 package controller
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 )
 
 // The controller's metrics, served with controller-runtime's on
@@ -26,6 +30,10 @@ var (
 		Name: "timeout_controller_objects_expiring_soon",
 		Help: "Objects a policy governs that expire within its longest reminder lead.",
 	}, []string{"policy"})
+	objectsExpiring = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "timeout_controller_objects_expiring",
+		Help: "Objects a policy governs (not kept) that expire within the horizon: 1h, 1d or 1w; cumulative, as histogram buckets are, and counting those already due.",
+	}, []string{"policy", "within"})
 
 	notifications = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "timeout_controller_notifications_total",
@@ -70,16 +78,35 @@ var (
 	})
 )
 
+// horizons are the windows of timeout_controller_objects_expiring: what
+// an operator plans for, the next hour, day and week.
+var horizons = []struct {
+	label string
+	d     time.Duration
+}{{"1h", time.Hour}, {"1d", 24 * time.Hour}, {"1w", 7 * 24 * time.Hour}}
+
 // lagBuckets span on-time (milliseconds) to badly late (an hour).
 var lagBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(
-		objectsTracked, objectsKept, objectsExpiringSoon,
+		objectsTracked, objectsKept, objectsExpiringSoon, objectsExpiring,
 		notifications, notificationSeconds, reminderLag,
 		deletions, deletionLag, deletionsThrottled, archives,
 		invalidAnnotations, auditFailures,
 	)
+	// Counters of a fixed set of labels start at 0: a series born at 1
+	// is invisible to increase() and rate(), so an alert on the first
+	// failed deletion or archive would never fire.
+	for _, result := range []string{"deleted", "failed", "conflict", "would_delete"} {
+		deletions.WithLabelValues(result)
+	}
+	for _, by := range []string{"policy", "global"} {
+		deletionsThrottled.WithLabelValues(by)
+	}
+	for _, result := range []string{audit.OK, audit.Error} {
+		archives.WithLabelValues(result)
+	}
 }
 
 // forgetPolicyMetrics drops the series of a deleted policy.
@@ -87,6 +114,7 @@ func forgetPolicyMetrics(policy string) {
 	objectsTracked.DeleteLabelValues(policy)
 	objectsKept.DeleteLabelValues(policy)
 	objectsExpiringSoon.DeleteLabelValues(policy)
+	objectsExpiring.DeletePartialMatch(prometheus.Labels{"policy": policy})
 }
 
 // MetricsServerOptions serves metrics on addr, when secure (the default)

@@ -156,6 +156,7 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 
 	now := r.Clock.Now()
 	var tracked, kept, soon, idle int32
+	ahead := make([]int, len(horizons))
 	var next time.Time
 	outranked := map[string]int{}
 	nsLabels := map[string]map[string]string{}
@@ -200,6 +201,11 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 		if lead := self.Schedule.LongestReminder(); lead > 0 && life.ExpiresAt.Sub(now) <= lead {
 			soon++
 		}
+		for i, h := range horizons {
+			if life.ExpiresAt.Sub(now) <= h.d {
+				ahead[i]++
+			}
+		}
 		if next.IsZero() || life.ExpiresAt.Before(next) {
 			next = life.ExpiresAt
 		}
@@ -209,6 +215,9 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 	objectsTracked.WithLabelValues(policy.Name).Set(float64(tracked))
 	objectsKept.WithLabelValues(policy.Name).Set(float64(kept))
 	objectsExpiringSoon.WithLabelValues(policy.Name).Set(float64(soon))
+	for i, h := range horizons {
+		objectsExpiring.WithLabelValues(policy.Name, h.label).Set(float64(ahead[i]))
+	}
 	policy.Status.NextExpiry = nil
 	if !next.IsZero() {
 		policy.Status.NextExpiry = &metav1.Time{Time: next}

@@ -126,7 +126,19 @@ func (o *Outbox) Prepare(ctx context.Context, e *Entry) error {
 	o.init()
 	o.entries[stored.Name()] = &tracked{entry: stored, confirmed: stored.State == Deleted}
 	pendingEntries.Set(float64(len(o.entries)))
+	exportGivenUp(stored)
 	return nil
+}
+
+// exportGivenUp starts the given-up series of e's channels and types at 0:
+// a series born at 1 is invisible to increase(), and the alert on it
+// would miss a channel's first lost message.
+func exportGivenUp(e *Entry) {
+	for _, m := range e.Messages {
+		for name := range m.Channels {
+			givenUp.WithLabelValues(name, string(m.Message.Type))
+		}
+	}
 }
 
 // Confirm hands over the entry about an object whose delete succeeded:
@@ -240,6 +252,7 @@ func (o *Outbox) Load(ctx context.Context) error {
 	for _, e := range entries {
 		if _, ok := o.entries[e.Name()]; !ok {
 			o.entries[e.Name()] = &tracked{entry: e, confirmed: e.State == Deleted}
+			exportGivenUp(e)
 		}
 	}
 	pendingEntries.Set(float64(len(o.entries)))

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
@@ -413,5 +414,59 @@ func TestAnAPIErrorHoldsTheEntryOffInsteadOfLooping(t *testing.T) {
 	}
 	if f.stored("u1") == nil || f.deliver.count("email") != 0 {
 		t.Error("an entry whose object could not be checked was dropped or sent")
+	}
+}
+
+// The alert on timeout_controller_notifications_given_up_total uses
+// increase(), which cannot see a series born at 1.
+func TestExportsTheGivenUpCountOfEachChannelAtZeroBeforeAnythingIsLost(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		channel string
+		leader  func(f *fixture)
+	}{
+		{"when the entry is written", "webhook/written", func(*fixture) {}},
+		{"when a new leader loads the entry", "webhook/loaded", func(f *fixture) {
+			givenUp.Reset()
+			f.o = f.restart()
+			if err := f.o.Load(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.prepare(entry("u1", tt.channel))
+			tt.leader(f)
+			families, err := ctrlmetrics.Registry.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := map[string]bool{}
+			for _, fam := range families {
+				if fam.GetName() != "timeout_controller_notifications_given_up_total" {
+					continue
+				}
+				for _, m := range fam.GetMetric() {
+					var channel, typ string
+					for _, l := range m.GetLabel() {
+						switch l.GetName() {
+						case "channel":
+							channel = l.GetValue()
+						case "type":
+							typ = l.GetValue()
+						}
+					}
+					if channel == tt.channel {
+						found[typ] = true
+					}
+				}
+			}
+			for _, typ := range []string{"expired", "deleted"} {
+				if !found[typ] {
+					t.Errorf("no given-up series for %s %s messages", tt.channel, typ)
+				}
+			}
+		})
 	}
 }

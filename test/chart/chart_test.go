@@ -51,6 +51,7 @@ var valueSets = []valueSet{
 	{"archive, audit file, dry run, caps and a ServiceMonitor", "operations", 0},
 	{"the admission policy for the timeout annotations", "admission", 0},
 	{"the archive in an S3 bucket", "s3archive", 0},
+	{"the alert rules and the Grafana dashboard", "monitoring", 0},
 }
 
 func (v valueSet) values() string { return filepath.Join("testdata", v.file+".values.yaml") }

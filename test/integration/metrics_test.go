@@ -6,6 +6,7 @@ package integration
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"net"
 	"net/http"
 	"testing"
@@ -47,6 +48,33 @@ func scraperToken(t *testing.T, name string, bound bool) string {
 
 func TestMetricsAreServedOnlyToAuthorizedScrapers(t *testing.T) {
 	t.Parallel()
+	addr := serveMetrics(t)
+	scrape := func(token string) (int, error) {
+		code, _, err := scrapeMetrics(addr, token)
+		return code, err
+	}
+	expect := func(what, token string, want int) {
+		t.Helper()
+		var got int
+		eventually(t, 15*time.Second, what, func() (bool, error) {
+			var err error
+			got, err = scrape(token)
+			return err == nil && got == want, err
+		})
+	}
+	expect("scraping without a token is refused (401)", "", http.StatusUnauthorized)
+	expect("scraping with a token not allowed /metrics is refused (403)", scraperToken(t, "not-a-scraper", false), http.StatusForbidden)
+	expect("scraping with an authorized token works (200)", scraperToken(t, "prometheus", true), http.StatusOK)
+	if code, err := scrape("not-a-token"); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("scraping with a made-up token: %d, %v; want it refused (401)", code, err)
+	}
+}
+
+// serveMetrics starts a manager that serves the process's metrics registry,
+// which the suite's controller fills, as main does: over HTTPS, to
+// authorized callers. It returns the address.
+func serveMetrics(t *testing.T) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -71,37 +99,25 @@ func TestMetricsAreServedOnlyToAuthorizedScrapers(t *testing.T) {
 			t.Errorf("the manager stopped with %v", err)
 		}
 	})
+	return addr
+}
 
+// scrapeMetrics GETs /metrics from addr with the bearer token, when set.
+func scrapeMetrics(addr, token string) (int, []byte, error) {
 	// The certificate is self-signed; what is checked here is the caller.
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed test server
-	scrape := func(token string) (int, error) {
-		req, err := http.NewRequest(http.MethodGet, "https://"+addr+"/metrics", nil)
-		if err != nil {
-			return 0, err
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode, nil
+	req, err := http.NewRequest(http.MethodGet, "https://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, nil, err
 	}
-	expect := func(what, token string, want int) {
-		t.Helper()
-		var got int
-		eventually(t, 15*time.Second, what, func() (bool, error) {
-			var err error
-			got, err = scrape(token)
-			return err == nil && got == want, err
-		})
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	expect("scraping without a token is refused (401)", "", http.StatusUnauthorized)
-	expect("scraping with a token not allowed /metrics is refused (403)", scraperToken(t, "not-a-scraper", false), http.StatusForbidden)
-	expect("scraping with an authorized token works (200)", scraperToken(t, "prometheus", true), http.StatusOK)
-	if code, err := scrape("not-a-token"); err != nil || code != http.StatusUnauthorized {
-		t.Errorf("scraping with a made-up token: %d, %v; want it refused (401)", code, err)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, err
 	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
 }
