@@ -30,7 +30,7 @@ func (r *ObjectReconciler) announce(ctx context.Context, ev *evaluation, t v1alp
 	}
 	// No InvalidRecipient warnings from here: the object may be gone, and
 	// its reconciles warned already.
-	msg := r.message(ev, t, ev.Life.ExpiresAt, "")
+	msg := r.message(ctx, ev, t, ev.Life.ExpiresAt, "")
 	msg.Detail = detail
 	sent, _, failed := r.deliver(ctx, ev, names, msg)
 	r.audit(ctx, ev, deliveryRecords(t, "", sent, failed)...)

@@ -50,7 +50,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 	if ev.needsTitle(key) {
 		ev.Record.Title = r.title(ctx, key)
 	}
-	msg := r.message(ev, plan.Event, plan.At, plan.Key)
+	msg := r.message(ctx, ev, plan.Event, plan.At, plan.Key)
 	if plan.Event == v1alpha1.EventReminder {
 		msg.Stage = plan.Key
 	}

@@ -100,7 +100,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 	// delete, so that a crash right after it loses neither, and handed to
 	// the outbox's sender once it succeeded: a slow receiver must not
 	// delay the next deletion.
-	farewell := r.farewell(ev)
+	farewell := r.farewell(ctx, ev)
 	if farewell != nil {
 		prepareCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 		defer cancel()

@@ -75,13 +75,15 @@ type ObjectReconciler struct {
 	// Outbox keeps the expired and deleted messages until they are out.
 	Outbox *outbox.Outbox
 
-	mu            sync.Mutex
-	warningsGiven map[Key]givenWarnings
-	retries       retries
-	pending       pendingDeliveries
-	announcer     announcer
-	capsOnce      sync.Once
-	capsState     *deletionCaps
+	mu sync.Mutex
+	// recordWriteFailed holds the objects whose failure to write their
+	// record was reported (see writeFailed), by the UID it was about.
+	recordWriteFailed map[Key]types.UID
+	retries           retries
+	pending           pendingDeliveries
+	announcer         announcer
+	capsOnce          sync.Once
+	capsState         *deletionCaps
 }
 
 // caps are the deletion caps and the turns they gave, built on first use
@@ -194,7 +196,7 @@ func (r *ObjectReconciler) deletionTurn(ctx context.Context, ev *evaluation) tim
 
 func (r *ObjectReconciler) forget(key Key) {
 	r.mu.Lock()
-	delete(r.warningsGiven, key)
+	delete(r.recordWriteFailed, key)
 	r.mu.Unlock()
 	r.retries.forget(key)
 	r.pending.forget(key)

@@ -47,7 +47,7 @@ var farewells = []v1alpha1.EventType{v1alpha1.EventExpired, v1alpha1.EventDelete
 // farewell is the outbox entry holding the expired and deleted messages
 // about obj, over the channels of its policy that carry them; nil when
 // none does.
-func (r *ObjectReconciler) farewell(ev *evaluation) *outbox.Entry {
+func (r *ObjectReconciler) farewell(ctx context.Context, ev *evaluation) *outbox.Entry {
 	e := &outbox.Entry{Created: r.Clock.Now(), Policy: ev.policy.Name}
 	for _, t := range farewells {
 		channels := map[string]*outbox.Delivery{}
@@ -59,7 +59,7 @@ func (r *ObjectReconciler) farewell(ev *evaluation) *outbox.Entry {
 		if len(channels) == 0 {
 			continue
 		}
-		msg := r.message(ev, t, ev.Life.ExpiresAt, "")
+		msg := r.message(ctx, ev, t, ev.Life.ExpiresAt, "")
 		e.Object = msg.Object
 		e.Messages = append(e.Messages, outbox.Message{Message: msg, Channels: channels})
 	}
