@@ -61,10 +61,6 @@ type ObjectReconciler struct {
 	// MaxDeletionsPerMinute caps the deletions of all policies together;
 	// 0 sets no such cap. Each policy's own cap applies either way.
 	MaxDeletionsPerMinute int
-	// AnnounceInline sends one-off messages before Reconcile returns, as
-	// while shutting down, instead of in the background: a simulation
-	// must see each send happen in its own order.
-	AnnounceInline bool
 	// DryRun deletes nothing, whatever the policies say.
 	DryRun bool
 	// ArchiveDir is where manifests are archived before deletion.
@@ -81,7 +77,6 @@ type ObjectReconciler struct {
 	recordWriteFailed map[Key]types.UID
 	retries           retries
 	pending           pendingDeliveries
-	announcer         announcer
 	capsOnce          sync.Once
 	capsState         *deletionCaps
 }
