@@ -274,9 +274,8 @@ func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []
 // writeTimeout bounds writing its record, or a delete, shutdown or not.
 // Together they stay under the default --graceful-shutdown-timeout (30 s),
 // so that a recorded message under way at SIGTERM is finished and recorded
-// before the Lease is released. One-off messages (expired, deleted) get
-// announceTimeout each: those still sending when the shutdown timeout runs
-// out are lost, never repeated.
+// before the Lease is released. One-off messages (expired, deleted,
+// deletion-failed) are the outbox's: the next leader sends what is left.
 const (
 	sendTimeout  = 20 * time.Second
 	writeTimeout = 5 * time.Second
