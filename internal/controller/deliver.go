@@ -62,7 +62,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 	if ev.needsTitle(key) {
 		ev.Record.Title = r.title(ctx, key)
 	}
-	msg := r.message(ev, plan.Event, plan.At, plan.Key)
+	msg := r.message(ctx, ev, plan.Event, plan.At, plan.Key)
 	if plan.Event == v1alpha1.EventReminder {
 		msg.Stage = plan.Key
 	}
@@ -300,9 +300,8 @@ func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []
 // writeTimeout bounds writing its record, or a delete, shutdown or not.
 // Together they stay under the default --graceful-shutdown-timeout (30 s),
 // so that a recorded message under way at SIGTERM is finished and recorded
-// before the Lease is released. One-off messages (expired, deleted) get
-// announceTimeout each: those still sending when the shutdown timeout runs
-// out are lost, never repeated.
+// before the Lease is released. One-off messages (expired, deleted,
+// deletion-failed) are the outbox's: the next leader sends what is left.
 const (
 	sendTimeout  = 20 * time.Second
 	writeTimeout = 5 * time.Second

@@ -100,7 +100,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 	// delete, so that a crash right after it loses neither, and handed to
 	// the outbox's sender once it succeeded: a slow receiver must not
 	// delay the next deletion.
-	farewell := r.farewell(ev)
+	farewell := r.farewell(ctx, ev)
 	if farewell != nil {
 		prepareCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 		defer cancel()
@@ -135,8 +135,18 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 		reason := string(apierrors.ReasonForError(err))
 		r.audit(ctx, ev, audit.Record{Type: audit.DeletionFailed, Result: audit.Error, Error: err.Error()})
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonDeletionFailed, actionDelete, "Delete failed: %s", reason)
-		if r.reportOnce(ctx, ev, expiry.ReportDeletionFailed)[expiry.ReportDeletionFailed] {
-			r.announceLater(ctx, ev, v1alpha1.EventDeletionFailed, "the API server answered "+reason)
+		if _, reported := ev.Record.Reported[expiry.ReportDeletionFailed]; !reported {
+			// Kept in the outbox before the record says it was told, so
+			// that neither a failing receiver nor a restart loses it; a
+			// restart between the two writes it again under the same
+			// name and message ID.
+			told := r.outboxEntry(ctx, ev, []v1alpha1.EventType{v1alpha1.EventDeletionFailed}, expiry.ReportDeletionFailed, "the API server answered "+reason)
+			if told != nil {
+				if serr := r.Outbox.Send(deleteCtx, told); serr != nil {
+					return ctrl.Result{}, fmt.Errorf("delete %s: %w; keep the deletion-failed message: %w", key, err, serr)
+				}
+			}
+			r.reportOnce(ctx, ev, expiry.ReportDeletionFailed)
 		}
 		return ctrl.Result{}, fmt.Errorf("delete %s: %w", key, err)
 	}

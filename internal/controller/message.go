@@ -21,11 +21,11 @@ import (
 // message builds the message of type t about the object. Its ID is the
 // same for the same object, expiry, type and stage (and, for a
 // postponement, new date), so that receivers can drop repeats.
-func (r *ObjectReconciler) message(ev *evaluation, t v1alpha1.EventType, at time.Time, stage string) notify.Message {
+func (r *ObjectReconciler) message(ctx context.Context, ev *evaluation, t v1alpha1.EventType, at time.Time, stage string) notify.Message {
 	key, obj := ev.key, ev.obj
 	recipients, problems := notify.ParseRecipients(obj.Annotations[notify.AnnotationNotify], ev.channels.allowedEmailDomains())
 	if !oneOff(t) {
-		r.warnRecipients(key, obj, problems)
+		r.warnRecipients(ctx, ev, problems)
 	}
 	apiVersion, kind := key.GVK.ToAPIVersionAndKind()
 	o := notify.Object{APIVersion: apiVersion, Kind: kind, Name: obj.Name, Namespace: obj.Namespace, UID: obj.UID}

@@ -62,10 +62,6 @@ type ObjectReconciler struct {
 	// MaxDeletionsPerMinute caps the deletions of all policies together;
 	// 0 sets no such cap. Each policy's own cap applies either way.
 	MaxDeletionsPerMinute int
-	// AnnounceInline sends one-off messages before Reconcile returns, as
-	// while shutting down, instead of in the background: a simulation
-	// must see each send happen in its own order.
-	AnnounceInline bool
 	// DryRun deletes nothing, whatever the policies say.
 	DryRun bool
 	// Archive is where manifests are archived before deletion; nil when
@@ -77,14 +73,15 @@ type ObjectReconciler struct {
 	// Outbox keeps the expired and deleted messages until they are out.
 	Outbox *outbox.Outbox
 
-	mu            sync.Mutex
-	warningsGiven map[Key]givenWarnings
-	retries       retries
-	pending       pendingDeliveries
-	activity      activity
-	announcer     announcer
-	capsOnce      sync.Once
-	capsState     *deletionCaps
+	mu sync.Mutex
+	// recordWriteFailed holds the objects whose failure to write their
+	// record was reported (see writeFailed), by the UID it was about.
+	recordWriteFailed map[Key]types.UID
+	retries           retries
+	pending           pendingDeliveries
+	activity          activity
+	capsOnce          sync.Once
+	capsState         *deletionCaps
 }
 
 // caps are the deletion caps and the turns they gave, built on first use
@@ -206,7 +203,7 @@ func (r *ObjectReconciler) deletionTurn(ctx context.Context, ev *evaluation) tim
 
 func (r *ObjectReconciler) forget(key Key) {
 	r.mu.Lock()
-	delete(r.warningsGiven, key)
+	delete(r.recordWriteFailed, key)
 	r.mu.Unlock()
 	r.retries.forget(key)
 	r.pending.forget(key)

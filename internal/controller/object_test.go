@@ -35,7 +35,6 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
-	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
 var configMaps = schema.GroupResource{Resource: "configmaps"}
@@ -158,7 +157,6 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 	}
 	h.r.Outbox = h.r.NewOutbox(h.client, fresh, "timeout-system", 0, logr.Discard())
 	// One-off messages go out in the background; none may outlive the test.
-	t.Cleanup(h.r.announcer.drain)
 	return h
 }
 
@@ -204,10 +202,19 @@ func (h *harness) deleteCalls() []client.DeleteOptions {
 	return slices.Clone(h.deletes)
 }
 
-func (h *harness) seenLen() int {
-	h.r.mu.Lock()
-	defer h.r.mu.Unlock()
-	return len(h.r.warningsGiven)
+// warned returns the warnings about its annotations that the record on
+// the stored object says were given; none when the object is gone.
+func (h *harness) warned(cm *corev1.ConfigMap) map[string]string {
+	h.t.Helper()
+	got := h.stored(cm)
+	if got == nil {
+		return nil
+	}
+	rec, err := expiry.ParseRecord(got.Annotations[expiry.AnnotationReminders])
+	if err != nil || rec == nil {
+		return nil
+	}
+	return rec.Warned
 }
 
 // kinds returns the "Type Reason" of each Event.
@@ -922,22 +929,6 @@ func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
 				}
 			},
 		},
-		{
-			name:   "forgets an object once it is being deleted",
-			policy: newPolicy("configmaps"),
-			object: newConfigMap("scratch", ttl("3 days"), func(cm *corev1.ConfigMap) { cm.Finalizers = []string{"example.com/hold"} }),
-			first:  t0.Add(time.Minute),
-			then: func(h *harness, cm *corev1.ConfigMap) {
-				// With a finalizer the fake client only sets the deletion
-				// timestamp, as the API server does.
-				if err := h.client.Delete(context.Background(), cm); err != nil {
-					h.t.Fatal(err)
-				}
-				if _, err := h.reconcile(cm); err != nil {
-					h.t.Fatal(err)
-				}
-			},
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -945,12 +936,12 @@ func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
 			if _, err := h.reconcile(tt.object); err != nil {
 				t.Fatal(err)
 			}
-			if n := h.seenLen(); n != 1 {
-				t.Fatalf("warningsGiven has %d entries after the first report, want 1", n)
+			if w := h.warned(tt.object); len(w) != 1 {
+				t.Fatalf("the record holds warnings %v after the first report, want one", w)
 			}
 			tt.then(h, tt.object)
-			if n := h.seenLen(); n != 0 {
-				t.Fatalf("warningsGiven has %d entries, want none: %+v", n, h.r.warningsGiven)
+			if w := h.warned(tt.object); len(w) != 0 {
+				t.Fatalf("the record holds warnings %v, want none", w)
 			}
 		})
 	}
@@ -963,8 +954,8 @@ func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
 			if _, err := h.reconcile(cm); err != nil {
 				t.Fatal(err)
 			}
-			if n := h.seenLen(); n != 0 {
-				t.Fatalf("warningsGiven has %d entries at %s, want none", n, at)
+			if w := h.warned(cm); len(w) != 0 {
+				t.Fatalf("the record holds warnings %v at %s, want none", w, at)
 			}
 		}
 	})
@@ -1017,30 +1008,6 @@ func TestObjectReconcilerClusterScoped(t *testing.T) {
 	}
 	if evs := kinds(drain(h.rec)); !slices.Equal(evs, []string{"Normal Expired", "Normal Deleted"}) {
 		t.Errorf("Events = %q", evs)
-	}
-}
-
-func TestObjectReconcilerForgetsWhatOneOffMessagesReported(t *testing.T) {
-	// The Expired and Deleted messages go out after the delete, in the
-	// background; what they find wrong with the object must not be
-	// remembered about an object that is gone.
-	cm := newConfigMap("scratch", ttl("10m"), annotated(notify.AnnotationNotify, "not-an-address"))
-	h := newHarness(t, t0.Add(time.Hour), newPolicy("told", withScripted), cm)
-
-	if _, err := h.reconcile(cm); err != nil {
-		t.Fatal(err)
-	}
-	h.r.Outbox.Pass(context.Background())
-	h.r.Outbox.Wait()
-
-	if h.stored(cm) != nil {
-		t.Fatal("not deleted")
-	}
-	if h.scripted.count(v1alpha1.EventDeleted) == 0 {
-		t.Fatal("the channel got no deleted message: the one-off path did not run")
-	}
-	if n := h.seenLen(); n != 0 {
-		t.Errorf("warningsGiven has %d entries after the object was deleted, want none: %+v", n, h.r.warningsGiven)
 	}
 }
 

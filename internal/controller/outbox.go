@@ -47,9 +47,16 @@ var farewells = []v1alpha1.EventType{v1alpha1.EventExpired, v1alpha1.EventDelete
 // farewell is the outbox entry holding the expired and deleted messages
 // about obj, over the channels of its policy that carry them; nil when
 // none does.
-func (r *ObjectReconciler) farewell(ev *evaluation) *outbox.Entry {
-	e := &outbox.Entry{Created: r.Clock.Now(), Policy: ev.policy.Name}
-	for _, t := range farewells {
+func (r *ObjectReconciler) farewell(ctx context.Context, ev *evaluation) *outbox.Entry {
+	return r.outboxEntry(ctx, ev, farewells, "", "")
+}
+
+// outboxEntry is the outbox entry holding the messages of types about
+// obj, with detail, over the channels of its policy that carry them; nil
+// when none does. about tells apart an entry that is not about a deletion.
+func (r *ObjectReconciler) outboxEntry(ctx context.Context, ev *evaluation, types []v1alpha1.EventType, about, detail string) *outbox.Entry {
+	e := &outbox.Entry{Created: r.Clock.Now(), Policy: ev.policy.Name, About: about}
+	for _, t := range types {
 		channels := map[string]*outbox.Delivery{}
 		for _, name := range slices.Sorted(maps.Keys(ev.channels.notifiers)) {
 			if ev.channels.notifiers[name].Accepts(t) {
@@ -59,7 +66,8 @@ func (r *ObjectReconciler) farewell(ev *evaluation) *outbox.Entry {
 		if len(channels) == 0 {
 			continue
 		}
-		msg := r.message(ev, t, ev.Life.ExpiresAt, "")
+		msg := r.message(ctx, ev, t, ev.Life.ExpiresAt, "")
+		msg.Detail = detail
 		e.Object = msg.Object
 		e.Messages = append(e.Messages, outbox.Message{Message: msg, Channels: channels})
 	}

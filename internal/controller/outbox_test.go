@@ -6,6 +6,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
 )
 
@@ -80,8 +82,10 @@ func TestADeleteThatFailsLeavesNoOutboxEntry(t *testing.T) {
 
 			_, _ = h.reconcile(cm)
 			drain(h.rec)
-			if n := len(h.outboxEntries()); n != 0 {
-				t.Fatalf("%d outbox entries after the delete failed, want none", n)
+			for _, e := range h.outboxEntries() {
+				if !strings.HasSuffix(e.Name, "-"+expiry.ReportDeletionFailed) {
+					t.Fatalf("outbox entry %s after the delete failed, want none but the deletion-failed message", e.Name)
+				}
 			}
 			h.clock.Step(time.Hour)
 			h.sendOutbox()
@@ -105,5 +109,33 @@ func TestAPolicyOnConfigMapsNeverDeletesTheOutboxEntries(t *testing.T) {
 	}
 	if h.stored(entry) == nil {
 		t.Fatal("an outbox entry was deleted under a policy on ConfigMaps")
+	}
+}
+
+func TestTheDeletionFailedMessageWaitsInTheOutboxForAChannelThatRefusesItOnce(t *testing.T) {
+	cm := newConfigMap("scratch", ttl("10m"))
+	h := newHarness(t, t0.Add(time.Hour), told(), cm)
+	h.scripted.set(nil, errors.New("451 try again later"))
+	h.deleteErr = apierrors.NewForbidden(configMaps, "scratch", errors.New("no"))
+
+	if _, err := h.reconcile(cm); err == nil {
+		t.Fatal("the refused delete returned no error")
+	}
+	h.sendOutbox()
+	h.scripted.set(nil, nil)
+	h.clock.Step(time.Second)
+	h.sendOutbox()
+	if n := h.scripted.count(v1alpha1.EventDeletionFailed); n != 1 {
+		t.Fatalf("the channel that refused once got %d deletion-failed messages, want one", n)
+	}
+	if n := len(h.outboxEntries()); n != 0 {
+		t.Errorf("%d outbox entries left after the message was accepted", n)
+	}
+	// Tried again and refused again: said once per expiry.
+	h.clock.Step(time.Minute)
+	_, _ = h.reconcile(cm)
+	h.sendOutbox()
+	if n := h.scripted.count(v1alpha1.EventDeletionFailed); n != 1 {
+		t.Errorf("%d deletion-failed messages after the delete failed again, want one", n)
 	}
 }

@@ -179,13 +179,24 @@ func (p *pendingDeliveries) forget(k Key) {
 
 // writeFailed reports a record that could not be written, once per object:
 // the deliveries stay in memory meanwhile, and planning goes on from them.
+//
+// That it was reported is kept in memory, not in the record: the record
+// is what could not be written. After a restart the warning is given once
+// more if the write still fails, and that is right: the deliveries it
+// warns about were lost with the memory, and the new process may send
+// them again, which is what the warning says.
 func (r *ObjectReconciler) writeFailed(ev *evaluation, err error) error {
 	key, obj := ev.key, ev.obj
-	if r.updateGivenWarnings(key, obj.UID, func(s *givenWarnings) bool {
-		firstFailure := !s.recordWriteFailed
-		s.recordWriteFailed = true
-		return firstFailure
-	}) {
+	r.mu.Lock()
+	reported := r.recordWriteFailed[key] == obj.UID
+	if !reported {
+		if r.recordWriteFailed == nil {
+			r.recordWriteFailed = map[Key]types.UID{}
+		}
+		r.recordWriteFailed[key] = obj.UID
+	}
+	r.mu.Unlock()
+	if !reported {
 		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonRecordFailed, actionNotify,
 			"Could not record on the object what was sent (%s): a restart of the controller would send it again", apierrors.ReasonForError(err))
 	}

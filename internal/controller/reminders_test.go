@@ -637,3 +637,30 @@ func TestRemindersWhenDeliveryOrItsRecordFails(t *testing.T) {
 		t.Run(tt.name, tt.run)
 	}
 }
+
+// The warnings about an object's annotations are given once while the
+// values stay wrong, however often the controller restarts: the record on
+// the object says they were given.
+func TestARestartBeforeEveryPassRepeatsNoWarningAboutTheAnnotations(t *testing.T) {
+	cm := newConfigMap("restarted", ttl("3 days"), annotated(notify.AnnotationNotify, "not-an-address"))
+	h := newHarness(t, t0, remindingPolicy("1h"), cm)
+	var all []string
+	for _, at := range []time.Duration{time.Minute, 2 * time.Minute, 31 * time.Minute, 32 * time.Minute, 40 * time.Minute} {
+		h.clock.SetTime(t0.Add(at))
+		// Everything in memory is dropped.
+		h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock, Secrets: scriptedSecrets{h.scripted}}}
+		h.r.Outbox = h.r.NewOutbox(h.client, h.r.APIReader, "timeout-system", 0, logr.Discard())
+		if _, err := h.reconcile(cm); err != nil && !strings.Contains(err.Error(), "conflict") {
+			t.Fatal(err)
+		}
+		all = append(all, kinds(drain(h.rec))...)
+	}
+	for _, kind := range []string{"Warning InvalidTimeout", "Warning InvalidRecipient"} {
+		if got := slices.Index(all, kind); got < 0 || slices.Index(all[got+1:], kind) >= 0 {
+			t.Errorf("Events %q; want exactly one %s", all, kind)
+		}
+	}
+	if h.scripted.count(v1alpha1.EventReminder) != 1 {
+		t.Errorf("%d reminders sent, want one", h.scripted.count(v1alpha1.EventReminder))
+	}
+}

@@ -187,12 +187,6 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		return fmt.Errorf("watch policies: %w", err)
 	}
 
-	// The manager waits for this, like the workers, before it releases
-	// the Lease.
-	if err := mgr.Add(&objects.announcer); err != nil {
-		return fmt.Errorf("add the announcer: %w", err)
-	}
-
 	policies := &PolicyReconciler{
 		Client:         mgr.GetClient(),
 		RESTMapper:     mgr.GetRESTMapper(),

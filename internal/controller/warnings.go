@@ -5,13 +5,13 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
@@ -19,24 +19,13 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
-// givenWarnings is which warnings about one object this process gave:
-// InvalidTimeout and InvalidRecipient, each summed up by the values it
-// complained about, and RecordFailed. It guards against repeating a
-// warning on every reconcile while a value stays wrong; only objects with
-// something to remember have an entry.
-//
-// It is kept in memory only: after a restart each such warning that
-// still applies is given once more (said twice, never lost). The
-// warnings about an expiry (failed messages, notice not given, deletion
-// or archive failed) are in the record's reported, and are not repeated.
-type givenWarnings struct {
-	uid types.UID
-	// invalidAnnotations and refusedRecipients are the signatures of the
-	// last InvalidTimeout and InvalidRecipient warnings.
-	invalidAnnotations string
-	refusedRecipients  string
-	recordWriteFailed  bool
-}
+// The warnings about an object's annotations (InvalidTimeout,
+// InvalidRecipient) are given once while the values they complain about
+// stay the same, and the record on the object says which were given
+// (Record.Warned), so that a restart does not repeat them. The warnings
+// about an expiry (failed messages, notice not given, deletion or archive
+// failed) are in the record's Reported. RecordFailed alone is kept in
+// memory: see writeFailed.
 
 // warnInvalid emits one InvalidTimeout Event per invalid annotation value,
 // and again only when the values change.
@@ -47,7 +36,7 @@ func (r *ObjectReconciler) warnInvalid(ctx context.Context, ev *evaluation) {
 	for _, inv := range life.Invalid {
 		sig.WriteString(inv.Annotation + "=" + inv.Value + "\n")
 	}
-	if !r.warningsChanged(key, obj.UID, sig.String(), func(s *givenWarnings) *string { return &s.invalidAnnotations }) || sig.Len() == 0 {
+	if !r.warnOnce(ctx, ev, expiry.WarnedTimeout, sig.String()) {
 		return
 	}
 	outcome := "it is kept"
@@ -74,47 +63,61 @@ func (r *ObjectReconciler) warnInvalid(ctx context.Context, ev *evaluation) {
 		"%s; %s", strings.Join(problems, "; "), outcome)
 }
 
-// warningsChanged reports whether the warnings about the object, summed up in sig,
-// differ from those field says were last given, and remembers sig.
-func (r *ObjectReconciler) warningsChanged(key Key, uid types.UID, sig string, field func(*givenWarnings) *string) bool {
-	return r.updateGivenWarnings(key, uid, func(s *givenWarnings) bool {
-		last := field(s)
-		changed := *last != sig
-		*last = sig
-		return changed
-	})
-}
-
-// updateGivenWarnings applies update to what was reported about the object and
-// returns update's result. A recreated object (new UID) starts afresh, and
-// an entry left with nothing in it is dropped.
-func (r *ObjectReconciler) updateGivenWarnings(key Key, uid types.UID, update func(*givenWarnings) bool) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := r.warningsGiven[key]
-	if s.uid != uid {
-		s = givenWarnings{uid: uid}
+// warnOnce reports whether the warning kind about the values summed up in
+// sig is to be given now: sig is not empty, and differs from what the
+// record says was last given. It records sig on the object first, so that
+// neither a retry nor a restart gives the warning again; when the record
+// cannot be written nothing is said now, and the next pass tries again.
+// An empty sig (the values were fixed) clears the entry, so that the same
+// mistake made again is warned about again.
+func (r *ObjectReconciler) warnOnce(ctx context.Context, ev *evaluation, kind, sig string) bool {
+	digest := ""
+	if sig != "" {
+		sum := sha256.Sum256([]byte(sig))
+		digest = hex.EncodeToString(sum[:8])
 	}
-	result := update(&s)
-	if s == (givenWarnings{uid: uid}) {
-		delete(r.warningsGiven, key)
-	} else {
-		if r.warningsGiven == nil {
-			r.warningsGiven = map[Key]givenWarnings{}
+	base := ev.Record
+	if base == nil {
+		// A kept object has no record of an expiry; the warnings about
+		// it go on the record it shows, or on an empty one.
+		base = ev.Shown.Clone()
+		if base == nil {
+			base = &expiry.Record{}
 		}
-		r.warningsGiven[key] = s
 	}
-	return result
+	if base.Warned[kind] == digest {
+		return false
+	}
+	w := *ev
+	w.Record = base
+	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	err := r.recordDelivery(writeCtx, &w, func(rec *expiry.Record) {
+		if digest == "" {
+			delete(rec.Warned, kind)
+			return
+		}
+		if rec.Warned == nil {
+			rec.Warned = map[string]string{}
+		}
+		rec.Warned[kind] = digest
+	})
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "record a warning", "warning", kind)
+		return false
+	}
+	return digest != ""
 }
 
 // warnRecipients emits one InvalidRecipient Event per refused entry of
 // the notify annotation, and again only when the refusals change.
-func (r *ObjectReconciler) warnRecipients(key Key, obj *metav1.PartialObjectMetadata, problems []error) {
+func (r *ObjectReconciler) warnRecipients(ctx context.Context, ev *evaluation, problems []error) {
+	key, obj := ev.key, ev.obj
 	var sig strings.Builder
 	for _, p := range problems {
 		sig.WriteString(p.Error() + "\n")
 	}
-	if !r.warningsChanged(key, obj.UID, sig.String(), func(s *givenWarnings) *string { return &s.refusedRecipients }) || sig.Len() == 0 {
+	if !r.warnOnce(ctx, ev, expiry.WarnedRecipients, sig.String()) {
 		return
 	}
 	r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonInvalidRecipient, actionNotify,

@@ -82,6 +82,12 @@ type Record struct {
 	// ReportDeletionFailed, ReportArchiveFailed, FailedReport) to when it
 	// was said, so that a restart does not say it again.
 	Reported map[string]time.Time `json:"reported,omitempty"`
+	// Warned maps a warning about the object's annotations (WarnedTimeout,
+	// WarnedRecipients) to a short digest of the values it complained
+	// about, so that a restart does not repeat it while they stay wrong.
+	// Unlike Reported it is about the object, not one expiry: it outlives
+	// an extension. Two entries of 16 characters at most.
+	Warned map[string]string `json:"warned,omitempty"`
 	// Earlier are the latest earlier expiries that messages were delivered
 	// about, newest first: when a policy edit moves the expiry back to one
 	// of them, its reminders are not sent again. At most MaxEarlier, and
@@ -122,6 +128,12 @@ const (
 	ReportNoticeNotGiven = "notice-not-given"
 	ReportDeletionFailed = "deletion-failed"
 	ReportArchiveFailed  = "archive-failed"
+)
+
+// Keys of Record.Warned.
+const (
+	WarnedTimeout    = "invalid-timeout"
+	WarnedRecipients = "invalid-recipient"
 )
 
 // FailedReport is the Reported key of the first failure to send the
@@ -173,6 +185,7 @@ func (r *Record) Clone() *Record {
 		c.Sent = map[string]Delivery{}
 	}
 	c.Reported = maps.Clone(r.Reported)
+	c.Warned = maps.Clone(r.Warned)
 	c.Earlier = slices.Clone(r.Earlier)
 	for i := range c.Earlier {
 		c.Earlier[i].Sent = cloneSent(r.Earlier[i].Sent)
@@ -291,8 +304,17 @@ func (r *Record) restore(e Earlier) {
 	}
 }
 
-// moveTo is For without the memory of earlier expiries.
+// moveTo is For without the memory of earlier expiries. The warnings
+// given about the object's annotations come along whatever the expiry.
 func (r *Record) moveTo(at, created, now time.Time) *Record {
+	next := r.moveExpiry(at, created, now)
+	if next != r && r != nil && len(r.Warned) > 0 {
+		next.Warned = maps.Clone(r.Warned)
+	}
+	return next
+}
+
+func (r *Record) moveExpiry(at, created, now time.Time) *Record {
 	switch {
 	case r == nil || r.ExpiresAt.IsZero():
 		// No record, or one that says nothing (an edited annotation): as

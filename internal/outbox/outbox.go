@@ -141,6 +141,28 @@ func exportGivenUp(e *Entry) {
 	}
 }
 
+// Send writes an entry whose messages are due now, whatever becomes of
+// the object (a deletion that failed is told while the object stays), and
+// hands it to the sender. An entry about the same thing already due is
+// kept as it is, with its attempts.
+func (o *Outbox) Send(ctx context.Context, e *Entry) error {
+	e.State = Deleted
+	stored, err := o.Store.Create(ctx, e)
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	o.init()
+	if _, ok := o.entries[stored.Name()]; !ok {
+		o.entries[stored.Name()] = &tracked{entry: stored, confirmed: true}
+	}
+	pendingEntries.Set(float64(len(o.entries)))
+	o.mu.Unlock()
+	exportGivenUp(stored)
+	o.poke()
+	return nil
+}
+
 // Confirm hands over the entry about an object whose delete succeeded:
 // its messages are sent at once.
 func (o *Outbox) Confirm(uid types.UID) {

@@ -55,9 +55,13 @@ type Entry struct {
 	Created time.Time `json:"created"`
 	// APIVersion and Kind of the object, for the check of an entry left
 	// pending-delete.
-	Object   notify.Object `json:"object"`
-	Policy   string        `json:"policy"`
-	Messages []Message     `json:"messages"`
+	Object notify.Object `json:"object"`
+	Policy string        `json:"policy"`
+	// About tells apart the entries about one object that is not gone: a
+	// deletion that failed ("deletion-failed") is told while the object
+	// stays. Empty for the messages about a deletion.
+	About    string    `json:"about,omitempty"`
+	Messages []Message `json:"messages"`
 
 	name            string
 	resourceVersion string
@@ -90,6 +94,9 @@ func Name(uid types.UID) string {
 func (e *Entry) Name() string {
 	if e.name == "" {
 		e.name = Name(e.Object.UID)
+		if e.About != "" {
+			e.name += "-" + e.About
+		}
 	}
 	return e.name
 }

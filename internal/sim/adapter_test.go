@@ -100,9 +100,6 @@ func start(w *world) *instance {
 		Clock:     w.clock,
 		Channels:  &controller.Channels{Reader: w.live, Secrets: noSecrets{}, Clock: w.clock, Build: w.buildNotifiers},
 		Audit:     audit.New(w.trail),
-		// One-off messages are sent in the background otherwise: the
-		// simulation must see each send happen in its turn.
-		AnnounceInline: true,
 	}
 	r.Outbox = r.NewOutbox(w.live, w.live, outboxNamespace, 0, logr.Discard())
 	return &instance{r: r}
