@@ -98,13 +98,19 @@ s3-server: ## Build versitygw, the S3-compatible server the archive tests run, i
 # goroutine, where -race finds nothing and makes it several times slower.
 # The rest start a control plane, the demo or the bench, and run without it.
 RACE_PKGS = ./api/... ./cmd/... $(filter-out %/internal/sim,$(shell go list ./internal/...))
-OTHER_PKGS = ./hack/... ./test/...
+# test/dist checks the archives of `make dist` (six cross builds, over 20
+# minutes from a cold cache on two cores): `make test-dist` runs it.
+OTHER_PKGS = ./hack/... $(filter-out %/test/dist,$(shell go list ./test/...))
 
 .PHONY: test
-test: tools test-rules dist ## Run every test: unit (with -race), fuzz seeds, the alert rules, the krew archives, and integration against a real API server and a real S3 server.
+test: tools test-rules ## Run every test: unit (with -race), fuzz seeds, the alert rules, and integration against a real API server and a real S3 server.
 	go test -race -count=1 $(RACE_PKGS)
 	go test -count=1 ./internal/sim
 	assets=$(ASSETS) && s3=$(S3_SERVER) && KUBEBUILDER_ASSETS="$$assets" TIMEOUT_S3_SERVER="$$s3" go test -count=1 $(OTHER_PKGS)
+
+.PHONY: test-dist
+test-dist: dist ## Build the krew archives (make dist) and check them and the manifest.
+	go test -count=1 ./test/dist
 
 .PHONY: monitoring
 monitoring: ## Generate the PrometheusRule of config/components/prometheus and the chart's copies of the rules and dashboard.

@@ -64,7 +64,7 @@ var (
 func TestTheKrewManifestNamesEveryPlatformsArchiveWithItsChecksum(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(dist, "timeout.yaml"))
 	if errors.Is(err, os.ErrNotExist) {
-		t.Fatal("dist/timeout.yaml does not exist: run `make dist` (make test runs it first)")
+		t.Fatal("dist/timeout.yaml does not exist: run `make test-dist`")
 	}
 	if err != nil {
 		t.Fatal(err)
