@@ -28,8 +28,8 @@ const ClusterSpec = "cluster"
 // their labels and annotation.
 const (
 	SecretType   corev1.SecretType = "timeout.amphitheatre.app/archive"
-	SecretKey                      = "manifest.yaml"
-	secretPrefix                   = "timeout-archive-"
+	SecretKey    string            = "manifest.yaml"
+	secretPrefix string            = "timeout-archive-"
 
 	LabelArchive = "timeout.amphitheatre.app/archive"
 	LabelGroup   = "timeout.amphitheatre.app/archived-group"

@@ -28,6 +28,8 @@ import (
 
 // notify sends the message plan says is due to the channels that have not
 // accepted it yet, and records on the object which ones did.
+//
+//nolint:gocyclo // 43 against 40: splitting the send from its record is left to a follow-up (issue 13 note)
 func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expiry.Plan) (res ctrl.Result, err error) {
 	key, obj := ev.key, ev.obj
 	log := logf.FromContext(ctx)

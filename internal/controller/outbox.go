@@ -54,9 +54,9 @@ func (r *ObjectReconciler) farewell(ctx context.Context, ev *evaluation) *outbox
 // outboxEntry is the outbox entry holding the messages of types about
 // obj, with detail, over the channels of its policy that carry them; nil
 // when none does. about tells apart an entry that is not about a deletion.
-func (r *ObjectReconciler) outboxEntry(ctx context.Context, ev *evaluation, types []v1alpha1.EventType, about, detail string) *outbox.Entry {
+func (r *ObjectReconciler) outboxEntry(ctx context.Context, ev *evaluation, messageTypes []v1alpha1.EventType, about, detail string) *outbox.Entry {
 	e := &outbox.Entry{Created: r.Clock.Now(), Policy: ev.policy.Name, About: about}
-	for _, t := range types {
+	for _, t := range messageTypes {
 		channels := map[string]*outbox.Delivery{}
 		for _, name := range slices.Sorted(maps.Keys(ev.channels.notifiers)) {
 			if ev.channels.notifiers[name].Accepts(t) {

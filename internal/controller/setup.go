@@ -258,13 +258,13 @@ func readiness(mgr manager.Manager, leading *atomic.Bool) healthz.Checker {
 
 // pruneArchive removes archived manifests older than retention, at start
 // and every hour, on the leader (the one replica that writes them).
-func pruneArchive(store archive.Store, retention time.Duration, clock clock.PassiveClock, log logr.Logger) manager.Runnable {
+func pruneArchive(store archive.Store, retention time.Duration, clk clock.PassiveClock, log logr.Logger) manager.Runnable {
 	return manager.RunnableFunc(func(ctx context.Context) error {
 		log = log.WithValues("archive", store.String())
 		tick := time.NewTicker(time.Hour)
 		defer tick.Stop()
 		for {
-			removed, err := store.Prune(ctx, clock.Now().Add(-retention))
+			removed, err := store.Prune(ctx, clk.Now().Add(-retention))
 			if err != nil {
 				log.Error(err, "prune the archive")
 			} else if removed > 0 {

@@ -62,7 +62,6 @@ func slim(tm *metav1.TypeMeta, m *metav1.ObjectMeta) {
 	m.OwnerReferences = nil
 	m.Finalizers = nil
 	m.GenerateName = ""
-	m.SelfLink = ""
 	if len(m.Labels) == 0 {
 		m.Labels = nil
 	}

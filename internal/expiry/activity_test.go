@@ -300,12 +300,12 @@ func TestPlanFollowsUse(t *testing.T) {
 	})
 
 	t.Run("use cannot take an object past its maximum", func(t *testing.T) {
-		max := created.Add(30 * Day)
-		rec := sent(recFor(max), "2d", max.Add(-2*Day), people...)
-		rec.Noticed = max.Add(-2 * Day)
-		p, _ := plan(idle, used(max.Add(-time.Minute)), rec, max)
-		if p.Action != Delete || !p.At.Equal(max) {
-			t.Fatalf("plan = %+v, want Delete at the maximum %s", p, rfc(max))
+		maxAt := created.Add(30 * Day)
+		rec := sent(recFor(maxAt), "2d", maxAt.Add(-2*Day), people...)
+		rec.Noticed = maxAt.Add(-2 * Day)
+		p, _ := plan(idle, used(maxAt.Add(-time.Minute)), rec, maxAt)
+		if p.Action != Delete || !p.At.Equal(maxAt) {
+			t.Fatalf("plan = %+v, want Delete at the maximum %s", p, rfc(maxAt))
 		}
 	})
 }

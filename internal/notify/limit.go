@@ -26,10 +26,10 @@ type Limiter struct {
 	slots map[string]chan struct{}
 }
 
-// NewLimiter returns a Limiter that lets each channel send max messages
-// at once; max <= 0 means no limit.
-func NewLimiter(max int) *Limiter {
-	return &Limiter{max: max}
+// NewLimiter returns a Limiter that lets each channel send limit messages
+// at once; limit <= 0 means no limit.
+func NewLimiter(limit int) *Limiter {
+	return &Limiter{max: limit}
 }
 
 // Limit returns n with its sends counted against the limit of n's channel

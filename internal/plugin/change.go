@@ -141,7 +141,7 @@ notice is owed, reminded first and deleted after the minimum notice. The
 command prints which.`
 		cmd.Example = `  kubectl timeout unkeep 2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10`
 	}
-	cmd.Args = exactArgs(1, "[KIND/]NAME")
+	cmd.Args = oneArg("[KIND/]NAME")
 	cmd.ValidArgsFunction = func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
@@ -195,7 +195,7 @@ last activity is more recent than that, nothing is written. Under a policy
 without idleTTL, use does not change an expiry and the command exits with 7.`,
 		Example: `  kubectl timeout touch 2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10
   kubectl timeout touch "Weekend demo"`,
-		Args: exactArgs(1, "[KIND/]NAME"),
+		Args: oneArg("[KIND/]NAME"),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp

@@ -79,7 +79,7 @@ of the same name that exists is never replaced (exit code 7).`,
 			if f.list {
 				return cobra.MaximumNArgs(1)(cmd, args)
 			}
-			return exactArgs(1, "ARCHIVE or [KIND/]NAME")(cmd, args)
+			return oneArg("ARCHIVE or [KIND/]NAME")(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			formats := []string{"text", "json", "yaml"}
