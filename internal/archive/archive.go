@@ -1,6 +1,10 @@
 // Copyright 2026 The Amphitheatre Authors.
 // SPDX-License-Identifier: Apache-2.0
 
+// This file is over 400 lines: it holds the Store interface with the
+// directory store, whose current and legacy layouts are read together;
+// the cluster and S3 stores have files of their own.
+
 // Package archive keeps the manifests of objects the controller deleted,
 // one file each, so that they can be found by name, title and UID and
 // restored.
