@@ -63,18 +63,18 @@ func TestArchivesThenDeletesAndAuditsEachStep(t *testing.T) {
 	// Each decision is on the trail, in the order it was taken, with the
 	// object's UID: the reminder, the archive, then the deletion, its
 	// intent first.
-	var trail []audit.Type
+	var recs []audit.Record
 	eventually(t, 5*time.Second, "audit records of "+pb.GetName(), func() (bool, error) {
-		trail = nil
-		for _, r := range auditRecords(t, pb.GetUID()) {
-			trail = append(trail, r.Type)
-		}
-		return slices.Contains(trail, audit.Deleted), nil
+		recs = withoutSuiteCapTurns(t, auditRecords(t, pb.GetUID()))
+		return slices.ContainsFunc(recs, func(r audit.Record) bool { return r.Type == audit.Deleted }), nil
 	})
+	var trail []audit.Type
+	for _, r := range recs {
+		trail = append(trail, r.Type)
+	}
 	if want := []audit.Type{audit.Notified, audit.Archived, audit.Deleting, audit.Deleted}; !slices.Equal(trail, want) {
 		t.Fatalf("audit trail %v, want %v", trail, want)
 	}
-	recs := auditRecords(t, pb.GetUID())
 	if r := recs[0]; r.Message != "reminder" || r.Stage != "2s" || r.Channel != "events" || r.Result != audit.OK {
 		t.Errorf("reminder record %+v", r)
 	}
@@ -354,6 +354,22 @@ func TestAPolicyCapDelaysOnlyItsOwnObjects(t *testing.T) {
 	if gone != 1 {
 		t.Fatalf("%d of the capped policy's Playbooks deleted, want the first only", gone)
 	}
+}
+
+// withoutSuiteCapTurns drops the turns the suite's controller-wide cap
+// gave. That cap (60,000 a minute) spaces deletions a millisecond apart, so
+// a deletion that falls in the same millisecond as another test's waits its
+// turn, and the trail says so truthfully; it is not part of the story a
+// test tells. Any other throttling stays on the trail.
+func withoutSuiteCapTurns(t *testing.T, recs []audit.Record) []audit.Record {
+	t.Helper()
+	return slices.DeleteFunc(recs, func(r audit.Record) bool {
+		if r.Type != audit.Throttled || !strings.Contains(r.Detail, "--max-deletions-per-minute") {
+			return false
+		}
+		t.Logf("the suite's cap held a deletion back: %s", r.Detail)
+		return true
+	})
 }
 
 // auditRecords returns the audit trail's records about the object uid, in
