@@ -174,13 +174,22 @@ func (cl *cluster) createPolicy(ctx context.Context, cfg config, rc *receiver) e
 			DefaultTTL:    "14d",
 			Reminders:     reminders,
 			MinimumNotice: "0s",
-			IdleTTL:       idleTTL(cfg),
 			Notifications: v1alpha1.Notifications{Channels: []v1alpha1.ChannelReference{{Name: channel.Name}}},
 		},
 	}
+	// The Playbooks of the other policies are not this one's.
+	var others []metav1.LabelSelectorRequirement
 	if cfg.Slow > 0 {
-		policy.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-			{Key: slowLabel, Operator: metav1.LabelSelectorOpDoesNotExist}}}
+		others = append(others, metav1.LabelSelectorRequirement{Key: slowLabel, Operator: metav1.LabelSelectorOpDoesNotExist})
+	}
+	if cfg.Touch > 0 {
+		others = append(others, metav1.LabelSelectorRequirement{Key: usedLabel, Operator: metav1.LabelSelectorOpDoesNotExist})
+		if err := cl.createUsedPolicy(ctx, cfg, channel.Name); err != nil {
+			return err
+		}
+	}
+	if len(others) > 0 {
+		policy.Spec.Selector = &metav1.LabelSelector{MatchExpressions: others}
 	}
 	if err := cl.client.Create(ctx, policy); err != nil {
 		return fmt.Errorf("create TimeoutPolicy: %w", err)
@@ -198,6 +207,9 @@ type population struct {
 	// due at slowDue.
 	slow    []string
 	slowDue time.Time
+	// touched are the Playbooks the run edits (-touch), under the policy
+	// usedPolicyName.
+	touched []string
 	took    time.Duration
 	created time.Time
 }
@@ -210,8 +222,11 @@ func (cl *cluster) populate(ctx context.Context, cfg config) (*population, error
 	start := time.Now()
 	later := cfg.N - cfg.Expiring
 	far := start.Add(24 * time.Hour).Truncate(time.Second)
-	err := cl.create(ctx, cfg, later, func(i int) time.Time { return far.Add(time.Duration(i%3600) * time.Second) }, others, pop)
-	if err != nil {
+	farAt := func(i int) time.Time { return far.Add(time.Duration(i%3600) * time.Second) }
+	if err := cl.create(ctx, cfg, touchedCount(cfg), farAt, touched, pop); err != nil {
+		return nil, err
+	}
+	if err := cl.create(ctx, cfg, later-touchedCount(cfg), farAt, others, pop); err != nil {
 		return nil, err
 	}
 
@@ -273,6 +288,8 @@ const (
 	expiring
 	// slow are reminded through the slow SMTP server (-slow).
 	slow
+	// touched expire a day later and are edited during the run (-touch).
+	touched
 )
 
 // create makes n Playbooks of one role, the i-th expiring at at(i), with
@@ -287,8 +304,11 @@ func (cl *cluster) create(ctx context.Context, cfg config, n int, at func(int) t
 		wg.Go(func() {
 			for i := range next {
 				obj := newPlaybook(i, at(i), cfg.Characters)
-				if role == slow {
+				switch role {
+				case slow:
 					obj.SetLabels(map[string]string{slowLabel: "true"})
+				case touched:
+					obj.SetLabels(map[string]string{usedLabel: "true"})
 				}
 				if err := cl.createOne(ctx, obj); err != nil {
 					cancel(fmt.Errorf("create Playbook %d: %w", i, err))
@@ -301,6 +321,8 @@ func (cl *cluster) create(ctx context.Context, cfg config, n int, at func(int) t
 					pop.expiring = append(pop.expiring, obj.GetName())
 				case slow:
 					pop.slow = append(pop.slow, obj.GetName())
+				case touched:
+					pop.touched = append(pop.touched, obj.GetName())
 				}
 				mu.Unlock()
 			}

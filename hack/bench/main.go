@@ -51,9 +51,9 @@ type config struct {
 	SMTPDelay  time.Duration `json:"smtpDelay,omitempty"`
 	Characters int           `json:"characters"`
 	// Touch is the share of the Playbooks whose spec is edited (use the
-	// controller observes) every TouchEvery for TouchFor, under a policy
-	// with IdleTTL; only Playbooks that do not expire during the run are
-	// touched.
+	// controller observes) every TouchEvery for TouchFor. They do not
+	// expire during the run, and a policy of their own governs them, with
+	// IdleTTL, so that the expiries the run measures stay where they are.
 	Touch      float64       `json:"touch,omitempty"`
 	TouchEvery time.Duration `json:"touchEvery,omitempty"`
 	TouchFor   time.Duration `json:"touchFor,omitempty"`
@@ -88,10 +88,10 @@ func main() {
 	flag.DurationVar(&cfg.Margin, "margin", 30*time.Second, "Time from the end of creation to the first due reminder or expiry, for the controller's cold start.")
 	flag.DurationVar(&cfg.Grace, "grace", 30*time.Second, "How long past the last due moment to wait for missing deletions and reminders.")
 	flag.DurationVar(&cfg.Settle, "settle", 3*time.Second, "How long to keep listening for duplicates once everything came.")
-	flag.Float64Var(&cfg.Touch, "touch", 0, "Share of the Playbooks (0 to 1) whose spec is edited every -touch-every for -touch-for, under a policy with -idle-ttl; only those that do not expire during the run.")
+	flag.Float64Var(&cfg.Touch, "touch", 0, "Share of the Playbooks (0 to 1) whose spec is edited every -touch-every for -touch-for; they expire a day later, under a policy of their own with -idle-ttl.")
 	flag.DurationVar(&cfg.TouchEvery, "touch-every", time.Second, "How often the touched Playbooks are edited.")
 	flag.DurationVar(&cfg.TouchFor, "touch-for", time.Minute, "How long the touched Playbooks are edited, ending with the last expiry.")
-	flag.DurationVar(&cfg.IdleTTL, "idle-ttl", 0, "The policy's idleTTL (0: none). It must not exceed -margin, so that no expiry the run measures moves.")
+	flag.DurationVar(&cfg.IdleTTL, "idle-ttl", 0, "The idleTTL of the policy of the -touch Playbooks (0: none).")
 	flag.IntVar(&cfg.Slow, "slow", 0, "More Playbooks whose reminders fall due in the same second, a quarter into the window, sent by e-mail to a slow SMTP server.")
 	flag.DurationVar(&cfg.SMTPDelay, "smtp-delay", 2*time.Second, "How long the slow SMTP server takes to accept each message (with -slow).")
 	flag.IntVar(&cfg.Characters, "characters", 3, "Characters in each Playbook's spec.")
@@ -153,10 +153,8 @@ func (c config) validate() error {
 		return errors.New("-window and -reminders must be whole seconds")
 	case c.Touch < 0 || c.Touch > 1:
 		return errors.New("-touch must be between 0 and 1")
-	case c.Touch > 0 && c.IdleTTL <= 0:
-		return errors.New("-touch needs -idle-ttl")
-	case c.IdleTTL > c.Margin:
-		return fmt.Errorf("-idle-ttl %s exceeds -margin %s: it would move the expiries the run measures", c.IdleTTL, c.Margin)
+	case c.IdleTTL > 0 && c.Touch <= 0:
+		return errors.New("-idle-ttl is the idleTTL of the -touch Playbooks' policy: it needs -touch")
 	case c.Touch > 0 && c.TouchEvery <= 0:
 		return errors.New("-touch-every must be positive")
 	case c.Creators < 1:

@@ -124,9 +124,13 @@ type receiver struct {
 	mu        sync.Mutex
 	reminders map[string][]time.Time
 	// others counts the other messages by type; refused, the requests
-	// that failed the checks.
+	// that failed the checks. ids holds every message's id, and again
+	// counts deliveries of an id already received, by type (they are
+	// counted in reminders and others too).
 	others  map[string]int
 	refused []string
+	ids     map[string]bool
+	again   map[string]int
 
 	// smtp is the slow SMTP server (-slow) at smtpAddr; mail notes when
 	// it accepted each Playbook's reminders, by name.
@@ -136,7 +140,7 @@ type receiver struct {
 }
 
 func startReceiver(smtpDelay time.Duration) (*receiver, error) {
-	rc := &receiver{key: make([]byte, 32), reminders: map[string][]time.Time{}, others: map[string]int{}, mail: map[string][]time.Time{}}
+	rc := &receiver{key: make([]byte, 32), reminders: map[string][]time.Time{}, others: map[string]int{}, mail: map[string][]time.Time{}, ids: map[string]bool{}, again: map[string]int{}}
 	_, _ = rand.Read(rc.key)
 	rc.secret = "whsec_" + base64.StdEncoding.EncodeToString(rc.key)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -190,7 +194,12 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, problem, http.StatusBadRequest)
 		return
 	}
-	if t := strings.TrimPrefix(ev.Type, notify.CloudEventTypePrefix); t == "reminder" {
+	t := strings.TrimPrefix(ev.Type, notify.CloudEventTypePrefix)
+	if rc.ids[id] {
+		rc.again[t]++
+	}
+	rc.ids[id] = true
+	if t == "reminder" {
 		rc.reminders[ev.Subject] = append(rc.reminders[ev.Subject], arrived)
 	} else {
 		rc.others[t]++

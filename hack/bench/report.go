@@ -245,9 +245,12 @@ type report struct {
 	// accepted each one's reminder, less the second they all fell due.
 	SlowReminder *lagStats `json:"slowReminder,omitempty"`
 	// Messages counts the other messages the receiver accepted, by type;
-	// Refused, the requests that failed its checks.
-	Messages map[string]int `json:"messages"`
-	Refused  int            `json:"refused"`
+	// Redelivered, the deliveries of an id it had already accepted (any
+	// type, reminders included); Refused, the requests that failed its
+	// checks.
+	Messages    map[string]int `json:"messages"`
+	Redelivered map[string]int `json:"redelivered"`
+	Refused     int            `json:"refused"`
 
 	// IdleRSSBytes and IdleHeapLiveBytes are the resident memory and the
 	// live heap of the controller running with its policy and no
@@ -380,7 +383,7 @@ func (m *measurement) report() *report {
 			lags = append(lags, lag)
 		}
 	}
-	r.Messages, r.Refused = m.rc.others, len(m.rc.refused)
+	r.Messages, r.Redelivered, r.Refused = m.rc.others, m.rc.again, len(m.rc.refused)
 	if len(m.pop.slow) > 0 {
 		r.SlowReminder = &lagStats{}
 		var slow []time.Duration
@@ -512,7 +515,7 @@ func (r *report) print(out io.Writer) {
 	fact("other CPU, initial sync", "%s", others(r.OtherCPUSeconds.InitialSync))
 	fact("other CPU, after sync", "%s", others(r.OtherCPUSeconds.AfterSync))
 	fact("object reconciles", "%.0f (%.0f errors)", r.Controller.Reconciles, r.Controller.Errors)
-	fact("other messages", "%v, %d refused", r.Messages, r.Refused)
+	fact("other messages", "%v, %d refused, redelivered by id %v", r.Messages, r.Refused, r.Redelivered)
 	if t := r.Touch; t != nil {
 		fact("activity", "%d Playbooks edited every %s for %.0fs under idleTTL %s: %d edits (%d failed)",
 			t.Objects, c.TouchEvery, t.Seconds, c.IdleTTL, t.Edits, t.Failed)

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,7 +41,8 @@ type touchReport struct {
 	AtOneDayIdleTTL     float64 `json:"writesPerObjectHourAtOneDayIdleTTL"`
 }
 
-// idleTTL is the policy's idleTTL for cfg: none without -idle-ttl.
+// idleTTL is the idleTTL of the touched Playbooks' policy: none without
+// -idle-ttl.
 func idleTTL(cfg config) v1alpha1.Duration {
 	if cfg.IdleTTL <= 0 {
 		return ""
@@ -50,18 +50,10 @@ func idleTTL(cfg config) v1alpha1.Duration {
 	return v1alpha1.Duration(expiry.FormatDuration(cfg.IdleTTL))
 }
 
-// touchable are the Playbooks the run may touch: those that do not expire
-// during it, so that use moves no expiry the run measures.
-func (m *measurement) touchable() []string {
-	var out []string
-	for name := range m.pop.expiresAt {
-		if !slices.Contains(m.pop.expiring, name) {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	n := int(math.Round(m.cfg.Touch * float64(m.cfg.N)))
-	return out[:min(n, len(out))]
+// touchedCount is how many of the Playbooks that expire a day later the
+// run touches.
+func touchedCount(cfg config) int {
+	return min(int(math.Round(cfg.Touch*float64(cfg.N))), cfg.N-cfg.Expiring)
 }
 
 // startTouching edits the spec of the touchable Playbooks every
@@ -69,7 +61,7 @@ func (m *measurement) touchable() []string {
 // deletions are measured under that load, and returns a function that
 // stops and waits.
 func (m *measurement) startTouching(ctx context.Context) (stop func()) {
-	names := m.touchable()
+	names := m.pop.touched
 	if len(names) == 0 || m.cfg.TouchFor <= 0 {
 		return func() {}
 	}
@@ -144,4 +136,34 @@ func (m *measurement) startTouching(ctx context.Context) (stop func()) {
 		m.p.say("%d edits in %.0fs (%d failed); the controller wrote activity %.0f times: %.1f writes per object per hour, %.2f at a one-day idleTTL",
 			m.touch.Edits, m.touch.Seconds, m.touch.Failed, m.touch.Writes, m.touch.WritesPerObjectHour, m.touch.AtOneDayIdleTTL)
 	}
+}
+
+// usedLabel marks the -touch Playbooks; the policy usedPolicyName selects
+// them and the others do not.
+const (
+	usedLabel      = "bench.timeout.amphitheatre.app/used"
+	usedPolicyName = "bench-used"
+)
+
+// createUsedPolicy creates the policy of the touched Playbooks: the bench
+// policy's, with -idle-ttl. Its own policy lets the idleTTL be as long as
+// a real one (a day, say) without moving the expiries the run measures:
+// creation counts as use, so under an idleTTL longer than -margin the
+// expiring Playbooks would live longer.
+func (cl *cluster) createUsedPolicy(ctx context.Context, cfg config, channel string) error {
+	policy := &v1alpha1.TimeoutPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: usedPolicyName},
+		Spec: v1alpha1.TimeoutPolicySpec{
+			Target:        v1alpha1.Target{APIVersion: "amphitheatre.app/v1", Kind: "Playbook"},
+			Selector:      &metav1.LabelSelector{MatchLabels: map[string]string{usedLabel: "true"}},
+			DefaultTTL:    "14d",
+			MinimumNotice: "0s",
+			IdleTTL:       idleTTL(cfg),
+			Notifications: v1alpha1.Notifications{Channels: []v1alpha1.ChannelReference{{Name: channel}}},
+		},
+	}
+	if err := cl.client.Create(ctx, policy); err != nil {
+		return fmt.Errorf("create TimeoutPolicy %s: %w", usedPolicyName, err)
+	}
+	return nil
 }
