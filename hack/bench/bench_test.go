@@ -24,6 +24,9 @@ func TestSmoke(t *testing.T) {
 		N: 200, Expiring: 150, Burst: 50, Window: 4 * time.Second, Reminders: 3 * time.Second,
 		Margin: 4 * time.Second, Grace: 15 * time.Second, Settle: time.Second,
 		Characters: 3, Creators: 16, Log: filepath.Join(t.TempDir(), "controller.log"),
+		// 20 of the 50 that expire a day later are edited twice a second,
+		// under an idleTTL whose write window is a second.
+		Touch: 0.1, TouchEvery: 500 * time.Millisecond, TouchFor: 4 * time.Second, IdleTTL: 20 * time.Second,
 	}
 	var progress bytes.Buffer
 	rep, err := run(t.Context(), cfg, &progress)
@@ -73,6 +76,20 @@ func TestSmoke(t *testing.T) {
 		}
 		if rep.ControllerFlags["workers"] == nil {
 			t.Errorf("the controller's flags were not read from its log: %v", rep.ControllerFlags)
+		}
+	})
+	t.Run("edits the touched Playbooks and counts the controller's writes of their use", func(t *testing.T) {
+		tr := rep.Touch
+		if tr == nil {
+			t.Fatal("no report of the touched Playbooks")
+		}
+		if tr.Objects != 20 || tr.Edits == 0 || tr.Failed != 0 {
+			t.Errorf("%d Playbooks touched with %d edits, %d failed; want 20, some, none", tr.Objects, tr.Edits, tr.Failed)
+		}
+		// One write per object and window (idleTTL/20 = 1 s), and one
+		// more for a window the run began in the middle of.
+		if most := float64(tr.Objects) * (tr.Seconds + 1); tr.Writes == 0 || tr.Writes > most {
+			t.Errorf("%v activity writes for %d objects over %.1fs; want some and at most %v", tr.Writes, tr.Objects, tr.Seconds, most)
 		}
 	})
 	t.Run("attributes the controller's API requests", func(t *testing.T) {
