@@ -37,6 +37,7 @@ type plugin struct {
 		Homepage         string     `json:"homepage"`
 		ShortDescription string     `json:"shortDescription"`
 		Description      string     `json:"description"`
+		Caveats          string     `json:"caveats"`
 		Platforms        []platform `json:"platforms"`
 	} `json:"spec"`
 }
