@@ -6,7 +6,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -86,22 +85,16 @@ func (c *scripted) count(t v1alpha1.EventType) int {
 	return n
 }
 
-// scriptedSecrets is the Secrets every harness gives its Channels: it
-// reads no Secret, and carries the harness's own scripted channel to the
-// factory, so that tests that script their channel can run in parallel.
-type scriptedSecrets struct{ ch *scripted }
-
-func (scriptedSecrets) Get(_ context.Context, namespace, name, key string) ([]byte, error) {
-	return nil, fmt.Errorf("secret %s/%s key %s: the harness reads no Secret", namespace, name, key)
-}
-
-func init() {
-	notify.Register("zz-scripted", func(_ context.Context, ch notify.Channel, secrets notify.Secrets) (notify.Notifier, error) {
-		if s, ok := secrets.(scriptedSecrets); ok && ch.Name == scriptedChannel {
-			return s.ch, nil
+// kinds hold the one kind of channel a harness builds, in the place of
+// channelKinds: its own scripted channel. Nothing reads a Secret, and
+// tests that script their channel can run in parallel.
+func (c *scripted) kinds() notify.Kinds {
+	return notify.Kinds{{Name: "scripted", Build: func(_ context.Context, ch notify.Channel, _ notify.Secrets) (notify.Notifier, error) {
+		if ch.Name != scriptedChannel {
+			return nil, nil
 		}
-		return nil, nil
-	})
+		return c, nil
+	}}}
 }
 
 // remindingPolicy reminds 30 minutes before a one-hour default TTL through
@@ -287,7 +280,7 @@ func TestLeavingTheGlobalDryRunGivesTheMinimumNoticeAgain(t *testing.T) {
 
 	live := t0.Add(90 * time.Minute)
 	h.clock.SetTime(live)
-	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock, Secrets: scriptedSecrets{h.scripted}}}
+	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +326,7 @@ func TestARestartAtAnyStepRepeatsAndLosesNothing(t *testing.T) {
 		h.clock.SetTime(t0.Add(at))
 		for range times {
 			// Everything in memory is dropped.
-			h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock, Secrets: scriptedSecrets{h.scripted}}}
+			h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
 			h.r.Outbox = h.r.NewOutbox(h.client, h.r.APIReader, "timeout-system", 0, logr.Discard())
 			if _, err := h.reconcile(cm); err != nil && !strings.Contains(err.Error(), "conflict") {
 				t.Fatal(err)
@@ -648,7 +641,7 @@ func TestARestartBeforeEveryPassRepeatsNoWarningAboutTheAnnotations(t *testing.T
 	for _, at := range []time.Duration{time.Minute, 2 * time.Minute, 31 * time.Minute, 32 * time.Minute, 40 * time.Minute} {
 		h.clock.SetTime(t0.Add(at))
 		// Everything in memory is dropped.
-		h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock, Secrets: scriptedSecrets{h.scripted}}}
+		h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
 		h.r.Outbox = h.r.NewOutbox(h.client, h.r.APIReader, "timeout-system", 0, logr.Discard())
 		if _, err := h.reconcile(cm); err != nil && !strings.Contains(err.Error(), "conflict") {
 			t.Fatal(err)
