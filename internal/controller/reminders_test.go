@@ -469,26 +469,11 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 			}
 		}},
 		{"does not write a delivery about an object onto the object recreated under its name", func(t *testing.T) {
-			at := t0.Add(time.Hour)
-			cm := newConfigMap("recreated", expiresAt(at))
-			h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("10m"), cm)
-			h.scripted.mu.Lock()
-			h.scripted.during = func() {
-				if err := h.client.Delete(context.Background(), cm); err != nil {
-					t.Error(err)
-				}
-				again := newConfigMap("recreated", expiresAt(at), func(c *corev1.ConfigMap) {
-					c.UID = "uid-recreated-2"
-					c.CreationTimestamp = metav1.NewTime(t0.Add(31 * time.Minute))
-				})
-				if err := h.client.Create(context.Background(), again); err != nil {
-					t.Error(err)
-				}
-			}
-			h.scripted.mu.Unlock()
+			// Recreated a minute after its stage fell due: owed no reminder.
+			h, cm := recreatedDuringASend(t, t0.Add(31*time.Minute))
 			mustReconcile(t, h, cm)
 			s := h.stored(cm)
-			if s == nil || s.UID != "uid-recreated-2" {
+			if s == nil || s.UID != recreatedUID {
 				t.Fatalf("stored %v, want the recreated object", s)
 			}
 			if r := s.Annotations[expiry.AnnotationReminders]; r != "" {
@@ -496,29 +481,10 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 			}
 		}},
 		{"reminds an object recreated under the name of one reminded, before deleting it", func(t *testing.T) {
-			// Both objects have the same expiry and the same stage due, so
-			// that anything remembered by name and expiry (a delivery not
-			// written yet, a backoff) would pass for the new object's
-			// reminder. The new object is created when its stage falls due:
-			// one created later lives less than the lead and is owed no
-			// reminder (docs/notifications.md).
-			at := t0.Add(time.Hour)
-			cm := newConfigMap("recreated", expiresAt(at))
-			h := newHarness(t, t0.Add(30*time.Minute), remindingPolicy("10m"), cm)
-			h.scripted.mu.Lock()
-			h.scripted.during = func() {
-				if err := h.client.Delete(context.Background(), cm); err != nil {
-					t.Error(err)
-				}
-				again := newConfigMap("recreated", expiresAt(at), func(c *corev1.ConfigMap) {
-					c.UID = "uid-recreated-2"
-					c.CreationTimestamp = metav1.NewTime(t0.Add(30 * time.Minute))
-				})
-				if err := h.client.Create(context.Background(), again); err != nil {
-					t.Error(err)
-				}
-			}
-			h.scripted.mu.Unlock()
+			// Recreated when its stage falls due: one created later lives
+			// less than the lead and is owed no reminder
+			// (docs/notifications.md).
+			h, cm := recreatedDuringASend(t, t0.Add(30*time.Minute))
 			mustReconcile(t, h, cm)
 			h.scripted.set(nil, nil)
 			var remindedAt time.Time
@@ -527,7 +493,7 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 				mustReconcile(t, h, cm)
 				h.scripted.mu.Lock()
 				for _, msg := range h.scripted.sent {
-					if msg.Type == v1alpha1.EventReminder && msg.Object.UID == "uid-recreated-2" && remindedAt.IsZero() {
+					if msg.Type == v1alpha1.EventReminder && msg.Object.UID == recreatedUID && remindedAt.IsZero() {
 						remindedAt = h.clock.Now()
 					}
 				}
@@ -549,6 +515,37 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, tt.run)
 	}
+}
+
+// recreatedUID is the UID of the object recreatedDuringASend creates.
+const recreatedUID = "uid-recreated-2"
+
+// recreatedDuringASend returns a harness at now, whose policy reminds 30
+// minutes ahead with 10 minutes of notice, and an object expiring at
+// t0+1h. The first send about it deletes it and creates another under its
+// name, created at now, with the same expiry: anything remembered by name
+// and expiry (a delivery not written yet, a backoff) would pass for the
+// new object's.
+func recreatedDuringASend(t *testing.T, now time.Time) (*harness, *corev1.ConfigMap) {
+	t.Helper()
+	at := t0.Add(time.Hour)
+	cm := newConfigMap("recreated", expiresAt(at))
+	h := newHarness(t, now, remindingPolicy("10m"), cm)
+	h.scripted.mu.Lock()
+	defer h.scripted.mu.Unlock()
+	h.scripted.during = func() {
+		if err := h.client.Delete(context.Background(), cm); err != nil {
+			t.Error(err)
+		}
+		again := newConfigMap("recreated", expiresAt(at), func(c *corev1.ConfigMap) {
+			c.UID = recreatedUID
+			c.CreationTimestamp = metav1.NewTime(now)
+		})
+		if err := h.client.Create(context.Background(), again); err != nil {
+			t.Error(err)
+		}
+	}
+	return h, cm
 }
 
 // TestRemindersWhenDeliveryOrItsRecordFails covers a channel that keeps
