@@ -73,7 +73,7 @@ func buildChannel(ctx context.Context, ch *v1alpha1.NotificationChannel, secrets
 	if err != nil {
 		return nil, err
 	}
-	ns, err := notify.Build(ctx, []notify.Channel{{Name: ch.Name, Spec: ch.Spec, TLS: tc}}, secrets)
+	ns, err := channelKinds.Build(ctx, []notify.Channel{{Name: ch.Name, Spec: ch.Spec, TLS: tc}}, secrets)
 	if err != nil {
 		return nil, err
 	}

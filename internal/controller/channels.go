@@ -24,7 +24,14 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/match"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify/email"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify/slack"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify/webhook"
 )
+
+// channelKinds are the kinds of channel the controller sends through, one
+// for each of NotificationChannelSpec's email, slack and webhook.
+var channelKinds = notify.Kinds{email.Kind, slack.Kind, webhook.Kind}
 
 // channelsTTL is how long a policy's channels are reused before they are
 // built again, which picks up rotated Secrets. A change of a
@@ -64,8 +71,7 @@ type Channels struct {
 	// Limiter caps each channel's sends at once; nil means no cap.
 	Limiter *notify.Limiter
 	// Build builds the notifiers of a policy's channels; nil is
-	// notify.Build, with the registered kinds of channel. A simulation
-	// builds its own.
+	// channelKinds.Build. Tests and the simulation build their own.
 	Build func(ctx context.Context, channels []notify.Channel, secrets notify.Secrets) ([]notify.Notifier, error)
 
 	mu    sync.Mutex
@@ -213,7 +219,7 @@ func (c *Channels) build(ctx context.Context, p *v1alpha1.TimeoutPolicy, chans [
 	}
 	buildNotifiers := c.Build
 	if buildNotifiers == nil {
-		buildNotifiers = notify.Build
+		buildNotifiers = channelKinds.Build
 	}
 	notifiers, err := buildNotifiers(ctx, resolved, c.Secrets)
 	if err := errors.Join(append(errs, err)...); err != nil {

@@ -6,6 +6,7 @@ package controller
 import (
 	"context"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,26 +80,41 @@ func (s secretsByKey) Get(_ context.Context, _, _, key string) ([]byte, error) {
 }
 
 // The plugin plans with notify.ChannelNames, from the spec alone: the
-// channels the controller builds from the same spec must carry the same
-// names for the same message types.
+// channels the controller builds from the same spec, of every kind it
+// lists, must carry the same names for the same message types.
 func TestBuiltChannelsCarryThePlannedNames(t *testing.T) {
 	secrets := secretsByKey{"url": "https://hooks.slack.com/services/T0/B0/x", "key": "a signing key"}
 	ref := func(key string) v1alpha1.SecretKeySelector {
 		return v1alpha1.SecretKeySelector{Namespace: "timeout-system", Name: "channels", Key: key}
 	}
-	c := channelsWith(t, secrets,
-		channel("mail", v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{Host: "smtp.example.com", From: "timeout@example.com"}}),
-		channel("chat", v1alpha1.NotificationChannelSpec{Slack: &v1alpha1.SlackChannel{WebhookURLSecretRef: ref("url")}}),
-		channel("portal", v1alpha1.NotificationChannelSpec{Webhook: &v1alpha1.WebhookChannel{URL: "https://portal.example.com/hook", SecretRef: ref("key")}}),
-		channel("deletions", v1alpha1.NotificationChannelSpec{Webhook: &v1alpha1.WebhookChannel{URL: "https://audit.example.com/hook", SecretRef: ref("key")}}),
+	// A channel of each kind, by the kind's name.
+	specs := map[string]v1alpha1.NotificationChannelSpec{
+		"email":   {Email: &v1alpha1.EmailChannel{Host: "smtp.example.com", From: "timeout@example.com"}},
+		"slack":   {Slack: &v1alpha1.SlackChannel{WebhookURLSecretRef: ref("url")}},
+		"webhook": {Webhook: &v1alpha1.WebhookChannel{URL: "https://portal.example.com/hook", SecretRef: ref("key")}},
+	}
+	var (
+		chans []*v1alpha1.NotificationChannel
+		refs  []v1alpha1.ChannelReference
 	)
-	spec := v1alpha1.Notifications{Channels: []v1alpha1.ChannelReference{
-		{Name: "mail", Events: []v1alpha1.EventType{v1alpha1.EventReminder}},
-		{Name: "chat"},
-		{Name: "portal"},
-		{Name: "deletions", Events: []v1alpha1.EventType{v1alpha1.EventDeleted}},
-	}}
-	for name, spec := range map[string]v1alpha1.Notifications{"every channel": spec, "none": {}} {
+	for _, k := range channelKinds {
+		spec, ok := specs[k.Name]
+		if !ok {
+			t.Fatalf("no channel of kind %s to build: add one to this test", k.Name)
+		}
+		// Each kind three times: for every message type, for reminders
+		// only, and for a type that is not recorded.
+		for suffix, events := range map[string][]v1alpha1.EventType{
+			"":           nil,
+			"-reminders": {v1alpha1.EventReminder},
+			"-deletions": {v1alpha1.EventDeleted},
+		} {
+			chans = append(chans, channel(k.Name+suffix, spec))
+			refs = append(refs, v1alpha1.ChannelReference{Name: k.Name + suffix, Events: events})
+		}
+	}
+	c := channelsWith(t, secrets, chans...)
+	for name, spec := range map[string]v1alpha1.Notifications{"every channel": {Channels: refs}, "none": {}} {
 		t.Run(name, func(t *testing.T) {
 			p := newPolicy("p-"+strings.ReplaceAll(name, " ", "-"), func(p *v1alpha1.TimeoutPolicy) { p.Spec.Notifications = spec })
 			set, err := c.get(context.Background(), p)
@@ -109,6 +125,31 @@ func TestBuiltChannelsCarryThePlannedNames(t *testing.T) {
 				t.Errorf("built %v, planned %v", set.names, want)
 			}
 		})
+	}
+}
+
+// Each field of NotificationChannelSpec that configures a kind of channel
+// (exactly one of them is set) has its kind in channelKinds, and no other
+// kind is listed: a kind added to the API but not to the list would leave
+// its channels unusable.
+func TestTheControllerListsEveryKindOfChannelTheAPIHas(t *testing.T) {
+	var fields []string
+	spec := reflect.TypeFor[v1alpha1.NotificationChannelSpec]()
+	for i := range spec.NumField() {
+		f := spec.Field(i)
+		if f.Type.Kind() == reflect.Pointer && strings.HasSuffix(f.Type.Elem().Name(), "Channel") {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			fields = append(fields, name)
+		}
+	}
+	var kinds []string
+	for _, k := range channelKinds {
+		kinds = append(kinds, k.Name)
+	}
+	slices.Sort(fields)
+	slices.Sort(kinds)
+	if len(fields) == 0 || !slices.Equal(kinds, fields) {
+		t.Errorf("channelKinds are %q; NotificationChannelSpec has the kinds %q", kinds, fields)
 	}
 }
 

@@ -28,16 +28,11 @@ import (
 
 // notify sends the message plan says is due to the channels that have not
 // accepted it yet, and records on the object which ones did.
-//
-//nolint:gocyclo // 43 against 40: splitting the send from its record is left to a follow-up (issue 13 note)
 func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expiry.Plan) (res ctrl.Result, err error) {
-	key, obj := ev.key, ev.obj
-	log := logf.FromContext(ctx)
-
 	// Each channel backs off on its own: one that keeps failing must not
 	// slow down the retries of another.
 	retryKeyOf := func(channel string) retryKey {
-		return newRetryKey(key, obj.UID, ev.Record.ExpiresAt, plan.Key, channel)
+		return newRetryKey(ev.key, ev.obj.UID, ev.Record.ExpiresAt, plan.Key, channel)
 	}
 	var due []string
 	for _, name := range plan.Channels {
@@ -61,8 +56,38 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 		defer func() { res = orBusy(res, busy) }()
 	}
 
-	if ev.needsTitle(key) {
-		ev.Record.Title = r.title(ctx, key)
+	msg := r.compose(ctx, ev, plan)
+	_, alreadySent := ev.Record.Sent[plan.Key]
+	d := r.send(ctx, ev, plan, due, msg)
+	// The time is taken after the sends: the notice starts when the message
+	// was accepted, and backoff counts from then.
+	now := r.Clock.Now()
+	r.reportSent(ctx, ev, plan, msg, d, now, alreadySent)
+	if err := r.recordDone(ctx, ev, plan, msg, d, now, alreadySent, retryKeyOf); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(d.failed) == 0 && len(d.busy) > 0 {
+		return busyResult(), nil
+	}
+	if len(d.failed) == 0 {
+		// The record patch brings the next reconcile through the watch.
+		return ctrl.Result{}, nil
+	}
+	r.reportFailed(ctx, ev, plan, d, now, retryKeyOf)
+	if plan.Deadline.After(ev.now) && !plan.Deadline.After(now) {
+		// The next thing (a deletion, a later stage) fell due during the
+		// sends: plan again at once. That pass finds these channels backing
+		// off, so it cannot loop.
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	return orBusy(ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, now)}, d.busy), nil
+}
+
+// compose writes the message plan says is due, with the why of the
+// messages that need one.
+func (r *ObjectReconciler) compose(ctx context.Context, ev *evaluation, plan expiry.Plan) notify.Message {
+	if ev.needsTitle(ev.key) {
+		ev.Record.Title = r.title(ctx, ev.key)
 	}
 	msg := r.message(ctx, ev, plan.Event, plan.At, plan.Key)
 	if plan.Event == v1alpha1.EventReminder {
@@ -79,8 +104,12 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 	case plan.Event == v1alpha1.EventWouldDelete:
 		msg.Detail = "not deleted because " + r.whyRehearsed()
 	}
-	ref := reference(key.GVK, obj)
+	return msg
+}
 
+// send hands msg to the due channels at once or, where no channel carries
+// its type, stores the Kubernetes Event that is the message.
+func (r *ObjectReconciler) send(ctx context.Context, ev *evaluation, plan expiry.Plan, due []string, msg notify.Message) delivery {
 	// A send still under way when the next thing falls due is abandoned:
 	// a slow receiver must not make the deletion late.
 	// A shutdown does not cut it short: the Lease is held until the
@@ -93,100 +122,111 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 		sendCtx, cancel = context.WithDeadline(sendCtx, plan.Deadline)
 		defer cancel()
 	}
-	_, alreadySent := ev.Record.Sent[plan.Key]
-	var sent, skipped, busy []string
-	failed := failures{}
-	if slices.Equal(due, []string{notify.EventsChannel}) {
-		// No channel carries this type of message: the Kubernetes Event is
-		// the message, and it counts once the API server stored it.
-		start := time.Now()
-		err := r.storeEvent(sendCtx, ev, plan, msg)
-		notificationSeconds.WithLabelValues(notify.EventsChannel).Observe(time.Since(start).Seconds())
-		result := "sent"
-		if err != nil {
-			failed[notify.EventsChannel], result = err.Error(), "failed"
-		} else {
-			sent = due
-		}
-		notifications.WithLabelValues(notify.EventsChannel, string(msg.Type), result).Inc()
-	} else {
-		sent, skipped, failed, busy = r.deliver(sendCtx, ev, due, msg)
+	if !slices.Equal(due, []string{notify.EventsChannel}) {
+		return r.deliver(sendCtx, ev, due, msg)
 	}
-	// The time is taken after the sends: the notice starts when the message
-	// was accepted, and backoff counts from then.
-	now := r.Clock.Now()
-	reminder := plan.Event == v1alpha1.EventReminder && len(sent) > 0
-	if reminder && !alreadySent {
+	// No channel carries this type of message: the Kubernetes Event is
+	// the message, and it counts once the API server stored it.
+	d := delivery{failed: failures{}}
+	start := time.Now()
+	err := r.storeEvent(sendCtx, ev, plan, msg)
+	notificationSeconds.WithLabelValues(notify.EventsChannel).Observe(time.Since(start).Seconds())
+	result := "sent"
+	if err != nil {
+		d.failed[notify.EventsChannel], result = err.Error(), "failed"
+	} else {
+		d.sent = due
+	}
+	notifications.WithLabelValues(notify.EventsChannel, string(msg.Type), result).Inc()
+	return d
+}
+
+// reportSent says what d delivered: in the audit trail, the log and, unless
+// the Kubernetes Event was the message itself, an Event.
+func (r *ObjectReconciler) reportSent(ctx context.Context, ev *evaluation, plan expiry.Plan, msg notify.Message, d delivery, now time.Time, alreadySent bool) {
+	if plan.Event == v1alpha1.EventReminder && len(d.sent) > 0 && !alreadySent {
 		reminderLag.Observe(now.Sub(reminderDue(ev.Record, plan.Key)).Seconds())
 	}
-	r.audit(ctx, ev, deliveryRecords(plan.Event, msg.Stage, sent, failed)...)
-	if len(sent) > 0 {
-		log.Info("notified", "event", plan.Event, "key", plan.Key, "channels", sent, "expiresAt", ev.Life.ExpiresAt)
-		if !slices.Equal(sent, []string{notify.EventsChannel}) {
-			r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, reasonSent(plan), actionNotify, "%s", sentNote(ev, plan, msg, sent))
-		}
+	r.audit(ctx, ev, deliveryRecords(plan.Event, msg.Stage, d.sent, d.failed)...)
+	if len(d.sent) == 0 {
+		return
 	}
-	if done := append(slices.Clone(sent), skipped...); len(done) > 0 {
-		// Remembered before the record is written: until the cache shows
-		// the record, or if writing it fails, this process must not send
-		// the same message again.
-		d := pendingDelivery{uid: obj.UID, expiresAt: ev.Record.ExpiresAt, key: plan.Key, reminder: reminder, channels: done, at: now}
-		if plan.Event == v1alpha1.EventPostponed {
-			d.postponedTo = plan.At
-			if plan.Key == expiry.KeyLive {
-				// Going live, the notice runs from when the message was
-				// taken: plan.At was reckoned before a send that may have
-				// been slow. Later than announced, never sooner.
-				if t := now.Add(ev.Schedule.MinimumNotice); t.After(d.postponedTo) {
-					d.postponedTo = t
-				}
+	logf.FromContext(ctx).Info("notified", "event", plan.Event, "key", plan.Key, "channels", d.sent, "expiresAt", ev.Life.ExpiresAt)
+	if !slices.Equal(d.sent, []string{notify.EventsChannel}) {
+		r.Recorder.Eventf(reference(ev.key.GVK, ev.obj), nil, corev1.EventTypeNormal, reasonSent(plan), actionNotify, "%s", sentNote(ev, plan, msg, d.sent))
+	}
+}
+
+// recordDone writes on the object the channels that are done with the
+// message (they took it, or do not carry its type) and, the first time,
+// says what the delivery means for the object.
+func (r *ObjectReconciler) recordDone(ctx context.Context, ev *evaluation, plan expiry.Plan, msg notify.Message, d delivery, now time.Time,
+	alreadySent bool, retryKeyOf func(string) retryKey) error {
+	done := append(slices.Clone(d.sent), d.skipped...)
+	if len(done) == 0 {
+		return nil
+	}
+	// Remembered before the record is written: until the cache shows
+	// the record, or if writing it fails, this process must not send
+	// the same message again.
+	p := pendingDelivery{uid: ev.obj.UID, expiresAt: ev.Record.ExpiresAt, key: plan.Key,
+		reminder: plan.Event == v1alpha1.EventReminder && len(d.sent) > 0, channels: done, at: now}
+	if plan.Event == v1alpha1.EventPostponed {
+		p.postponedTo = plan.At
+		if plan.Key == expiry.KeyLive {
+			// Going live, the notice runs from when the message was
+			// taken: plan.At was reckoned before a send that may have
+			// been slow. Later than announced, never sooner.
+			if t := now.Add(ev.Schedule.MinimumNotice); t.After(p.postponedTo) {
+				p.postponedTo = t
 			}
 		}
-		if plan.Event != v1alpha1.EventWouldDelete {
-			// A rehearsal's message announces no deletion.
-			d.announced = plan.At
-		}
-		r.pending.add(key, d)
-		for _, name := range done {
-			r.retries.reset(retryKeyOf(name))
-		}
-		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-		defer cancel()
-		if err := r.recordDelivery(recordCtx, ev, d.applyTo); err != nil {
-			return ctrl.Result{}, r.writeFailed(ev, err)
-		}
-		if !alreadySent && len(sent) > 0 {
-			// Said once per message, when the record first shows it: a
-			// restart reads the record and does not say it again.
-			r.reportFirstDelivery(ctx, ev, plan, msg)
-		}
 	}
-	if len(failed) == 0 && len(busy) > 0 {
-		return busyResult(), nil
+	if plan.Event != v1alpha1.EventWouldDelete {
+		// A rehearsal's message announces no deletion.
+		p.announced = plan.At
 	}
-	if len(failed) == 0 {
-		// The record patch brings the next reconcile through the watch.
-		return ctrl.Result{}, nil
+	r.pending.add(ev.key, p)
+	for _, name := range done {
+		r.retries.reset(retryKeyOf(name))
 	}
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	if err := r.recordDelivery(recordCtx, ev, p.applyTo); err != nil {
+		return r.writeFailed(ev, err)
+	}
+	if !alreadySent && len(d.sent) > 0 {
+		// Said once per message, when the record first shows it: a
+		// restart reads the record and does not say it again.
+		r.reportFirstDelivery(ctx, ev, plan, msg)
+	}
+	return nil
+}
 
+// reportFailed backs off the channels that failed and says so, once per
+// channel and message, with the notice not given when a reminder that
+// failed everywhere is holding an expired object.
+func (r *ObjectReconciler) reportFailed(ctx context.Context, ev *evaluation, plan expiry.Plan, d delivery, now time.Time, retryKeyOf func(string) retryKey) {
+	log := logf.FromContext(ctx)
 	var reports []string
-	for _, name := range failed.names() {
+	for _, name := range d.failed.names() {
 		attempt := r.retries.failed(retryKeyOf(name), now)
 		reports = append(reports, expiry.FailedReport(plan.Key, name))
-		log.Error(errors.New(failed[name]), "notification failed", "event", plan.Event, "key", plan.Key, "channel", name, "attempt", attempt)
+		log.Error(errors.New(d.failed[name]), "notification failed", "event", plan.Event, "key", plan.Key, "channel", name, "attempt", attempt)
 	}
-	noticeNotGiven := plan.Event == v1alpha1.EventReminder && len(sent) == 0 && ev.Record.NoticeAt.IsZero() &&
+	noticeNotGiven := plan.Event == v1alpha1.EventReminder && len(d.sent) == 0 && ev.Record.NoticeAt.IsZero() &&
 		!ev.now.Before(ev.Life.ExpiresAt)
 	if noticeNotGiven {
 		reports = append(reports, expiry.ReportNoticeNotGiven)
 	}
 	said := r.reportOnce(ctx, ev, reports...)
 	var firstFailures []string
-	for _, name := range failed.names() {
+	for _, name := range d.failed.names() {
 		if said[expiry.FailedReport(plan.Key, name)] {
-			firstFailures = append(firstFailures, fmt.Sprintf("via %s: %s", name, failed[name]))
+			firstFailures = append(firstFailures, fmt.Sprintf("via %s: %s", name, d.failed[name]))
 		}
 	}
+	ref := reference(ev.key.GVK, ev.obj)
 	if len(firstFailures) > 0 {
 		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonMessageFailed, actionNotify,
 			"Sending %s failed %s; retrying with backoff", describeMessage(plan), strings.Join(firstFailures, "; "))
@@ -196,13 +236,6 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 			"Expired at %s but no reminder has reached anyone yet: deletion waits until one has and the minimum notice of policy %s (%s) has passed",
 			ev.Life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.Schedule.MinimumNotice))
 	}
-	if plan.Deadline.After(ev.now) && !plan.Deadline.After(now) {
-		// The next thing (a deletion, a later stage) fell due during the
-		// sends: plan again at once. That pass finds these channels backing
-		// off, so it cannot loop.
-		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
-	}
-	return orBusy(ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, now)}, busy), nil
 }
 
 // reminderDue is when the reminder stage stage of record fell due: its
@@ -245,19 +278,26 @@ func (f failures) names() []string {
 	return out
 }
 
+// delivery is what became of one message on the channels it was due on.
+type delivery struct {
+	// sent are the channels that took it; skipped, those that do not
+	// carry its type (nothing to send); busy, those that had no slot
+	// (nothing sent, nothing wrong: see notify.ErrBusy).
+	sent, skipped, busy []string
+	// failed says what went wrong with the others.
+	failed failures
+}
+
 // deliver sends msg over the named channels at once, so that a slow
-// channel does not hold up the others. It returns the channels that took
-// it, those that do not carry this type of message (nothing to send), what
-// went wrong with the others, and those that were busy (nothing sent,
-// nothing wrong: see notify.ErrBusy).
-func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []string, msg notify.Message) (sent, skipped []string, failed failures, busy []string) {
-	failed = failures{}
+// channel does not hold up the others.
+func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []string, msg notify.Message) (d delivery) {
+	d.failed = failures{}
 	content, err := ev.channels.templates.Render(msg)
 	if err != nil {
 		for _, n := range names {
-			failed[n] = err.Error()
+			d.failed[n] = err.Error()
 		}
-		return nil, nil, failed, nil
+		return d
 	}
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
@@ -271,31 +311,29 @@ func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []
 		}
 	}
 	wg.Wait()
-	defer func() {
-		for _, name := range sent {
-			notifications.WithLabelValues(name, string(msg.Type), "sent").Inc()
-		}
-		for name := range failed {
-			notifications.WithLabelValues(name, string(msg.Type), "failed").Inc()
-		}
-	}()
 	for i, name := range names {
 		n, ok := ev.channels.notifiers[name]
 		switch {
 		case !ok:
 			// The Kubernetes Event is the reminder: MessageSent.
-			sent = append(sent, name)
+			d.sent = append(d.sent, name)
 		case !n.Accepts(msg.Type):
-			skipped = append(skipped, name)
+			d.skipped = append(d.skipped, name)
 		case errors.Is(errs[i], notify.ErrBusy):
-			busy = append(busy, name)
+			d.busy = append(d.busy, name)
 		case errs[i] != nil:
-			failed[name] = errs[i].Error()
+			d.failed[name] = errs[i].Error()
 		default:
-			sent = append(sent, name)
+			d.sent = append(d.sent, name)
 		}
 	}
-	return sent, skipped, failed, busy
+	for _, name := range d.sent {
+		notifications.WithLabelValues(name, string(msg.Type), "sent").Inc()
+	}
+	for name := range d.failed {
+		notifications.WithLabelValues(name, string(msg.Type), "failed").Inc()
+	}
+	return d
 }
 
 // sendTimeout bounds a recorded message's sends when no deadline does;

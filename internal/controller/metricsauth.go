@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -19,6 +18,7 @@ import (
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -32,7 +32,7 @@ const (
 	accessDenyTTL  = 30 * time.Second
 	// reviewTimeout bounds each review request.
 	reviewTimeout = 10 * time.Second
-	// maxCachedReviews bounds the caches: made-up tokens must not grow
+	// maxCachedReviews bounds each cache: made-up tokens must not grow
 	// them without end.
 	maxCachedReviews = 1024
 )
@@ -54,10 +54,7 @@ func authorizeScrapers(cfg *rest.Config, hc *http.Client) (metricsserver.Filter,
 	if err != nil {
 		return nil, fmt.Errorf("create SubjectAccessReview client: %w", err)
 	}
-	a := &scraperAuth{
-		tokens: authn.TokenReviews(), access: authz.SubjectAccessReviews(), now: time.Now,
-		users: map[[sha256.Size]byte]cachedUser{}, decisions: map[string]cachedDecision{},
-	}
+	a := newScraperAuth(authn.TokenReviews(), authz.SubjectAccessReviews(), clock.RealClock{})
 	return func(log logr.Logger, next http.Handler) (http.Handler, error) {
 		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			a.serve(log, next, w, req)
@@ -68,24 +65,19 @@ func authorizeScrapers(cfg *rest.Config, hc *http.Client) (metricsserver.Filter,
 type scraperAuth struct {
 	tokens authenticationv1client.TokenReviewInterface
 	access authorizationv1client.SubjectAccessReviewInterface
-	now    func() time.Time
+	clock  clock.PassiveClock
 
-	mu sync.Mutex
-	// users are the outcomes of TokenReviews, by the token's hash: the
-	// token itself is kept nowhere.
-	users     map[[sha256.Size]byte]cachedUser
-	decisions map[string]cachedDecision
+	// users are who each token belongs to, nil for a token the API server
+	// refused, by the token's hash: the token itself is kept nowhere.
+	users *ttlCache[[sha256.Size]byte, *authenticationv1.UserInfo]
+	// decisions are whether a user may use a verb on a path.
+	decisions *ttlCache[string, bool]
 }
 
-type cachedUser struct {
-	user          *authenticationv1.UserInfo
-	authenticated bool
-	until         time.Time
-}
-
-type cachedDecision struct {
-	allowed bool
-	until   time.Time
+func newScraperAuth(tokens authenticationv1client.TokenReviewInterface, access authorizationv1client.SubjectAccessReviewInterface, c clock.PassiveClock) *scraperAuth {
+	return &scraperAuth{tokens: tokens, access: access, clock: c,
+		users:     newTTLCache[[sha256.Size]byte, *authenticationv1.UserInfo](c, maxCachedReviews),
+		decisions: newTTLCache[string, bool](c, maxCachedReviews)}
 }
 
 func (a *scraperAuth) serve(log logr.Logger, next http.Handler, w http.ResponseWriter, req *http.Request) {
@@ -125,40 +117,29 @@ func (a *scraperAuth) serve(log logr.Logger, next http.Handler, w http.ResponseW
 // does not accept it.
 func (a *scraperAuth) authenticate(ctx context.Context, token string) (*authenticationv1.UserInfo, error) {
 	key := sha256.Sum256([]byte(token))
-	now := a.now()
-	a.mu.Lock()
-	c, ok := a.users[key]
-	a.mu.Unlock()
-	if ok && now.Before(c.until) {
-		return c.user, nil
+	if user, ok := a.users.get(key); ok {
+		return user, nil
 	}
+	asked := a.clock.Now()
 	review, err := a.tokens.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("create TokenReview: %w", err)
 	}
-	c = cachedUser{authenticated: review.Status.Authenticated, until: now.Add(tokenReviewTTL)}
-	if c.authenticated {
-		c.user = &review.Status.User
+	var user *authenticationv1.UserInfo
+	if review.Status.Authenticated {
+		user = &review.Status.User
 	}
-	a.mu.Lock()
-	if len(a.users) >= maxCachedReviews {
-		clear(a.users)
-	}
-	a.users[key] = c
-	a.mu.Unlock()
-	return c.user, nil
+	a.users.put(key, user, asked.Add(tokenReviewTTL))
+	return user, nil
 }
 
 // authorize reports whether user may use verb on the non-resource path.
 func (a *scraperAuth) authorize(ctx context.Context, user *authenticationv1.UserInfo, verb, path string) (bool, error) {
 	key := fmt.Sprintf("%q %q %q %q %q", user.Username, user.UID, user.Groups, verb, path)
-	now := a.now()
-	a.mu.Lock()
-	c, ok := a.decisions[key]
-	a.mu.Unlock()
-	if ok && now.Before(c.until) {
-		return c.allowed, nil
+	if allowed, ok := a.decisions.get(key); ok {
+		return allowed, nil
 	}
+	asked := a.clock.Now()
 	extra := map[string]authorizationv1.ExtraValue{}
 	for k, v := range user.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
@@ -170,15 +151,11 @@ func (a *scraperAuth) authorize(ctx context.Context, user *authenticationv1.User
 	if err != nil {
 		return false, fmt.Errorf("create SubjectAccessReview: %w", err)
 	}
-	c = cachedDecision{allowed: review.Status.Allowed && !review.Status.Denied, until: now.Add(accessDenyTTL)}
-	if c.allowed {
-		c.until = now.Add(accessAllowTTL)
+	allowed := review.Status.Allowed && !review.Status.Denied
+	until := asked.Add(accessDenyTTL)
+	if allowed {
+		until = asked.Add(accessAllowTTL)
 	}
-	a.mu.Lock()
-	if len(a.decisions) >= maxCachedReviews {
-		clear(a.decisions)
-	}
-	a.decisions[key] = c
-	a.mu.Unlock()
-	return c.allowed, nil
+	a.decisions.put(key, allowed, until)
+	return allowed, nil
 }

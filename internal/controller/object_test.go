@@ -152,12 +152,17 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 	})
 	h.r = &ObjectReconciler{
 		Client: cached, APIReader: fresh, Recorder: h.rec, Clock: h.clock,
-		// Only the harness's scripted channel is built: nothing reads a Secret.
-		Channels: &Channels{Reader: h.client, Clock: h.clock, Secrets: scriptedSecrets{h.scripted}},
+		Channels: h.channels(),
 	}
 	h.r.Outbox = h.r.NewOutbox(h.client, fresh, "timeout-system", 0, logr.Discard())
 	// One-off messages go out in the background; none may outlive the test.
 	return h
+}
+
+// channels are a new process's Channels, which build only the harness's
+// scripted channel.
+func (h *harness) channels() *Channels {
+	return &Channels{Reader: h.client, Clock: h.clock, Build: h.scripted.kinds().Build}
 }
 
 func keyOf(cm *corev1.ConfigMap) Key {

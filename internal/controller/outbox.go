@@ -109,11 +109,11 @@ func (d outboxDeliverer) Deliver(ctx context.Context, policy string, msg notify.
 		return results, nil
 	}
 	// The outbox sends in the background: it waits for a busy channel.
-	sent, _, failed, _ := d.objects.deliver(notify.WaitForSlot(ctx), &evaluation{channels: set}, carried, msg)
-	for _, name := range sent {
+	out := d.objects.deliver(notify.WaitForSlot(ctx), &evaluation{channels: set}, carried, msg)
+	for _, name := range out.sent {
 		results[name] = nil
 	}
-	for name, text := range failed {
+	for name, text := range out.failed {
 		results[name] = errors.New(text)
 	}
 	return results, nil

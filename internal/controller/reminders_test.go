@@ -6,7 +6,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -86,22 +85,16 @@ func (c *scripted) count(t v1alpha1.EventType) int {
 	return n
 }
 
-// scriptedSecrets is the Secrets every harness gives its Channels: it
-// reads no Secret, and carries the harness's own scripted channel to the
-// factory, so that tests that script their channel can run in parallel.
-type scriptedSecrets struct{ ch *scripted }
-
-func (scriptedSecrets) Get(_ context.Context, namespace, name, key string) ([]byte, error) {
-	return nil, fmt.Errorf("secret %s/%s key %s: the harness reads no Secret", namespace, name, key)
-}
-
-func init() {
-	notify.Register("zz-scripted", func(_ context.Context, ch notify.Channel, secrets notify.Secrets) (notify.Notifier, error) {
-		if s, ok := secrets.(scriptedSecrets); ok && ch.Name == scriptedChannel {
-			return s.ch, nil
+// kinds hold the one kind of channel a harness builds, in the place of
+// channelKinds: its own scripted channel. Nothing reads a Secret, and
+// tests that script their channel can run in parallel.
+func (c *scripted) kinds() notify.Kinds {
+	return notify.Kinds{{Name: "scripted", Build: func(_ context.Context, ch notify.Channel, _ notify.Secrets) (notify.Notifier, error) {
+		if ch.Name != scriptedChannel {
+			return nil, nil
 		}
-		return nil, nil
-	})
+		return c, nil
+	}}}
 }
 
 // remindingPolicy reminds 30 minutes before a one-hour default TTL through
@@ -287,7 +280,7 @@ func TestLeavingTheGlobalDryRunGivesTheMinimumNoticeAgain(t *testing.T) {
 
 	live := t0.Add(90 * time.Minute)
 	h.clock.SetTime(live)
-	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock, Secrets: scriptedSecrets{h.scripted}}}
+	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +326,7 @@ func TestARestartAtAnyStepRepeatsAndLosesNothing(t *testing.T) {
 		h.clock.SetTime(t0.Add(at))
 		for range times {
 			// Everything in memory is dropped.
-			h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock, Secrets: scriptedSecrets{h.scripted}}}
+			h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
 			h.r.Outbox = h.r.NewOutbox(h.client, h.r.APIReader, "timeout-system", 0, logr.Discard())
 			if _, err := h.reconcile(cm); err != nil && !strings.Contains(err.Error(), "conflict") {
 				t.Fatal(err)
@@ -476,26 +469,11 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 			}
 		}},
 		{"does not write a delivery about an object onto the object recreated under its name", func(t *testing.T) {
-			at := t0.Add(time.Hour)
-			cm := newConfigMap("recreated", expiresAt(at))
-			h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("10m"), cm)
-			h.scripted.mu.Lock()
-			h.scripted.during = func() {
-				if err := h.client.Delete(context.Background(), cm); err != nil {
-					t.Error(err)
-				}
-				again := newConfigMap("recreated", expiresAt(at), func(c *corev1.ConfigMap) {
-					c.UID = "uid-recreated-2"
-					c.CreationTimestamp = metav1.NewTime(t0.Add(31 * time.Minute))
-				})
-				if err := h.client.Create(context.Background(), again); err != nil {
-					t.Error(err)
-				}
-			}
-			h.scripted.mu.Unlock()
+			// Recreated a minute after its stage fell due: owed no reminder.
+			h, cm := recreatedDuringASend(t, t0.Add(31*time.Minute))
 			mustReconcile(t, h, cm)
 			s := h.stored(cm)
-			if s == nil || s.UID != "uid-recreated-2" {
+			if s == nil || s.UID != recreatedUID {
 				t.Fatalf("stored %v, want the recreated object", s)
 			}
 			if r := s.Annotations[expiry.AnnotationReminders]; r != "" {
@@ -503,29 +481,10 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 			}
 		}},
 		{"reminds an object recreated under the name of one reminded, before deleting it", func(t *testing.T) {
-			// Both objects have the same expiry and the same stage due, so
-			// that anything remembered by name and expiry (a delivery not
-			// written yet, a backoff) would pass for the new object's
-			// reminder. The new object is created when its stage falls due:
-			// one created later lives less than the lead and is owed no
-			// reminder (docs/notifications.md).
-			at := t0.Add(time.Hour)
-			cm := newConfigMap("recreated", expiresAt(at))
-			h := newHarness(t, t0.Add(30*time.Minute), remindingPolicy("10m"), cm)
-			h.scripted.mu.Lock()
-			h.scripted.during = func() {
-				if err := h.client.Delete(context.Background(), cm); err != nil {
-					t.Error(err)
-				}
-				again := newConfigMap("recreated", expiresAt(at), func(c *corev1.ConfigMap) {
-					c.UID = "uid-recreated-2"
-					c.CreationTimestamp = metav1.NewTime(t0.Add(30 * time.Minute))
-				})
-				if err := h.client.Create(context.Background(), again); err != nil {
-					t.Error(err)
-				}
-			}
-			h.scripted.mu.Unlock()
+			// Recreated when its stage falls due: one created later lives
+			// less than the lead and is owed no reminder
+			// (docs/notifications.md).
+			h, cm := recreatedDuringASend(t, t0.Add(30*time.Minute))
 			mustReconcile(t, h, cm)
 			h.scripted.set(nil, nil)
 			var remindedAt time.Time
@@ -534,7 +493,7 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 				mustReconcile(t, h, cm)
 				h.scripted.mu.Lock()
 				for _, msg := range h.scripted.sent {
-					if msg.Type == v1alpha1.EventReminder && msg.Object.UID == "uid-recreated-2" && remindedAt.IsZero() {
+					if msg.Type == v1alpha1.EventReminder && msg.Object.UID == recreatedUID && remindedAt.IsZero() {
 						remindedAt = h.clock.Now()
 					}
 				}
@@ -556,6 +515,37 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, tt.run)
 	}
+}
+
+// recreatedUID is the UID of the object recreatedDuringASend creates.
+const recreatedUID = "uid-recreated-2"
+
+// recreatedDuringASend returns a harness at now, whose policy reminds 30
+// minutes ahead with 10 minutes of notice, and an object expiring at
+// t0+1h. The first send about it deletes it and creates another under its
+// name, created at now, with the same expiry: anything remembered by name
+// and expiry (a delivery not written yet, a backoff) would pass for the
+// new object's.
+func recreatedDuringASend(t *testing.T, now time.Time) (*harness, *corev1.ConfigMap) {
+	t.Helper()
+	at := t0.Add(time.Hour)
+	cm := newConfigMap("recreated", expiresAt(at))
+	h := newHarness(t, now, remindingPolicy("10m"), cm)
+	h.scripted.mu.Lock()
+	defer h.scripted.mu.Unlock()
+	h.scripted.during = func() {
+		if err := h.client.Delete(context.Background(), cm); err != nil {
+			t.Error(err)
+		}
+		again := newConfigMap("recreated", expiresAt(at), func(c *corev1.ConfigMap) {
+			c.UID = recreatedUID
+			c.CreationTimestamp = metav1.NewTime(now)
+		})
+		if err := h.client.Create(context.Background(), again); err != nil {
+			t.Error(err)
+		}
+	}
+	return h, cm
 }
 
 // TestRemindersWhenDeliveryOrItsRecordFails covers a channel that keeps
@@ -648,7 +638,7 @@ func TestARestartBeforeEveryPassRepeatsNoWarningAboutTheAnnotations(t *testing.T
 	for _, at := range []time.Duration{time.Minute, 2 * time.Minute, 31 * time.Minute, 32 * time.Minute, 40 * time.Minute} {
 		h.clock.SetTime(t0.Add(at))
 		// Everything in memory is dropped.
-		h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: &Channels{Reader: h.client, Clock: h.clock, Secrets: scriptedSecrets{h.scripted}}}
+		h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
 		h.r.Outbox = h.r.NewOutbox(h.client, h.r.APIReader, "timeout-system", 0, logr.Discard())
 		if _, err := h.reconcile(cm); err != nil && !strings.Contains(err.Error(), "conflict") {
 			t.Fatal(err)

@@ -34,11 +34,6 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
-
-	// The notification channels register themselves.
-	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/email"
-	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/slack"
-	_ "github.com/amphitheatre-app/timeout-controller/internal/notify/webhook"
 )
 
 // The role the controller needs for Playbooks, its default target. Each

@@ -1,7 +1,7 @@
 // Copyright 2026 The Amphitheatre Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package notify tells people what happens to their objects: the Notifier interface, the channel registry, messages and templates.
+// Package notify tells people what happens to their objects: the Notifier interface, the kinds of channel, messages and templates.
 package notify
 
 import (
@@ -11,9 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -120,35 +118,24 @@ type Channel struct {
 // kind.
 type Factory func(ctx context.Context, ch Channel, secrets Secrets) (Notifier, error)
 
-var (
-	mu        sync.RWMutex
-	factories = map[string]Factory{}
-)
-
-// Register makes a kind of channel available. Channel packages call it
-// from init; registering a kind twice panics.
-func Register(kind string, f Factory) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, dup := factories[kind]; dup {
-		panic("notify: channel " + kind + " registered twice")
-	}
-	factories[kind] = f
+// Kind is one kind of channel: the field of NotificationChannelSpec it
+// reads, and how its notifiers are built.
+type Kind struct {
+	// Name is the field's name ("email"); errors say which kind failed.
+	Name  string
+	Build Factory
 }
+
+// Kinds are the kinds of channel a controller can send through. There is
+// no registry to add to: whoever builds channels says which kinds.
+type Kinds []Kind
 
 // Build returns the notifiers of channels, in their order, each named
 // after its channel and taking only the events the policy chose. Exactly
-// one registered kind must build each channel. It reports every channel
-// that cannot be built, not only the first, so that one look at the
-// policy's status is enough to fix them all.
-func Build(ctx context.Context, channels []Channel, secrets Secrets) ([]Notifier, error) {
-	mu.RLock()
-	kinds := slices.Sorted(maps.Keys(factories))
-	fs := make([]Factory, len(kinds))
-	for i, k := range kinds {
-		fs[i] = factories[k]
-	}
-	mu.RUnlock()
+// one of ks must build each channel. It reports every channel that cannot
+// be built, not only the first, so that one look at the policy's status
+// is enough to fix them all.
+func (ks Kinds) Build(ctx context.Context, channels []Channel, secrets Secrets) ([]Notifier, error) {
 	var (
 		out  []Notifier
 		errs []error
@@ -156,10 +143,10 @@ func Build(ctx context.Context, channels []Channel, secrets Secrets) ([]Notifier
 	for _, ch := range channels {
 		var built []Notifier
 		var chErrs []error
-		for i, f := range fs {
-			n, err := f(ctx, ch, secrets)
+		for _, k := range ks {
+			n, err := k.Build(ctx, ch, secrets)
 			if err != nil {
-				chErrs = append(chErrs, fmt.Errorf("%s: %w", kinds[i], err))
+				chErrs = append(chErrs, fmt.Errorf("%s: %w", k.Name, err))
 				continue
 			}
 			if n != nil {
@@ -214,7 +201,11 @@ var Recorded = []v1alpha1.EventType{v1alpha1.EventReminder, v1alpha1.EventExtend
 // ChannelNames returns, per recorded message type, the names of the
 // channels spec names that carry it (the names their Notifiers have), or
 // EventsChannel when none does. It reads no channel and no Secret: the
-// controller and the plugin both plan from it.
+// controller and the plugin both plan from it. It knows no kind of
+// channel: Kinds.Build names every notifier after its channel and
+// subscribes it as the policy chose, whatever its kind, and each kind's
+// notifiers carry every message type (the controller's tests check this
+// for each kind it lists).
 func ChannelNames(spec v1alpha1.Notifications) map[v1alpha1.EventType][]string {
 	out := map[v1alpha1.EventType][]string{}
 	for _, t := range Recorded {
@@ -231,14 +222,3 @@ func ChannelNames(spec v1alpha1.Notifications) map[v1alpha1.EventType][]string {
 	}
 	return out
 }
-
-// The names the channel packages' own notifiers have, before Build names
-// them after their NotificationChannel.
-const (
-	ChannelEmail = "email"
-	ChannelSlack = "slack"
-)
-
-// WebhookChannel is the name of the webhook notifier called name, before
-// Build names it after its NotificationChannel.
-func WebhookChannel(name string) string { return "webhook/" + name }

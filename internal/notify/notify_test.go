@@ -201,7 +201,7 @@ func (f fakeNotifier) Send(context.Context, Message, Content) error { return nil
 func TestBuildNamesEachChannelAfterItsNotificationChannel(t *testing.T) {
 	// Two test kinds: "a" claims channels with an e-mail spec, and fails
 	// for a host of "broken"; "b" claims those with a Slack spec.
-	Register("zz-test-a", func(_ context.Context, ch Channel, _ Secrets) (Notifier, error) {
+	a := Kind{Name: "test-a", Build: func(_ context.Context, ch Channel, _ Secrets) (Notifier, error) {
 		switch {
 		case ch.Spec.Email == nil:
 			return nil, nil
@@ -209,16 +209,17 @@ func TestBuildNamesEachChannelAfterItsNotificationChannel(t *testing.T) {
 			return nil, errors.New("broken")
 		}
 		return fakeNotifier{"a"}, nil
-	})
-	Register("zz-test-b", func(_ context.Context, ch Channel, _ Secrets) (Notifier, error) {
+	}}
+	b := Kind{Name: "test-b", Build: func(_ context.Context, ch Channel, _ Secrets) (Notifier, error) {
 		if ch.Spec.Slack == nil {
 			return nil, nil
 		}
 		return fakeNotifier{"b"}, nil
-	})
+	}}
+	kinds := Kinds{a, b}
 	mail := v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{Host: "smtp.example.com"}}
 	chat := v1alpha1.NotificationChannelSpec{Slack: &v1alpha1.SlackChannel{}}
-	ns, err := Build(context.Background(), []Channel{
+	ns, err := kinds.Build(context.Background(), []Channel{
 		{Name: "team-mail", Spec: mail, Events: []v1alpha1.EventType{v1alpha1.EventReminder}},
 		{Name: "team-chat", Spec: chat},
 	}, nil)
@@ -236,19 +237,21 @@ func TestBuildNamesEachChannelAfterItsNotificationChannel(t *testing.T) {
 		t.Error("a channel takes events other than those the policy chose for it")
 	}
 
-	_, err = Build(context.Background(), []Channel{
+	_, err = kinds.Build(context.Background(), []Channel{
 		{Name: "bad-mail", Spec: v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{Host: "broken"}}},
 		{Name: "nothing", Spec: v1alpha1.NotificationChannelSpec{}},
 	}, nil)
-	if err == nil || !strings.Contains(err.Error(), "channel bad-mail: zz-test-a: broken") || !strings.Contains(err.Error(), "channel nothing: 0 kinds") {
+	if err == nil || !strings.Contains(err.Error(), "channel bad-mail: test-a: broken") || !strings.Contains(err.Error(), "channel nothing: 0 kinds") {
 		t.Errorf("Build() error = %v, want it to name every failing channel and kind", err)
 	}
-	defer func() {
-		if recover() == nil {
-			t.Error("registering a kind twice did not panic")
-		}
-	}()
-	Register("zz-test-a", nil)
+	if _, err := (Kinds{a, a}).Build(context.Background(), []Channel{{Name: "team-mail", Spec: mail}}, nil); err == nil ||
+		!strings.Contains(err.Error(), "channel team-mail: 2 kinds") {
+		t.Errorf("Build() with a kind listed twice: error = %v, want the channel claimed twice", err)
+	}
+	if _, err := (Kinds{b}).Build(context.Background(), []Channel{{Name: "team-mail", Spec: mail}}, nil); err == nil ||
+		!strings.Contains(err.Error(), "channel team-mail: 0 kinds") {
+		t.Errorf("Build() without the channel's kind: error = %v, want the channel claimed by none", err)
+	}
 }
 
 func TestSubscribed(t *testing.T) {

@@ -73,7 +73,12 @@ type notifier struct {
 	tls  *tls.Config
 }
 
-func init() { notify.Register("email", factory) }
+// Kind is the e-mail kind of channel: NotificationChannelSpec.Email.
+var Kind = notify.Kind{Name: kindName, Build: factory}
+
+// kindName is the kind's name, and its notifiers' before Build names them
+// after their NotificationChannel.
+const kindName = "email"
 
 // New returns the notifier cfg describes. It rejects a configuration that
 // could never deliver, so that the mistake shows when the policy is loaded
@@ -130,7 +135,7 @@ func New(cfg Config) (notify.Notifier, error) {
 	return &notifier{cfg: cfg, addr: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)), tls: tc}, nil
 }
 
-func (n *notifier) Name() string { return notify.ChannelEmail }
+func (n *notifier) Name() string { return kindName }
 
 func (n *notifier) Accepts(t v1alpha1.EventType) bool { return notify.Subscribed(n.cfg.Events, t) }
 

@@ -810,9 +810,9 @@ func built(n notify.Notifier) []notify.Notifier {
 	return []notify.Notifier{n}
 }
 
-func TestBuildRegistersEmail(t *testing.T) {
-	ch := notify.Channel{Name: "email", Spec: v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{Host: "smtp.example.com", From: "timeout@example.com"}}}
-	ns, err := notify.Build(t.Context(), []notify.Channel{ch}, fakeSecrets{})
+func TestKindBuildsAnEmailChannelNamedAfterIt(t *testing.T) {
+	ch := notify.Channel{Name: "team-mail", Spec: v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{Host: "smtp.example.com", From: "timeout@example.com"}}}
+	ns, err := notify.Kinds{Kind}.Build(t.Context(), []notify.Channel{ch}, fakeSecrets{})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -820,8 +820,8 @@ func TestBuildRegistersEmail(t *testing.T) {
 	for _, n := range ns {
 		names = append(names, n.Name())
 	}
-	if !slices.Contains(names, "email") {
-		t.Errorf("Build returned %q, want an email notifier", names)
+	if !slices.Equal(names, []string{"team-mail"}) {
+		t.Errorf("Build returned %q, want the e-mail notifier of team-mail", names)
 	}
 }
 

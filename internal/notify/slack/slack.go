@@ -26,7 +26,12 @@ import (
 // end of the response.
 const DefaultTimeout = 10 * time.Second
 
-func init() { notify.Register("slack", factory) }
+// Kind is the Slack kind of channel: NotificationChannelSpec.Slack.
+var Kind = notify.Kind{Name: kindName, Build: factory}
+
+// kindName is the kind's name, and its notifiers' before Build names them
+// after their NotificationChannel.
+const kindName = "slack"
 
 // factory builds the notifier of a Slack channel, reading the webhook URL
 // from its Secret.
@@ -130,7 +135,7 @@ type notifier struct {
 	client *http.Client
 }
 
-func (n *notifier) Name() string { return notify.ChannelSlack }
+func (n *notifier) Name() string { return kindName }
 
 func (n *notifier) Accepts(t v1alpha1.EventType) bool { return notify.Subscribed(n.events, t) }
 

@@ -627,7 +627,7 @@ func TestFactoryBuildsFromTheSecret(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ns, err := notify.Build(context.Background(), tt.spec, tt.secrets)
+			ns, err := notify.Kinds{slack.Kind}.Build(context.Background(), tt.spec, tt.secrets)
 
 			if tt.errHas != "" {
 				if err == nil {

@@ -43,7 +43,12 @@ const ContentType = "application/cloudevents+json"
 // maxErrorBody is how much of a failed response's body the debug log quotes.
 const maxErrorBody = 200
 
-func init() { notify.Register("webhook", factory) }
+// Kind is the webhook kind of channel: NotificationChannelSpec.Webhook.
+var Kind = notify.Kind{Name: kindName, Build: factory}
+
+// kindName is the kind's name; its notifiers are called after it and the
+// webhook's name until Build names them after their NotificationChannel.
+const kindName = "webhook"
 
 // factory builds the notifier of a webhook channel, reading its signing
 // key.
@@ -204,7 +209,7 @@ func urlSecrets(u *url.URL) []string {
 }
 
 // Name implements notify.Notifier.
-func (n *notifier) Name() string { return notify.WebhookChannel(n.name) }
+func (n *notifier) Name() string { return kindName + "/" + n.name }
 
 // Accepts implements notify.Notifier.
 func (n *notifier) Accepts(t v1alpha1.EventType) bool { return notify.Subscribed(n.events, t) }

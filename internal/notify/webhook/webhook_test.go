@@ -206,7 +206,7 @@ func TestSendDeliversASignedCloudEvent(t *testing.T) {
 				Name: "audit", URL: srv.URL + "/hooks/timeout",
 				SecretRef: v1alpha1.SecretKeySelector{Namespace: "tc-system", Name: "audit-webhook", Key: "key"},
 			})
-			ns, err := notify.Build(t.Context(), spec, fakeSecrets{"tc-system/audit-webhook/key": tt.secret})
+			ns, err := notify.Kinds{webhook.Kind}.Build(t.Context(), spec, fakeSecrets{"tc-system/audit-webhook/key": tt.secret})
 			if err != nil {
 				t.Fatalf("Build: %v", err)
 			}
@@ -669,7 +669,7 @@ func TestFactory(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ns, err := notify.Build(t.Context(), channels(tt.webhooks...), secrets)
+			ns, err := notify.Kinds{webhook.Kind}.Build(t.Context(), channels(tt.webhooks...), secrets)
 			if tt.wantErr != nil {
 				if err == nil {
 					t.Fatalf("Build succeeded with %d notifiers, want an error", len(ns))
