@@ -140,7 +140,10 @@ func TestANewLeaderSendsWhatTheOldOneLeftMidSend(t *testing.T) {
 			}
 			releaseOld()
 			select {
-			case <-oldDone:
+			case err := <-oldDone:
+				if tt.lateWrite && err != nil {
+					t.Errorf("the old leader's late write: %v", err)
+				}
 			case <-time.After(10 * time.Second):
 				t.Fatal("the old leader's send did not return in 10s after its release")
 			}
