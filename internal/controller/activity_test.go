@@ -113,6 +113,9 @@ func TestARestartBetweenTheActivityAndTheRecordLosesNothing(t *testing.T) {
 				t.Fatalf("activity %+v, %v after the edit; want generation 2 recorded", act, err)
 			}
 			newExpiry := act.At.Add(time.Hour)
+			if rec := storedRecord(t, h, cm); rec != nil && !rec.ExpiresAt.Equal(oldExpiry) {
+				t.Fatalf("the record moved to %s in the pass that wrote the activity: no restart falls between them", rec.ExpiresAt)
+			}
 			deleteBy = newExpiry
 			if tt.failRecord {
 				h.mu.Lock()
@@ -192,5 +195,46 @@ func TestAnEditOnlyTheFreshReadShowsIsUseBeforeADelete(t *testing.T) {
 	act, err := expiry.ParseActivity(stored.Annotations[expiry.AnnotationActivity])
 	if err != nil || act.Generation != 2 || !act.At.Equal(at) {
 		t.Errorf("activity %+v, %v; want generation 2 recorded at %s", act, err, at)
+	}
+}
+
+// Uses are written at most once per idleTTL/20, except when a message or
+// the deletion is due: a reminder sent meanwhile would be about the
+// expiry the use has moved.
+func TestAUseInsideTheThrottleWindowIsWrittenBeforeADueReminder(t *testing.T) {
+	cm := newConfigMap("busy", firstGeneration)
+	policy := idleRemindingPolicy()
+	// A window of 93s; the 30m lead, shorter, applies to the idle clock.
+	policy.Spec.IdleTTL = "31m"
+	h := newHarness(t, t0.Add(29*time.Minute), policy, cm)
+	editSpec(h, cm)
+	mustReconcile(t, h, cm) // written; the idle clock (t0+1h) does not move the expiry
+	if act, _ := expiry.ParseActivity(h.stored(cm).Annotations[expiry.AnnotationActivity]); act.Generation != 2 {
+		t.Fatalf("activity %+v after the first use; want generation 2", act)
+	}
+
+	// 80s after that write, once the reminder about t0+1h fell due.
+	used := t0.Add(30*time.Minute + 20*time.Second)
+	h.clock.SetTime(used)
+	editSpec(h, cm)
+	for range 3 {
+		mustReconcile(t, h, cm)
+	}
+	oldExpiry, newExpiry := t0.Add(time.Hour), used.Add(31*time.Minute)
+	h.clock.SetTime(newExpiry.Add(-30 * time.Minute))
+	for range 3 {
+		mustReconcile(t, h, cm)
+	}
+	reminded := 0
+	for _, m := range sentMessages(h) {
+		switch {
+		case m.ExpiresAt.Equal(oldExpiry):
+			t.Errorf("a %s about %s, the expiry the use at %s moved", m.Type, oldExpiry, used.Format(time.TimeOnly))
+		case m.Type == v1alpha1.EventReminder && m.ExpiresAt.Equal(newExpiry):
+			reminded++
+		}
+	}
+	if reminded != 1 {
+		t.Errorf("%d reminders about the new expiry %s; want 1", reminded, newExpiry)
 	}
 }
