@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"path"
 	"strings"
@@ -122,15 +123,26 @@ func (s *S3) Write(ctx context.Context, obj *unstructured.Unstructured, h Header
 }
 
 // explain turns the server's answer into what the operator should check.
+// A missing bucket or key is fs.ErrNotExist, as a missing directory or
+// file is for Dir, so that callers tell "not there" from "cannot read".
 func (s *S3) explain(err error) error {
 	switch minio.ToErrorResponse(err).Code {
 	case "NoSuchBucket":
-		return fmt.Errorf("bucket %q does not exist: %w", s.Bucket, err)
+		return notExist{fmt.Errorf("bucket %q does not exist: %w", s.Bucket, err)}
+	case "NoSuchKey":
+		return notExist{err}
 	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken":
 		return fmt.Errorf("the S3 server refused the credentials: %w", err)
 	}
 	return err
 }
+
+// notExist is an error of the S3 server that says the bucket or the key
+// is not there.
+type notExist struct{ error }
+
+func (e notExist) Is(target error) bool { return target == fs.ErrNotExist }
+func (e notExist) Unwrap() error        { return e.error }
 
 // objects lists the archive's objects in the layout, or stops at the
 // first error.

@@ -66,6 +66,13 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 			// due first (the record or the notice changed).
 			return r.notify(ctx, ev, plan)
 		}
+		// A spec edit the cache had not shown is use: under idleTTL it
+		// moves the expiry, and the delete below, locked on this fresh
+		// read, would otherwise win over it. Its write brings the next
+		// reconcile.
+		if _, wrote, err := r.recordActivity(ctx, ev, plan); wrote || err != nil {
+			return ctrl.Result{}, err
+		}
 		obj, u = fresh, whole
 	}
 	policy, life := ev.policy, ev.Life

@@ -27,7 +27,8 @@ const (
 	ExitError = 1
 	// ExitUsage: wrong arguments or flags.
 	ExitUsage = 2
-	// ExitNotFound: no such object, or no such archive entry.
+	// ExitNotFound: no such object, no such archive entry, or no archive
+	// where restore's --from points.
 	ExitNotFound = 3
 	// ExitNotGoverned: the object exists but no TimeoutPolicy governs it.
 	ExitNotGoverned = 4
@@ -148,7 +149,7 @@ Exit codes:
   0  success
   1  other failure (API server unreachable, write failed, unreadable file)
   2  wrong arguments or flags
-  3  no such object or archive entry
+  3  no such object or archive entry, or no archive where --from points
   4  the object is not governed by any TimeoutPolicy
   5  the API server refused access (RBAC Forbidden, or Unauthorized)
   6  the name is ambiguous: more than one object matches

@@ -229,6 +229,16 @@ func runRestore(ctx context.Context, o *Options, arg string, f *restoreFlags) er
 	return report(o.Out, "text", ev, what+"; now governed by policy "+ev.Governing.Name)
 }
 
+// archiveReadError is the error of a failed read of the whole archive:
+// "not found" when the archive --from names is not there (no such bucket
+// or directory), as for an entry that is not there.
+func archiveReadError(store archive.Store, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return withCode(ExitNotFound, "no archive at %s (%v): check --from", store, err)
+	}
+	return fmt.Errorf("read the archive %s: %w", store, err)
+}
+
 func isFile(path string) bool {
 	info, err := os.Stat(path)
 	return err == nil && !info.IsDir()
@@ -251,7 +261,7 @@ func (s *session) archivePath(ctx context.Context, arg string, store archive.Sto
 	}
 	all, lerr := store.List(ctx)
 	if lerr != nil {
-		return "", fmt.Errorf("read the archive %s: %w", store, lerr)
+		return "", archiveReadError(store, lerr)
 	}
 	for _, e := range all {
 		if e.Path == arg {
@@ -348,7 +358,7 @@ func runListArchive(ctx context.Context, o *Options, arg string, f *restoreFlags
 	}
 	all, err := store.List(ctx)
 	if err != nil {
-		return fmt.Errorf("read the archive %s: %w", store, err)
+		return archiveReadError(store, err)
 	}
 	entries := filter.Select(all)
 	items := make([]listedArchive, 0, len(entries))

@@ -169,3 +169,41 @@ func TestWritesOfObservedUseAreThrottled(t *testing.T) {
 		t.Fatalf("%d writes of the controller's annotations for 50 edits in %s; want 2 to %d", n, elapsed, limit)
 	}
 }
+
+// TestPolicyStatusCountsIdleObjects: status.idle counts the tracked
+// objects whose expiry the idle clock sets (issue 12), and follows them
+// when their annotations change.
+func TestPolicyStatusCountsIdleObjects(t *testing.T) {
+	t.Parallel()
+	const test = "idle-status"
+	createPolicy(t, test, idlePolicy(test, "1h", "1h"))
+
+	// Idle clock at creation plus an hour, the same as defaultTTL: not idle.
+	create(t, playbooks, newPlaybook(test, "fresh", nil))
+	// Its own ttl is shorter than idleTTL after its creation, its first use.
+	short := create(t, playbooks, newPlaybook(test, "short", map[string]string{expiry.AnnotationTTL: "10m"}))
+	// A ttl past any use.
+	create(t, playbooks, newPlaybook(test, "long", map[string]string{expiry.AnnotationTTL: "1d"}))
+	create(t, playbooks, newPlaybook(test, "kept", map[string]string{expiry.AnnotationKeep: "true"}))
+	// Used after its creation: the idle clock moves past defaultTTL.
+	used := create(t, playbooks, newPlaybook(test, "used", nil))
+	time.Sleep(time.Until(used.after(time.Second)))
+	touch(t, used.GetName())
+
+	status := func(tracked, kept, idle int32) func() (bool, error) {
+		return func() (bool, error) {
+			p, err := getPolicy(test)
+			if err != nil {
+				return false, err
+			}
+			s := p.Status
+			return s.Tracked == tracked && s.Kept == kept && s.Idle == idle,
+				fmt.Errorf("tracked %d, kept %d, idle %d; want %d, %d, %d", s.Tracked, s.Kept, s.Idle, tracked, kept, idle)
+		}
+	}
+	eventually(t, 10*time.Second, "status counts the touched and the short-lived Playbooks as idle", status(4, 1, 2))
+
+	// A day's ttl: the creation clock is later than any use now.
+	mergePatch(t, playbooks, "", short.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"1d"}}}`, expiry.AnnotationTTL))
+	eventually(t, 10*time.Second, "status no longer counts the extended Playbook as idle", status(4, 1, 1))
+}
