@@ -383,6 +383,14 @@ func checkEvents(t *testing.T, res *results) {
 
 // checkPlugin checks what the plugin showed and how it exited.
 func checkPlugin(t *testing.T, res *results) {
+	checkPluginRuns(t, res)
+	checkListed(t, res)
+	checkExplained(t, res)
+	checkFinalList(t, res)
+}
+
+// checkPluginRuns checks the exit codes of the plugin's commands.
+func checkPluginRuns(t *testing.T, res *results) {
 	t.Run("refuses only the extension past the maximum and the forbidden keep", func(t *testing.T) {
 		refused := map[string]int{"extend extended-past-max 1m": plugin.ExitPastMaximum, "keep keep-refused": plugin.ExitKeepForbidden}
 		ran := map[string]bool{}
@@ -400,7 +408,11 @@ func checkPlugin(t *testing.T, res *results) {
 			}
 		}
 	})
+}
 
+// checkListed checks the list at the start: the cast, in order of
+// deletion, with their flags and deletion times.
+func checkListed(t *testing.T, res *results) {
 	t.Run("lists the cast at the start, soonest deletion first", func(t *testing.T) {
 		items := res.listed.Items
 		if len(items) != len(actOne) {
@@ -452,7 +464,10 @@ func checkPlugin(t *testing.T, res *results) {
 			}
 		}
 	})
+}
 
+// checkExplained checks the explanation of short-notice.
+func checkExplained(t *testing.T, res *results) {
 	t.Run("explains that short-notice waits for the minimum notice", func(t *testing.T) {
 		x := res.explained
 		if x.Object.Title != "short-notice" || x.Lifetime == nil || x.Notice == nil || len(x.Next) == 0 {
@@ -472,7 +487,10 @@ func checkPlugin(t *testing.T, res *results) {
 			t.Errorf("next %v, want a postponed message and the deletion last", actions)
 		}
 	})
+}
 
+// checkFinalList checks the list after the restore.
+func checkFinalList(t *testing.T, res *results) {
 	t.Run("lists keep-me and the restored default-ttl at the end", func(t *testing.T) {
 		old := res.playbook(t, "default-ttl", 1)
 		got := map[string]plugin.Item{}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -304,6 +305,6 @@ func lineDiff(want, got string) string {
 // slug makes a file name of a test name.
 func slug(name string) string {
 	return strings.Join(strings.FieldsFunc(name, func(r rune) bool {
-		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-')
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-'
 	}), "-")
 }
