@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -21,6 +22,14 @@ import (
 type kubectl struct {
 	n     *narrator
 	flags *genericclioptions.ConfigFlags
+	// runs are the commands run so far and how each exited.
+	runs []pluginRun
+}
+
+// pluginRun is one command of the plugin and its exit code.
+type pluginRun struct {
+	args []string
+	code int
 }
 
 // newKubectl reads the control plane's address and credentials from
@@ -37,11 +46,14 @@ func newKubectl(n *narrator, kubeconfig, cacheDir string) *kubectl {
 // run prints the command line and what the command wrote, under the
 // narration's last line. A non-zero exit code is an error.
 func (k *kubectl) run(ctx context.Context, args ...string) error {
+	return k.expect(ctx, plugin.ExitOK, args...)
+}
+
+// expect is run for a command that must exit with code: one the plugin
+// refuses says so with its own code.
+func (k *kubectl) expect(ctx context.Context, code int, args ...string) error {
 	var out, errOut bytes.Buffer
-	code := plugin.Run(ctx, args, plugin.Options{
-		IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		ConfigFlags: k.flags,
-	})
+	got := k.exec(ctx, &out, &errOut, args)
 	k.n.more("$ kubectl timeout %s", strings.Join(args, " "))
 	for _, b := range []*bytes.Buffer{&out, &errOut} {
 		for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
@@ -50,8 +62,32 @@ func (k *kubectl) run(ctx context.Context, args ...string) error {
 			}
 		}
 	}
-	if code != plugin.ExitOK {
-		return fmt.Errorf("kubectl timeout %s: exit code %d: %s", args[0], code, strings.TrimSpace(errOut.String()))
+	if got != code {
+		return fmt.Errorf("kubectl timeout %s: exit code %d, want %d: %s", args[0], got, code, strings.TrimSpace(errOut.String()))
 	}
 	return nil
+}
+
+// decode runs a command with -o json without printing anything and
+// decodes what it wrote into v: the same view as the printed one, as
+// facts for the demo's results.
+func (k *kubectl) decode(ctx context.Context, v any, args ...string) error {
+	var out, errOut bytes.Buffer
+	args = append(args, "-o", "json")
+	if code := k.exec(ctx, &out, &errOut, args); code != plugin.ExitOK {
+		return fmt.Errorf("kubectl timeout %s: exit code %d: %s", strings.Join(args, " "), code, strings.TrimSpace(errOut.String()))
+	}
+	if err := json.Unmarshal(out.Bytes(), v); err != nil {
+		return fmt.Errorf("kubectl timeout %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+func (k *kubectl) exec(ctx context.Context, out, errOut *bytes.Buffer, args []string) int {
+	code := plugin.Run(ctx, args, plugin.Options{
+		IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut},
+		ConfigFlags: k.flags,
+	})
+	k.runs = append(k.runs, pluginRun{args: args, code: code})
+	return code
 }

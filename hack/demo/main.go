@@ -31,7 +31,7 @@ func main() {
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Stdout, *timeout)
+	_, err := run(ctx, os.Stdout, *timeout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -43,8 +43,9 @@ func main() {
 var errTimeLimit = errors.New("time limit reached")
 
 // run tells the whole story on out and cleans up after itself on every
-// path. Its last line is the summary.
-func run(ctx context.Context, out io.Writer, timeout time.Duration) error {
+// path. Its last line is the summary. It returns the facts it gathered
+// (what was created, recorded, received and shown), as far as it got.
+func run(ctx context.Context, out io.Writer, timeout time.Duration) (*results, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%w (%s)", errTimeLimit, timeout))
 	defer cancel()
 	// envtest logs through controller-runtime, which otherwise prints a
@@ -58,9 +59,9 @@ func run(ctx context.Context, out io.Writer, timeout time.Duration) error {
 		fmt.Fprintln(out, s.summary())
 	}
 	if err != nil {
-		return err
+		return s.results(), err
 	}
-	return s.verdict()
+	return s.results(), s.verdict()
 }
 
 // stage sets up the control plane and the controller, plays the story and
@@ -79,6 +80,7 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 		return err
 	}
 	w := newWorkdir(tmp)
+	s.files, s.facts.workdir = w, tmp
 	defer func() {
 		_ = os.RemoveAll(tmp)
 		n.say("removed %s, and with it the kubeconfig, the controller's log, the audit log and the archive", tmp)
@@ -159,10 +161,10 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 		}
 		n.say("stopped the controller")
 	}()
+	s.facts.pid = c.cmd.Process.Pid
 	n.say("controller running (pid %d), logging to %s", c.cmd.Process.Pid, w.log)
 	n.more("audit trail: %s; archive: %s", w.audit, w.archive)
 
-	s.files = w
 	s.kubectl = newKubectl(n, w.kubeconfig, w.cache)
 	return s.play(ctx, cfg, c, rc)
 }

@@ -131,6 +131,12 @@ type story struct {
 	// problems are what went wrong with the reminders, the audit trail or
 	// the archive, found at the end.
 	problems []string
+
+	// useCast are the second act's Playbooks.
+	useCast []*useRole
+	// facts are what the demo gathered for its results, besides what it
+	// printed; results completes them.
+	facts results
 }
 
 func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receivers) error {
@@ -237,8 +243,14 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 	if err := s.kubectl.run(ctx, "list"); err != nil {
 		return err
 	}
+	if err := s.kubectl.decode(ctx, &s.facts.listed, "list"); err != nil {
+		return err
+	}
 	s.n.say("why short-notice will outlive its expiry:")
 	if err := s.kubectl.run(ctx, "explain", "short-notice"); err != nil {
+		return err
+	}
+	if err := s.kubectl.decode(ctx, &s.facts.explained, "explain", "short-notice"); err != nil {
 		return err
 	}
 
@@ -274,7 +286,10 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 	if err := s.finale(ctx, cl); err != nil {
 		return err
 	}
-	return s.useAct(ctx, cl)
+	if err := s.useAct(ctx, cl); err != nil {
+		return err
+	}
+	return s.gather(ctx, cl, rc)
 }
 
 // createSecret puts the webhook signing key where the policy says it is.
@@ -489,6 +504,7 @@ func (s *story) onEvent(ctx context.Context, ev watch.Event, ok bool) error {
 // onMessage tells of a message that reached the demo, and keeps it for
 // the reckoning at the end.
 func (s *story) onMessage(m message) {
+	s.facts.messages = append(s.facts.messages, m)
 	if m.refused != "" {
 		s.refused++
 		s.n.say("webhook %s REFUSED a request (webhook-id %s): %s", webhookName, m.id, m.refused)
@@ -583,6 +599,9 @@ func (s *story) finale(ctx context.Context, cl client.Client) error {
 	}
 	s.n.say("the final list:")
 	if err := s.kubectl.run(ctx, "list"); err != nil {
+		return err
+	}
+	if err := s.kubectl.decode(ctx, &s.facts.finalList, "list"); err != nil {
 		return err
 	}
 	list := playbookList()

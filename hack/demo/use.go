@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/plugin"
 )
 
 // The second act: lifetimes that follow use, a maximum, and a keep that
@@ -79,6 +82,7 @@ func (s *story) useAct(ctx context.Context, cl client.WithWatch) error {
 		{title: "extended-past-max"},
 		{title: "keep-refused", annotations: map[string]string{expiry.AnnotationKeep: "true"}},
 	}
+	s.useCast = cast
 	list := playbookList()
 	w, err := cl.Watch(ctx, list, client.MatchingLabels{useLabel: "use"})
 	if err != nil {
@@ -102,11 +106,11 @@ func (s *story) useAct(ctx context.Context, cl client.WithWatch) error {
 
 	// The plugin refuses what the policy forbids, each with its own exit
 	// code; what is written by hand, the controller clamps or ignores.
-	if err := s.kubectl.run(ctx, "extend", "extended-past-max", "1m"); err == nil || !strings.Contains(err.Error(), "exit code 9") {
-		return fmt.Errorf("extend past maxTTL: %v, want exit code 9", err)
+	if err := s.kubectl.expect(ctx, plugin.ExitPastMaximum, "extend", "extended-past-max", "1m"); err != nil {
+		return fmt.Errorf("extend past maxTTL: %w", err)
 	}
-	if err := s.kubectl.run(ctx, "keep", "keep-refused"); err == nil || !strings.Contains(err.Error(), "exit code 10") {
-		return fmt.Errorf("keep under keep: Forbidden: %v, want exit code 10", err)
+	if err := s.kubectl.expect(ctx, plugin.ExitKeepForbidden, "keep", "keep-refused"); err != nil {
+		return fmt.Errorf("keep under keep: Forbidden: %w", err)
 	}
 	extended := cast[2]
 	past := extended.obj.GetCreationTimestamp().Add(time.Minute).UTC().Format(time.RFC3339)
@@ -171,9 +175,9 @@ func (s *story) useAct(ctx context.Context, cl client.WithWatch) error {
 			}
 		}
 	}
-	for _, reason := range []string{"forbids it", "maxTTL"} {
-		if !s.warned(ctx, cl, reason) {
-			s.problem("no InvalidTimeout Warning Event saying %q", reason)
+	for _, r := range []*useRole{cast[2], cast[3]} {
+		if !s.warned(ctx, cl, r.obj) {
+			s.problem("no InvalidTimeout Warning Event about %s", r.title)
 		}
 	}
 	s.n.say("used outlived its idle twin by %s and went at its maximum; the keep and the extension past the maximum were refused",
@@ -182,14 +186,14 @@ func (s *story) useAct(ctx context.Context, cl client.WithWatch) error {
 }
 
 // warned reports whether an InvalidTimeout Warning Event was recorded
-// whose note contains what.
-func (s *story) warned(ctx context.Context, cl client.Client, what string) bool {
+// about obj.
+func (s *story) warned(ctx context.Context, cl client.Client, obj *unstructured.Unstructured) bool {
 	var events eventsv1.EventList
 	if err := cl.List(ctx, &events, client.InNamespace(eventNamespace)); err != nil {
 		return false
 	}
 	for _, e := range events.Items {
-		if e.Reason == "InvalidTimeout" && strings.Contains(e.Note, what) {
+		if e.Type == corev1.EventTypeWarning && e.Reason == controller.ReasonInvalidTimeout && e.Regarding.UID == obj.GetUID() {
 			return true
 		}
 	}

@@ -28,9 +28,10 @@ const conflictAttempts = 5
 const fieldManager = "kubectl-timeout"
 
 func newExtendCommand(o *Options) *cobra.Command {
-	var output, until string
-	var allowShorten, all bool
-	cmd := &cobra.Command{
+	var until string
+	var allowShorten bool
+	var target func(current, now time.Time) time.Time
+	cmd := nameCommand(o, &cobra.Command{
 		Use:   "extend [KIND/]NAME (DURATION | --until TIME)",
 		Short: "Move an object's expiry later",
 		Long: `Move an object's expiry: DURATION later than it is now (or than now, if it
@@ -47,81 +48,81 @@ If the controller deleted it first, the command says so and exits with 8.`,
   kubectl timeout extend "Weekend demo" --until 2026-12-24T18:00:00Z
   kubectl timeout extend configmap/scratch -n dev 12h
   kubectl timeout extend playbook/2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10 --until 2026-11-20T00:00:00Z --allow-shorten`,
-		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-			if len(args) > 0 {
-				return []string{"1d", "3d", "7d", "14d"}, cobra.ShellCompDirectiveNoFileComp
-			}
-			return completeNames(cmd.Context(), o)
+	}, nameArgs{
+		suggest: []string{"1d", "3d", "7d", "14d"},
+		rest: func(args []string) error {
+			var err error
+			target, err = extendTarget(args, until)
+			return err
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output, "text", "json", "yaml"); err != nil {
-				return err
-			}
-			var target func(current, now time.Time) time.Time
-			switch {
-			case len(args) == 2 && until == "":
-				d, err := expiry.ParseDuration(args[1])
-				if err != nil || d <= 0 {
-					return usageError("DURATION %q: expected %s", args[1], expiry.DurationForms)
-				}
-				target = func(current, now time.Time) time.Time { return ceilSecond(later(current, now).Add(d)) }
-			case len(args) == 1 && until != "":
-				t, err := parseTime(until)
-				if err != nil {
-					return usageError("--until %q: %v", until, err)
-				}
-				target = func(time.Time, time.Time) time.Time { return ceilSecond(t) }
-			default:
-				return usageError("extend takes [KIND/]NAME and either DURATION or --until TIME\nSee 'kubectl timeout extend --help'.")
-			}
-			r, err := parseRef(args[0])
-			if err != nil {
-				return err
-			}
-			return change(cmd.Context(), o, r, all, output, func(ev *Evaluation) (*patch, error) {
-				current := ev.Life
-				if current.Keep {
-					// What the other annotations say: it applies once keep goes.
-					a := maps.Clone(ev.Object.GetAnnotations())
-					delete(a, expiry.AnnotationKeep)
-					current = ev.Governing.Schedule.Lifetime(ev.Object.GetCreationTimestamp().Time, a)
-				}
-				at := target(current.ExpiresAt, ev.Now)
-				if at.Before(ev.Object.GetCreationTimestamp().Time) {
-					return nil, usageError("%s is before the object was created (%s): the controller would ignore it", formatTime(at), formatTime(ev.Object.GetCreationTimestamp().Time))
-				}
-				if !current.Max.IsZero() && at.After(current.Max) {
-					return nil, withCode(ExitPastMaximum, "%s is past the maximum lifetime of %s: policy %s caps it at %s (maxTTL %s from creation); it was not extended",
-						formatTime(at), describe(ev), ev.Governing.Name, formatTime(current.Max), expiry.FormatDuration(ev.Governing.Schedule.MaxTTL))
-				}
-				if at.Before(current.ExpiresAt) && !allowShorten {
-					return nil, withCode(ExitRefused, "%s would shorten the life of %s: it expires at %s; give --allow-shorten to do it anyway",
-						formatTime(at), describe(ev), formatTime(current.ExpiresAt))
-				}
-				if at.Equal(current.ExpiresAt) && current.Source == expiry.AnnotationExpiresAt {
-					return &patch{none: true, verb: "already expires at " + formatTime(at)}, nil
-				}
-				verb := "extended"
-				if at.Before(current.ExpiresAt) {
-					verb = "shortened"
-				}
-				return &patch{
-					set:  map[string]*string{expiry.AnnotationExpiresAt: ptr(at.UTC().Format(time.RFC3339))},
-					verb: fmt.Sprintf("%s from %s", verb, formatTime(current.ExpiresAt)),
-				}, nil
+		run: func(ctx context.Context, n *named) error {
+			return n.change(ctx, func(ev *Evaluation) (*patch, error) {
+				return extendPatch(ev, target, allowShorten)
 			})
 		},
-	}
-	outputFlag(cmd, &output, "text", "json", "yaml")
+	})
 	cmd.Flags().StringVar(&until, "until", "", "The new expiry, an RFC 3339 time (2026-12-24T18:00:00Z) or a date (2026-12-24, midnight UTC)")
 	cmd.Flags().BoolVar(&allowShorten, "allow-shorten", false, "Allow a new expiry earlier than the current one")
-	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "Look for a namespaced object in every namespace")
 	return cmd
 }
 
+// extendTarget reads extend's arguments: NAME and DURATION, or NAME alone
+// with --until. The target it returns is the new expiry, given the current
+// one and now.
+func extendTarget(args []string, until string) (func(current, now time.Time) time.Time, error) {
+	switch {
+	case len(args) == 2 && until == "":
+		d, err := expiry.ParseDuration(args[1])
+		if err != nil || d <= 0 {
+			return nil, usageError("DURATION %q: expected %s", args[1], expiry.DurationForms)
+		}
+		return func(current, now time.Time) time.Time { return ceilSecond(later(current, now).Add(d)) }, nil
+	case len(args) == 1 && until != "":
+		t, err := parseTime(until)
+		if err != nil {
+			return nil, usageError("--until %q: %v", until, err)
+		}
+		return func(time.Time, time.Time) time.Time { return ceilSecond(t) }, nil
+	}
+	return nil, usageError("extend takes [KIND/]NAME and either DURATION or --until TIME\nSee 'kubectl timeout extend --help'.")
+}
+
+// extendPatch moves the expiry to target, within the policy's maximum and,
+// unless allowShorten, never earlier.
+func extendPatch(ev *Evaluation, target func(current, now time.Time) time.Time, allowShorten bool) (*patch, error) {
+	current := ev.Life
+	if current.Keep {
+		// What the other annotations say: it applies once keep goes.
+		a := maps.Clone(ev.Object.GetAnnotations())
+		delete(a, expiry.AnnotationKeep)
+		current = ev.Governing.Schedule.Lifetime(ev.Object.GetCreationTimestamp().Time, a)
+	}
+	at := target(current.ExpiresAt, ev.Now)
+	if at.Before(ev.Object.GetCreationTimestamp().Time) {
+		return nil, usageError("%s is before the object was created (%s): the controller would ignore it", formatTime(at), formatTime(ev.Object.GetCreationTimestamp().Time))
+	}
+	if !current.Max.IsZero() && at.After(current.Max) {
+		return nil, withCode(ExitPastMaximum, "%s is past the maximum lifetime of %s: policy %s caps it at %s (maxTTL %s from creation); it was not extended",
+			formatTime(at), describe(ev), ev.Governing.Name, formatTime(current.Max), expiry.FormatDuration(ev.Governing.Schedule.MaxTTL))
+	}
+	if at.Before(current.ExpiresAt) && !allowShorten {
+		return nil, withCode(ExitRefused, "%s would shorten the life of %s: it expires at %s; give --allow-shorten to do it anyway",
+			formatTime(at), describe(ev), formatTime(current.ExpiresAt))
+	}
+	if at.Equal(current.ExpiresAt) && current.Source == expiry.AnnotationExpiresAt {
+		return &patch{none: true, verb: "already expires at " + formatTime(at)}, nil
+	}
+	verb := "extended"
+	if at.Before(current.ExpiresAt) {
+		verb = "shortened"
+	}
+	return &patch{
+		set:  map[string]*string{expiry.AnnotationExpiresAt: ptr(at.UTC().Format(time.RFC3339))},
+		verb: fmt.Sprintf("%s from %s", verb, formatTime(current.ExpiresAt)),
+	}, nil
+}
+
 func newKeepCommand(o *Options, keep bool) *cobra.Command {
-	var output string
-	var all bool
 	cmd := &cobra.Command{
 		Use:   "keep [KIND/]NAME",
 		Short: "Exempt an object: it never expires",
@@ -141,47 +142,31 @@ notice is owed, reminded first and deleted after the minimum notice. The
 command prints which.`
 		cmd.Example = `  kubectl timeout unkeep 2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10`
 	}
-	cmd.Args = oneArg("[KIND/]NAME")
-	cmd.ValidArgsFunction = func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		return completeNames(cmd.Context(), o)
+	return nameCommand(o, cmd, nameArgs{run: func(ctx context.Context, n *named) error {
+		return n.change(ctx, func(ev *Evaluation) (*patch, error) { return keepPatch(ev, keep) })
+	}})
+}
+
+// keepPatch sets the keep annotation, or with keep false removes it.
+func keepPatch(ev *Evaluation, keep bool) (*patch, error) {
+	_, present := ev.Object.GetAnnotations()[expiry.AnnotationKeep]
+	switch {
+	case keep && ev.Governing.Schedule.KeepForbidden:
+		return nil, withCode(ExitKeepForbidden, "policy %s forbids keep (spec.keep: Forbidden): %s was not kept; it expires at %s",
+			ev.Governing.Name, describe(ev), formatTime(ev.Life.ExpiresAt))
+	case keep && ev.Life.Keep && ev.Object.GetAnnotations()[expiry.AnnotationKeep] == "true":
+		return &patch{none: true, verb: "is already kept"}, nil
+	case keep:
+		return &patch{set: map[string]*string{expiry.AnnotationKeep: ptr("true")}, verb: "kept"}, nil
+	case !present:
+		return &patch{none: true, verb: "is not kept"}, nil
+	default:
+		return &patch{set: map[string]*string{expiry.AnnotationKeep: nil}, verb: "no longer kept"}, nil
 	}
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := checkOutput(output, "text", "json", "yaml"); err != nil {
-			return err
-		}
-		r, err := parseRef(args[0])
-		if err != nil {
-			return err
-		}
-		return change(cmd.Context(), o, r, all, output, func(ev *Evaluation) (*patch, error) {
-			_, present := ev.Object.GetAnnotations()[expiry.AnnotationKeep]
-			switch {
-			case keep && ev.Governing.Schedule.KeepForbidden:
-				return nil, withCode(ExitKeepForbidden, "policy %s forbids keep (spec.keep: Forbidden): %s was not kept; it expires at %s",
-					ev.Governing.Name, describe(ev), formatTime(ev.Life.ExpiresAt))
-			case keep && ev.Life.Keep && ev.Object.GetAnnotations()[expiry.AnnotationKeep] == "true":
-				return &patch{none: true, verb: "is already kept"}, nil
-			case keep:
-				return &patch{set: map[string]*string{expiry.AnnotationKeep: ptr("true")}, verb: "kept"}, nil
-			case !present:
-				return &patch{none: true, verb: "is not kept"}, nil
-			default:
-				return &patch{set: map[string]*string{expiry.AnnotationKeep: nil}, verb: "no longer kept"}, nil
-			}
-		})
-	}
-	outputFlag(cmd, &output, "text", "json", "yaml")
-	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "Look for a namespaced object in every namespace")
-	return cmd
 }
 
 func newTouchCommand(o *Options) *cobra.Command {
-	var output string
-	var all bool
-	cmd := &cobra.Command{
+	return nameCommand(o, &cobra.Command{
 		Use:   "touch [KIND/]NAME",
 		Short: "Record that an object is in use now",
 		Long: `Record that an object is in use now, by setting the
@@ -195,29 +180,9 @@ last activity is more recent than that, nothing is written. Under a policy
 without idleTTL, use does not change an expiry and the command exits with 7.`,
 		Example: `  kubectl timeout touch 2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10
   kubectl timeout touch "Weekend demo"`,
-		Args: oneArg("[KIND/]NAME"),
-		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-			if len(args) > 0 {
-				return nil, cobra.ShellCompDirectiveNoFileComp
-			}
-			return completeNames(cmd.Context(), o)
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output, "text", "json", "yaml"); err != nil {
-				return err
-			}
-			r, err := parseRef(args[0])
-			if err != nil {
-				return err
-			}
-			return change(cmd.Context(), o, r, all, output, func(ev *Evaluation) (*patch, error) {
-				return touchPatch(ev)
-			})
-		},
-	}
-	outputFlag(cmd, &output, "text", "json", "yaml")
-	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "Look for a namespaced object in every namespace")
-	return cmd
+	}, nameArgs{run: func(ctx context.Context, n *named) error {
+		return n.change(ctx, touchPatch)
+	}})
 }
 
 // touchPatch records use now, under the controller's throttling rule.

@@ -4,8 +4,10 @@
 package plugin
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/match"
 )
 
 // Explanation is explain's JSON and YAML output.
@@ -136,9 +139,7 @@ type NextStep struct {
 }
 
 func newExplainCommand(o *Options) *cobra.Command {
-	var output string
-	var all bool
-	cmd := &cobra.Command{
+	return nameCommand(o, &cobra.Command{
 		Use:   "explain [KIND/]NAME",
 		Short: "Say why an object expires when it does",
 		Long: `Say why an object expires when it does: which TimeoutPolicy governs it and
@@ -151,89 +152,49 @@ NAME is the object's name or, for a Playbook, its title. KIND/NAME
 		Example: `  kubectl timeout explain 2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10
   kubectl timeout explain "Weekend demo"
   kubectl timeout explain configmap/scratch -n dev -o json`,
-		Args: oneArg("[KIND/]NAME"),
-		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-			if len(args) > 0 {
-				return nil, cobra.ShellCompDirectiveNoFileComp
-			}
-			return completeNames(cmd.Context(), o)
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output, "text", "json", "yaml"); err != nil {
-				return err
-			}
-			r, err := parseRef(args[0])
-			if err != nil {
-				return err
-			}
-			s, err := newSession(o, all)
-			if err != nil {
-				return err
-			}
-			if err := s.loadPolicies(cmd.Context()); err != nil {
-				return err
-			}
-			f, err := s.find(cmd.Context(), r)
-			if err != nil {
-				return err
-			}
-			ev, err := s.evaluate(cmd.Context(), f.kind, f.obj)
-			if err != nil {
-				return err
-			}
-			x := Explain(ev)
-			if output != "text" {
-				return writeStructured(o.Out, output, x)
-			}
-			writeExplanation(o.Out, x, ev.Now)
-			if ev.Governing == nil {
-				return withCode(ExitNotGoverned, "%s is not governed by any TimeoutPolicy", f)
-			}
-			return nil
-		},
-	}
-	outputFlag(cmd, &output, "text", "json", "yaml")
-	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "Look for a namespaced object in every namespace")
-	return cmd
+	}, nameArgs{run: runExplain})
 }
 
-// oneArg is cobra.ExactArgs(1) with a usage error that names the argument.
-func oneArg(what string) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != 1 {
-			return usageError("%s takes %s, got %d arguments\nSee 'kubectl timeout %s --help'.", cmd.Name(), what, len(args), cmd.Name())
-		}
-		return nil
+// runExplain explains the named object; one that no policy governs is
+// explained too, and exits with ExitNotGoverned.
+func runExplain(ctx context.Context, n *named) error {
+	s, err := newSession(n.o, n.all)
+	if err != nil {
+		return err
 	}
+	if err := s.loadPolicies(ctx); err != nil {
+		return err
+	}
+	f, err := s.find(ctx, n.ref)
+	if err != nil {
+		return err
+	}
+	ev, err := s.evaluate(ctx, f.kind, f.obj)
+	if err != nil {
+		return err
+	}
+	x := Explain(ev)
+	if n.output != "text" {
+		return writeStructured(n.o.Out, n.output, x)
+	}
+	writeExplanation(n.o.Out, x, ev.Now)
+	if ev.Governing == nil {
+		return withCode(ExitNotGoverned, "%s is not governed by any TimeoutPolicy", f)
+	}
+	return nil
 }
 
-// Explain turns an evaluation into its explanation.
-//
-// It is one switch over the cases an explanation can meet (no policy, an
-// invalid one, kept, every clock and hold); split, each piece would be read
-// only once and the order of the cases would be harder to see.
-//
-//nolint:gocyclo // a flat list of cases, see above
+// Explain turns an evaluation into its explanation. It stops where the
+// controller stops: with no governing policy, an unusable spec or a kept
+// object there is no lifetime, notice or plan to tell.
 func Explain(ev *Evaluation) Explanation {
-	obj := ev.Object
 	x := Explanation{
 		APIVersion: "timeout.amphitheatre.app/v1alpha1", Kind: "Explanation",
 		Object:   objectOf(ev),
 		Policies: []PolicyVerdict{},
 	}
 	for _, v := range ev.Verdicts {
-		pv := PolicyVerdict{Name: v.Policy.Name, Priority: v.Policy.Spec.Priority, Governs: v.Governs, Ready: readyStatus(v.Policy)}
-		if v.Mismatch != nil {
-			pv.Reason, pv.Detail = string(v.Mismatch.Reason), v.Mismatch.Detail
-		}
-		if v.Governs {
-			if v.Candidate.SpecErr != nil {
-				pv.Problem = "its spec cannot be used, so it governs every object it might select, this one included, and does nothing to them: " + v.Candidate.SpecErr.Error()
-			} else if c := meta.FindStatusCondition(v.Policy.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
-				pv.Problem = fmt.Sprintf("it is not Ready (%s): %s", c.Reason, c.Message)
-			}
-		}
-		x.Policies = append(x.Policies, pv)
+		x.Policies = append(x.Policies, verdictOf(v))
 	}
 	if ev.Governing == nil {
 		return x
@@ -243,30 +204,55 @@ func Explain(ev *Evaluation) Explanation {
 		x.Notes = append(x.Notes, "Nothing happens to the object until the policy's spec is fixed.")
 		return x
 	}
-	spec := ev.Governing.Spec
+	x.Lifetime = lifetimeOf(ev)
+	if ev.Life.Keep {
+		x.Notes = append(x.Notes, "The object is kept: it never expires. `kubectl timeout unkeep` puts it back under its policy.")
+		return x
+	}
+	// The planner's own reading of the record: which stages apply, and the
+	// notice given and owed.
+	state := expiry.NoticeOf(expiry.Input{Life: ev.Life, Schedule: ev.Governing.Schedule, Record: ev.Record, Channels: ev.Channels, Now: ev.Now})
+	x.Notice = noticeOf(state, ev.Governing.Schedule.MinimumNotice)
+	x.Reminders = remindersOf(ev, state)
+	x.Next = nextOf(ev)
+	x.DeleteAt = timePtr(ev.DeleteAt())
+	x.Notes = notesOf(ev, x.Notice)
+	return x
+}
+
+// verdictOf is what one policy makes of the object, with what is wrong
+// with it when it governs and does nothing.
+func verdictOf(v match.Verdict) PolicyVerdict {
+	pv := PolicyVerdict{Name: v.Policy.Name, Priority: v.Policy.Spec.Priority, Governs: v.Governs, Ready: readyStatus(v.Policy)}
+	if v.Mismatch != nil {
+		pv.Reason, pv.Detail = string(v.Mismatch.Reason), v.Mismatch.Detail
+	}
+	if !v.Governs {
+		return pv
+	}
+	if v.Candidate.SpecErr != nil {
+		pv.Problem = "its spec cannot be used, so it governs every object it might select, this one included, and does nothing to them: " + v.Candidate.SpecErr.Error()
+	} else if c := meta.FindStatusCondition(v.Policy.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
+		pv.Problem = fmt.Sprintf("it is not Ready (%s): %s", c.Reason, c.Message)
+	}
+	return pv
+}
+
+// lifetimeOf says which clock sets the expiry, from what value, and the
+// annotations it could not use.
+func lifetimeOf(ev *Evaluation) *LifetimeInfo {
 	life := ev.Life
 	li := &LifetimeInfo{Keep: life.Keep, Source: life.Source}
 	for _, inv := range life.Invalid {
 		li.Invalid = append(li.Invalid, InvalidInfo{Annotation: inv.Annotation, Value: inv.Value, Expected: inv.Expected, Fallback: inv.Fallback})
 	}
-	x.Lifetime = li
 	if life.Keep {
 		li.Source = expiry.AnnotationKeep
-		li.Value = obj.GetAnnotations()[expiry.AnnotationKeep]
-		x.Notes = append(x.Notes, "The object is kept: it never expires. `kubectl timeout unkeep` puts it back under its policy.")
-		return x
+		li.Value = ev.Object.GetAnnotations()[expiry.AnnotationKeep]
+		return li
 	}
 	li.ExpiresAt = timePtr(life.ExpiresAt)
-	switch life.Source {
-	case expiry.SourceDefault:
-		li.Value = expiry.FormatDuration(ev.Governing.Schedule.DefaultTTL)
-	case expiry.SourceIdle:
-		li.Value = expiry.FormatDuration(ev.Governing.Schedule.IdleTTL)
-	case expiry.SourceMax:
-		li.Value = expiry.FormatDuration(ev.Governing.Schedule.MaxTTL)
-	default:
-		li.Value = obj.GetAnnotations()[life.Source]
-	}
+	li.Value = sourceValue(ev)
 	li.Clock, li.KeepRefused = life.Clock(), life.KeepRefused
 	if !life.IdleAt.IsZero() || !life.Max.IsZero() {
 		li.CreationClock = timePtr(life.Base)
@@ -275,94 +261,129 @@ func Explain(ev *Evaluation) Explanation {
 	if !life.IdleAt.IsZero() {
 		li.LastActive, li.ActiveBy = timePtr(life.LastActive), life.ActiveBy
 	}
+	return li
+}
 
-	schedule := ev.Governing.Schedule
-	notice := &NoticeInfo{MinimumNotice: expiry.FormatDuration(schedule.MinimumNotice)}
-	rec := ev.Record
-	// The planner's own reading of the record: which stages apply, and the
-	// notice given and owed.
-	state := expiry.NoticeOf(expiry.Input{Life: life, Schedule: schedule, Record: rec, Channels: ev.Channels, Now: ev.Now})
-	notice.Owed = state.Owed
+// sourceValue is the value that set the expiry: the policy's duration for
+// its own sources, or the annotation's value.
+func sourceValue(ev *Evaluation) string {
+	s := ev.Governing.Schedule
+	switch ev.Life.Source {
+	case expiry.SourceDefault:
+		return expiry.FormatDuration(s.DefaultTTL)
+	case expiry.SourceIdle:
+		return expiry.FormatDuration(s.IdleTTL)
+	case expiry.SourceMax:
+		return expiry.FormatDuration(s.MaxTTL)
+	}
+	return ev.Object.GetAnnotations()[ev.Life.Source]
+}
+
+// noticeOf is the minimum notice: whether it is owed, when it was given
+// and so the earliest deletion.
+func noticeOf(state expiry.Notice, minimum time.Duration) *NoticeInfo {
+	n := &NoticeInfo{MinimumNotice: expiry.FormatDuration(minimum), Owed: state.Owed}
 	if !state.Given.IsZero() {
-		notice.GivenAt = timePtr(state.Given)
-		if notice.Owed {
-			notice.EarliestDeletion = timePtr(state.Given.Add(schedule.MinimumNotice))
+		n.GivenAt = timePtr(state.Given)
+		if n.Owed {
+			n.EarliestDeletion = timePtr(state.Given.Add(minimum))
 		}
 	}
-	x.Notice = notice
+	return n
+}
 
+// remindersOf is the state of each reminder stage of the policy.
+func remindersOf(ev *Evaluation, state expiry.Notice) []ReminderState {
 	scheduled := map[string]Step{}
 	for _, s := range ev.Steps {
 		if s.Stage != "" {
 			scheduled[s.Stage] = s
 		}
 	}
-	shortestSent := state.ShortestSent
-	for _, lead := range schedule.Reminders {
-		key := expiry.StageKey(lead)
-		due := life.ExpiresAt.Add(-lead)
-		rs := ReminderState{Stage: key, DueAt: Time(due)}
-		d, sent := rec.Sent[key]
-		step, planned := scheduled[key]
-		switch {
-		case sent:
-			rs.State, rs.SentAt, rs.Channels = "sent", timePtr(d.At), d.Channels
-			if planned {
-				rs.Detail = "still owed to " + strings.Join(step.Channels, ", ")
-			}
-		case !state.Applies(lead):
-			rs.State = "not-applicable"
-			if rec.Since.Equal(obj.GetCreationTimestamp().Time) {
-				rs.Detail = "it would fall due before the object was created"
-			} else {
-				rs.Detail = "it fell due before the expiry was last moved (" + formatTime(rec.Since) + ")"
-			}
-		case planned && !step.At.After(ev.Now):
-			rs.State, rs.Channels = "due", step.Channels
-			rs.Detail = "due now; the controller sends it as soon as a channel accepts it"
-		case planned:
-			rs.State, rs.Channels = "upcoming", step.Channels
-		case shortestSent > 0 && lead > shortestSent:
-			rs.State = "skipped"
-			rs.Detail = "a later reminder has already gone out"
-		default:
-			rs.State = "skipped"
-			rs.Detail = "a more urgent reminder was due by the time the object was seen"
-		}
-		x.Reminders = append(x.Reminders, rs)
+	var out []ReminderState
+	for _, lead := range ev.Governing.Schedule.Reminders {
+		out = append(out, reminderOf(ev, state, lead, scheduled))
 	}
+	return out
+}
 
+// reminderOf says whether the reminder with the given lead was sent, is
+// planned (due now or upcoming), does not apply, or was skipped, and why.
+func reminderOf(ev *Evaluation, state expiry.Notice, lead time.Duration, scheduled map[string]Step) ReminderState {
+	rec := ev.Record
+	key := expiry.StageKey(lead)
+	rs := ReminderState{Stage: key, DueAt: Time(ev.Life.ExpiresAt.Add(-lead))}
+	d, sent := rec.Sent[key]
+	step, planned := scheduled[key]
+	switch {
+	case sent:
+		rs.State, rs.SentAt, rs.Channels = "sent", timePtr(d.At), d.Channels
+		if planned {
+			rs.Detail = "still owed to " + strings.Join(step.Channels, ", ")
+		}
+	case !state.Applies(lead):
+		rs.State = "not-applicable"
+		if rec.Since.Equal(ev.Object.GetCreationTimestamp().Time) {
+			rs.Detail = "it would fall due before the object was created"
+		} else {
+			rs.Detail = "it fell due before the expiry was last moved (" + formatTime(rec.Since) + ")"
+		}
+	case planned && !step.At.After(ev.Now):
+		rs.State, rs.Channels = "due", step.Channels
+		rs.Detail = "due now; the controller sends it as soon as a channel accepts it"
+	case planned:
+		rs.State, rs.Channels = "upcoming", step.Channels
+	case state.ShortestSent > 0 && lead > state.ShortestSent:
+		rs.State = "skipped"
+		rs.Detail = "a later reminder has already gone out"
+	default:
+		rs.State = "skipped"
+		rs.Detail = "a more urgent reminder was due by the time the object was seen"
+	}
+	return rs
+}
+
+// nextOf is what the controller will do, the deletion last; under a dry
+// run the deletion is a rehearsal.
+func nextOf(ev *Evaluation) []NextStep {
+	var out []NextStep
 	for _, s := range ev.Steps {
 		ns := NextStep{At: Time(s.At), Action: s.Action, Stage: s.Stage, Channels: s.Channels}
 		if s.Action != ActionDelete {
 			ns.Announces = timePtr(s.Announces)
 		}
-		if s.Action == ActionDelete && spec.Deletion.DryRun {
+		if s.Action == ActionDelete && ev.Governing.Spec.Deletion.DryRun {
 			ns.Action = "would-delete"
 		}
-		x.Next = append(x.Next, ns)
+		out = append(out, ns)
 	}
-	x.DeleteAt = timePtr(ev.DeleteAt())
+	return out
+}
 
-	if spec.Deletion.DryRun {
-		x.Notes = append(x.Notes, "The policy is in dry-run mode: at expiry the controller records a WouldDelete Event and deletes nothing.")
+// notesOf says what else changes when or whether the object goes: the
+// policy's deletion settings, an unreadable record, the notice owed.
+func notesOf(ev *Evaluation, notice *NoticeInfo) []string {
+	var notes []string
+	deletion := ev.Governing.Spec.Deletion
+	if deletion.DryRun {
+		notes = append(notes, "The policy is in dry-run mode: at expiry the controller records a WouldDelete Event and deletes nothing.")
 	}
-	if spec.Deletion.Archive {
-		x.Notes = append(x.Notes, "The policy archives the object's manifest before deleting it; `kubectl timeout restore` can bring it back.")
+	if deletion.Archive {
+		notes = append(notes, "The policy archives the object's manifest before deleting it; `kubectl timeout restore` can bring it back.")
 	}
-	if spec.Deletion.MaxPerMinute > 0 {
-		x.Notes = append(x.Notes, fmt.Sprintf("The policy deletes at most %d objects a minute: in a burst the deletion may come a little later.", spec.Deletion.MaxPerMinute))
+	if deletion.MaxPerMinute > 0 {
+		notes = append(notes, fmt.Sprintf("The policy deletes at most %d objects a minute: in a burst the deletion may come a little later.", deletion.MaxPerMinute))
 	}
 	if ev.RecordUnreadable {
-		x.Notes = append(x.Notes, "The controller's record ("+expiry.AnnotationReminders+") does not parse: the controller plans as if nothing had been sent, so reminders may be sent again.")
+		notes = append(notes, "The controller's record ("+expiry.AnnotationReminders+") does not parse: the controller plans as if nothing had been sent, so reminders may be sent again.")
 	}
 	if ev.Postponed() {
-		x.Notes = append(x.Notes, "The deletion waits past the expiry for the minimum notice.")
+		notes = append(notes, "The deletion waits past the expiry for the minimum notice.")
 	}
-	if notice.Owed && notice.GivenAt == nil && !ev.Now.Before(life.ExpiresAt) {
-		x.Notes = append(x.Notes, "Notice is owed and no reminder has reached anyone yet: the object is not deleted until one has, and then not before the minimum notice has passed.")
+	if notice.Owed && notice.GivenAt == nil && !ev.Now.Before(ev.Life.ExpiresAt) {
+		notes = append(notes, "Notice is owed and no reminder has reached anyone yet: the object is not deleted until one has, and then not before the minimum notice has passed.")
 	}
-	return x
+	return notes
 }
 
 func readyStatus(p *v1alpha1.TimeoutPolicy) string {
