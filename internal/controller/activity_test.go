@@ -79,7 +79,7 @@ func TestARestartBetweenTheActivityAndTheRecordLosesNothing(t *testing.T) {
 			oldExpiry := t0.Add(time.Hour)
 			restart := func() {
 				h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock,
-					Channels: &Channels{Reader: h.client, Clock: h.clock, Secrets: scriptedSecrets{h.scripted}}}
+					Channels: h.channels()}
 				h.r.Outbox = h.r.NewOutbox(h.client, h.r.APIReader, "timeout-system", 0, logr.Discard())
 			}
 			// pass restarts, then reconciles once; it fails the test if the
