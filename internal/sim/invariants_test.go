@@ -57,6 +57,13 @@ type Facts struct {
 	// StageApplies: a reminder stage of the policy falls due at or after
 	// Since, so notice is owed even before any reminder went out.
 	StageApplies bool
+	// IdleAt is the last use the controller could know of plus the
+	// policy's idleTTL, capped at MaxAt; zero without idleTTL. MaxAt is
+	// the creation plus the policy's maxTTL; zero without one.
+	IdleAt, MaxAt time.Time
+	// DueBy is the latest the expiry may be: ExpiresAt, or later where
+	// the controller may count a use from when it saw it.
+	DueBy time.Time
 }
 
 // Deletion is one accepted delete.
@@ -106,6 +113,7 @@ type check struct {
 var checks = []check{
 	{"keptNotDeleted", keptNotDeleted},
 	{"deletedOnlyWhenGoverned", deletedOnlyWhenGoverned},
+	{"notBeforeIdle", notBeforeIdle},
 	{"notBeforeExpiry", notBeforeExpiry},
 	{"notBeforeAnnounced", notBeforeAnnounced},
 	{"noticeGiven", noticeGiven},
@@ -143,6 +151,21 @@ func deletedOnlyWhenGoverned(h *History) []Violation {
 			out = append(out, violation("deletedOnlyWhenGoverned", "%s deleted at %s although no policy governs it", d.Name, d.At.Format(time.RFC3339Nano)))
 		case d.DryRun:
 			out = append(out, violation("deletedOnlyWhenGoverned", "%s deleted at %s under policy %s in dry-run mode", d.Name, d.At.Format(time.RFC3339Nano), d.Policy))
+		}
+	}
+	return out
+}
+
+// notBeforeIdle: under a policy with idleTTL, no object is deleted before
+// its last use plus idleTTL (capped at its creation plus maxTTL): use is
+// its creation, its last-active annotation, and its last spec edit, which
+// the controller may count later than it happened but never earlier.
+func notBeforeIdle(h *History) []Violation {
+	var out []Violation
+	for _, d := range h.Deletions {
+		if d.Policy != "" && d.At.Before(d.IdleAt) {
+			out = append(out, violation("notBeforeIdle", "%s deleted at %s, %s before its last use plus idleTTL under policy %s",
+				d.Name, d.At.Format(time.RFC3339Nano), d.IdleAt.Sub(d.At), d.Policy))
 		}
 	}
 	return out
@@ -312,7 +335,8 @@ const promptness = time.Second
 
 // deletedPromptly: with healthy channels, every object governed by a
 // policy without a cap (whatever the caps of others)
-// is deleted within a second of falling due: its expiry, or its first
+// is deleted within a second of falling due: its expiry (the maximum
+// included, and keep ignored where the policy forbids it), or its first
 // reminder plus the minimum notice, or the latest time announced.
 func deletedPromptly(h *History) []Violation {
 	if !h.Healthy {
@@ -324,6 +348,9 @@ func deletedPromptly(h *History) []Violation {
 			continue
 		}
 		due := f.ExpiresAt
+		if f.DueBy.After(due) {
+			due = f.DueBy
+		}
 		if noticeOwed(h, f) {
 			first := firstReminder(h, f.UID)
 			if first.IsZero() {
