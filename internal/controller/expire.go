@@ -66,6 +66,12 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 			// due first (the record or the notice changed).
 			return r.notify(ctx, ev, plan)
 		}
+		// A spec edit the cache had not shown is use: recorded now (the
+		// deletion is due, so it waits for no window), it moves the
+		// expiry, and its watch event brings the next look.
+		if _, wrote, err := r.recordActivity(ctx, ev, plan); wrote || err != nil {
+			return ctrl.Result{}, err
+		}
 		obj, u = fresh, whole
 	}
 	policy, life := ev.policy, ev.Life

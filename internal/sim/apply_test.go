@@ -260,7 +260,7 @@ func (w *world) writePolicy(i int, create bool, edit func(*v1alpha1.TimeoutPolic
 
 // applySpec sets p's spec from the compact form randomSpec writes:
 // "ttl=1h,rem=20m;5m,notice=10m,sel=a,prio=3,dry=0,cap=0", optionally
-// followed by ",idle=30m,max=2h,keep=Forbidden".
+// followed by ",idle=30m,max=2h,keep=Forbidden,arch=1".
 func applySpec(p *v1alpha1.TimeoutPolicy, compact string) {
 	spec := v1alpha1.TimeoutPolicySpec{
 		Target:        v1alpha1.Target{APIVersion: "v1", Kind: "ConfigMap"},
@@ -296,6 +296,8 @@ func applySpec(p *v1alpha1.TimeoutPolicy, compact string) {
 			spec.MaxTTL = v1alpha1.Duration(v)
 		case "keep":
 			spec.Keep = v1alpha1.KeepPolicy(v)
+		case "arch":
+			spec.Deletion.Archive = v == "1"
 		}
 	}
 	p.Spec = spec

@@ -87,7 +87,8 @@ const (
 func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 
 // randomSpec is a policy spec in the compact form applySpec reads. Some
-// policies expire idle objects, cap lifetimes or forbid keep; a maximum
+// policies expire idle objects, cap lifetimes, forbid keep or archive
+// before deleting (which reads the object fresh first); a maximum
 // shorter than the default TTL makes the policy invalid, on purpose.
 func randomSpec(r *rand.Rand) string {
 	rem := pick(r, "", "20m", "20m;5m", "5m")
@@ -102,6 +103,9 @@ func randomSpec(r *rand.Rand) string {
 	}
 	if r.IntN(4) == 0 {
 		spec += ",keep=Forbidden"
+	}
+	if r.IntN(3) == 0 {
+		spec += ",arch=1"
 	}
 	return spec
 }

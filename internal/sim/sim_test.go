@@ -305,6 +305,18 @@ var regressions = []struct {
 			{Kind: "dryRunToggle", WaitMS: 1000},
 		},
 	},
+	{
+		// Found by reading expire.go, written as the schedule the
+		// simulation would need: an edit the lagging cache had not shown
+		// was in the fresh read before the delete, and ignored there.
+		name:  "a spec edit seen only in the read before the delete keeps the object idleTTL longer",
+		check: "notBeforeIdle", schedule: []Step{
+			{Kind: "policyCreate", Val: "ttl=30m,rem=,notice=0s,sel=,prio=0,dry=0,cap=0,idle=15m,arch=1", WaitMS: 1000},
+			{Kind: "create", Val: "a", WaitMS: 30*60_000 - 200},
+			{Kind: "cacheLag", DurMS: 400},
+			{Kind: "use", WaitMS: 1000},
+		},
+	},
 }
 
 // TestRegressionSchedulesKeepEveryPromise replays each regression case
