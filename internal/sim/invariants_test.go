@@ -85,6 +85,10 @@ type Send struct {
 	// Accepted: the receiver took it. Reported: the controller was told
 	// so (a reset is accepted but not reported).
 	Accepted, Reported bool
+	// IdleAt is, for a reminder, the object's last use plus idleTTL as
+	// the world knew it when the message went out, where the controller's
+	// cache showed that use too; zero otherwise.
+	IdleAt time.Time
 }
 
 // Announcement is an Event that gives a deletion time.
@@ -118,6 +122,7 @@ var checks = []check{
 	{"notBeforeAnnounced", notBeforeAnnounced},
 	{"noticeGiven", noticeGiven},
 	{"stageAcceptedOnce", stageAcceptedOnce},
+	{"remindsOfTheCurrentDate", remindsOfTheCurrentDate},
 	{"oneOffDelivered", oneOffDelivered},
 	{"deletedPromptly", deletedPromptly},
 	{"auditIntentAndOutcome", auditIntentAndOutcome},
@@ -286,6 +291,20 @@ func stageAcceptedOnce(h *History) []Violation {
 		}
 		if s.Reported {
 			reportedOK[k] = true
+		}
+	}
+	return out
+}
+
+// remindsOfTheCurrentDate: no reminder announces a deletion time that a
+// use the controller could see had already moved later: use re-arms the
+// reminders for the new date.
+func remindsOfTheCurrentDate(h *History) []Violation {
+	var out []Violation
+	for _, s := range h.Sends {
+		if s.Type == v1alpha1.EventReminder && s.Announced.Before(s.IdleAt) {
+			out = append(out, violation("remindsOfTheCurrentDate", "reminder %s about %s sent at %s announces %s, %s before its last use plus idleTTL",
+				s.Stage, s.UID, s.At.Format(time.RFC3339Nano), s.Announced.Format(time.RFC3339Nano), s.IdleAt.Sub(s.Announced)))
 		}
 	}
 	return out

@@ -95,6 +95,19 @@ func TestEachCheckFailsOnItsViolationAndOnlyThen(t *testing.T) {
 				reminderSent(41*time.Minute, at(time.Hour))}},
 		},
 		{
+			check: "remindsOfTheCurrentDate",
+			broken: History{Sends: []Send{func() Send {
+				s := reminderSent(40*time.Minute, at(time.Hour))
+				s.IdleAt = at(65 * time.Minute)
+				return s
+			}()}},
+			kept: History{Sends: []Send{func() Send {
+				s := reminderSent(40*time.Minute, at(time.Hour))
+				s.IdleAt = at(time.Hour)
+				return s
+			}()}},
+		},
+		{
 			check:  "oneOffDelivered",
 			broken: History{Settled: true, Sends: []Send{{At: at(time.Hour), ID: "x", UID: "u1", Type: v1alpha1.EventExpired, Channel: "sim-0"}}},
 			kept: History{Settled: true, Sends: []Send{{At: at(time.Hour), ID: "x", UID: "u1", Type: v1alpha1.EventExpired, Channel: "sim-0"},

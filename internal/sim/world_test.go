@@ -469,6 +469,9 @@ func (w *world) send(ctx context.Context, i int, m notify.Message) error {
 	if !oneOffType(m.Type) {
 		s.Announced = m.ExpiresAt
 	}
+	if m.Type == v1alpha1.EventReminder {
+		s.IdleAt = w.idleAtSend(m.Object.Name, m.Object.UID)
+	}
 	if dl, ok := ctx.Deadline(); ok && dl.Before(simEnd) && at.After(dl) {
 		// Abandoned by the controller at its deadline.
 		w.reach(dl)
@@ -492,6 +495,21 @@ func (w *world) send(ctx context.Context, i int, m notify.Message) error {
 	w.hist.Sends = append(w.hist.Sends, s)
 	w.tracef("%s accepted %s %s about %s announcing %s", s.Channel, s.Type, s.Stage, s.UID, s.Announced.Sub(t0))
 	return nil
+}
+
+// idleAtSend is the last use plus idleTTL of the object, as the world
+// reads it now, if the controller's cache shows the object as it is;
+// zero when it lags (the controller cannot know of a use it does not
+// see) or the governing policy has no idleTTL.
+func (w *world) idleAtSend(name string, uid types.UID) time.Time {
+	if _, lagging := w.stale[name]; lagging {
+		return time.Time{}
+	}
+	cm, ok := w.get(name)
+	if !ok || cm.UID != uid {
+		return time.Time{}
+	}
+	return w.facts(cm, w.policies()).IdleAt
 }
 
 // reach moves the clock forward to at; time never goes back.
