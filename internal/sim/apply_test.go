@@ -93,6 +93,11 @@ func (w *world) apply(s Step) {
 		w.mu.Unlock()
 	case kCacheLag:
 		w.lagUntil = w.now().Add(ms(s.DurMS))
+		// A change made during the lag reaches the controller when it
+		// ends: nothing can be on time before then.
+		if w.lagUntil.After(w.hist.Excused) {
+			w.hist.Excused = w.lagUntil
+		}
 	case kConflict:
 		w.conflicts[objName(s.Obj)] += int(s.DurMS)
 	case kRestart:

@@ -31,7 +31,8 @@ type History struct {
 	// promise applies to the objects of policies without a cap.
 	Healthy bool
 	// Excused is the end of the last interval the controller could not
-	// act in (a clock jump): nothing can be on time inside one.
+	// act in (a clock jump) or see in (a cache lag): nothing can be on
+	// time inside one.
 	Excused time.Time
 	// Settled says the channels have been healthy for the delivery bound.
 	Settled bool
