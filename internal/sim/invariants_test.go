@@ -124,6 +124,7 @@ var checks = []check{
 	{"noticeGiven", noticeGiven},
 	{"stageAcceptedOnce", stageAcceptedOnce},
 	{"remindsOfTheCurrentDate", remindsOfTheCurrentDate},
+	{"extendedOnlyAfterNotice", extendedOnlyAfterNotice},
 	{"oneOffDelivered", oneOffDelivered},
 	{"deletedPromptly", deletedPromptly},
 	{"auditIntentAndOutcome", auditIntentAndOutcome},
@@ -306,6 +307,30 @@ func remindsOfTheCurrentDate(h *History) []Violation {
 		if s.Type == v1alpha1.EventReminder && s.Announced.Before(s.IdleAt) {
 			out = append(out, violation("remindsOfTheCurrentDate", "reminder %s about %s sent at %s announces %s, %s before its last use plus idleTTL",
 				s.Stage, s.UID, s.At.Format(time.RFC3339Nano), s.Announced.Format(time.RFC3339Nano), s.IdleAt.Sub(s.Announced)))
+		}
+	}
+	return out
+}
+
+// extendedOnlyAfterNotice: an extended message goes out only about an
+// object someone had been told a deletion time for: a use or an extension
+// nobody was reminded of before says nothing.
+func extendedOnlyAfterNotice(h *History) []Violation {
+	var out []Violation
+	for _, s := range h.Sends {
+		if s.Type != v1alpha1.EventExtended {
+			continue
+		}
+		told := false
+		for _, e := range h.Sends {
+			if e.UID == s.UID && e.Accepted && e.Type != v1alpha1.EventExtended && !oneOffType(e.Type) && !e.At.After(s.At) {
+				told = true
+				break
+			}
+		}
+		if !told {
+			out = append(out, violation("extendedOnlyAfterNotice", "extended message about %s sent at %s, announcing %s, although nobody had been told a deletion time",
+				s.UID, s.At.Format(time.RFC3339Nano), s.Announced.Format(time.RFC3339Nano)))
 		}
 	}
 	return out

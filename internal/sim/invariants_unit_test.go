@@ -108,6 +108,13 @@ func TestEachCheckFailsOnItsViolationAndOnlyThen(t *testing.T) {
 			}()}},
 		},
 		{
+			check: "extendedOnlyAfterNotice",
+			broken: History{Sends: []Send{{At: at(time.Hour), ID: "e", UID: "u1", Type: v1alpha1.EventExtended, Channel: "sim-0",
+				Announced: at(2 * time.Hour), Accepted: true, Reported: true}}},
+			kept: History{Sends: []Send{reminderSent(40*time.Minute, at(time.Hour)),
+				{At: at(time.Hour), ID: "e", UID: "u1", Type: v1alpha1.EventExtended, Channel: "sim-0", Announced: at(2 * time.Hour), Accepted: true, Reported: true}}},
+		},
+		{
 			check:  "oneOffDelivered",
 			broken: History{Settled: true, Sends: []Send{{At: at(time.Hour), ID: "x", UID: "u1", Type: v1alpha1.EventExpired, Channel: "sim-0"}}},
 			kept: History{Settled: true, Sends: []Send{{At: at(time.Hour), ID: "x", UID: "u1", Type: v1alpha1.EventExpired, Channel: "sim-0"},
