@@ -68,8 +68,9 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 		}
 		// A spec edit the cache had not shown is use: under idleTTL it
 		// moves the expiry, and the delete below, locked on this fresh
-		// read, would otherwise win over it. Its write brings the next
-		// reconcile.
+		// read, would otherwise win over it. It is recorded now (the
+		// deletion is due, so it waits for no window), and its write
+		// brings the next reconcile.
 		if _, wrote, err := r.recordActivity(ctx, ev, plan); wrote || err != nil {
 			return ctrl.Result{}, err
 		}

@@ -143,6 +143,7 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 				o.SetLabels(pom.Labels)
 				o.SetDeletionTimestamp(pom.DeletionTimestamp)
 				o.SetResourceVersion(pom.ResourceVersion)
+				o.SetGeneration(pom.Generation)
 				return nil
 			default:
 				t.Fatalf("APIReader.Get into %T", obj)
@@ -587,6 +588,8 @@ func TestObjectReconcilerRechecksWithTheAPIServer(t *testing.T) {
 		freshView  func(*metav1.PartialObjectMetadata) error
 		wantResult ctrl.Result
 		wantDelete bool
+		// idleTTL is the policy's, when it has one.
+		idleTTL v1alpha1.Duration
 	}{
 		{
 			name: "waits for the new expiry when the API server shows an extension the cache has not seen",
@@ -618,6 +621,16 @@ func TestObjectReconcilerRechecksWithTheAPIServer(t *testing.T) {
 			},
 		},
 		{
+			// The edit is recorded at once, the deletion being due, and
+			// its watch event brings the next look, at the new expiry.
+			name:    "keeps an object the API server shows was edited under a policy with idleTTL",
+			idleTTL: "5m",
+			freshView: func(o *metav1.PartialObjectMetadata) error {
+				o.Generation = 2
+				return nil
+			},
+		},
+		{
 			name: "leaves alone an object the API server shows no policy selects any more",
 			freshView: func(o *metav1.PartialObjectMetadata) error {
 				o.Labels = map[string]string{"app": "keeper"}
@@ -628,7 +641,8 @@ func TestObjectReconcilerRechecksWithTheAPIServer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cm := newConfigMap("scratch", ttl("10m"), labelled(map[string]string{"app": "scratch"}))
-			h := newHarness(t, t0.Add(15*time.Minute), newPolicy("scratch", selecting(map[string]string{"app": "scratch"}), archiving), cm)
+			idle := func(p *v1alpha1.TimeoutPolicy) { p.Spec.IdleTTL = tt.idleTTL }
+			h := newHarness(t, t0.Add(15*time.Minute), newPolicy("scratch", selecting(map[string]string{"app": "scratch"}), archiving, idle), cm)
 			h.r.Archive = archive.Dir(t.TempDir())
 			h.freshView = tt.freshView
 

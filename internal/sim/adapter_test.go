@@ -17,11 +17,13 @@ import (
 	"github.com/go-logr/logr"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
@@ -100,6 +102,9 @@ func start(w *world) *instance {
 		Clock:     w.clock,
 		Channels:  &controller.Channels{Reader: w.live, Secrets: noSecrets{}, Clock: w.clock, Build: w.buildNotifiers},
 		Audit:     audit.New(w.trail),
+		// A policy that archives makes the controller read the object
+		// fresh before deleting it, and decide again from that read.
+		Archive: simArchive{},
 	}
 	r.Outbox = r.NewOutbox(w.live, w.live, outboxNamespace, 0, logr.Discard())
 	return &instance{r: r}
@@ -131,6 +136,17 @@ func (c *instance) tick(ctx context.Context) time.Duration {
 	}
 	return time.Millisecond
 }
+
+// simArchive takes every manifest at once and keeps none: what the
+// simulation wants of archiving is the fresh read before the delete.
+// The controller calls nothing else of it.
+type simArchive struct{ archive.Store }
+
+func (simArchive) Write(_ context.Context, obj *unstructured.Unstructured, _ archive.Header) (string, error) {
+	return "sim/" + string(obj.GetUID()), nil
+}
+
+func (simArchive) String() string { return "the simulation's archive" }
 
 type noSecrets struct{}
 

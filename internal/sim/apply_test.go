@@ -93,6 +93,11 @@ func (w *world) apply(s Step) {
 		w.mu.Unlock()
 	case kCacheLag:
 		w.lagUntil = w.now().Add(ms(s.DurMS))
+		// A change made during the lag reaches the controller when it
+		// ends: nothing can be on time before then.
+		if w.lagUntil.After(w.hist.Excused) {
+			w.hist.Excused = w.lagUntil
+		}
 	case kConflict:
 		w.conflicts[objName(s.Obj)] += int(s.DurMS)
 	case kRestart:
@@ -111,6 +116,10 @@ func (w *world) apply(s Step) {
 		// The process is frozen (a paused VM) while time passes.
 		w.clock.Step(ms(s.DurMS))
 		w.hist.Excused = w.now()
+	case kUse:
+		w.use(s.Obj)
+	case kLastActive:
+		w.annotate(s.Obj, false, expiry.AnnotationLastActive, w.activeAt(s.Val))
 	case kWait:
 	default:
 		panic("unknown step kind " + s.Kind)
@@ -142,6 +151,8 @@ func (w *world) create(s Step) {
 		UID:               types.UID(fmt.Sprintf("%s-%d", name, w.created[s.Obj])),
 		Labels:            map[string]string{"app": parts[0]},
 		CreationTimestamp: metav1.NewTime(w.now().Truncate(time.Second)),
+		// As the API server creates a custom resource.
+		Generation: 1,
 	}}
 	for _, kv := range parts[1:] {
 		k, v, _ := strings.Cut(kv, "=")
@@ -155,6 +166,41 @@ func (w *world) create(s Step) {
 		panic(err)
 	}
 	w.watched(name)
+}
+
+// use edits the object's spec, as a user of the object does: the API
+// server raises its generation, which counts as use under an idle policy.
+func (w *world) use(obj int) {
+	name := objName(obj)
+	cm, ok := w.get(name)
+	if !ok {
+		return
+	}
+	cm.Generation++
+	cm.Data = map[string]string{"spec": strconv.FormatInt(cm.Generation, 10)}
+	w.beforeWrite(name)
+	if err := w.store.Update(w.ctx, cm); err != nil {
+		panic(err)
+	}
+	w.usedAt[cm.UID] = w.now()
+	w.watched(name)
+}
+
+// activeAt is the last-active value v stands for: "now" is the current
+// time rounded up to the second, as clients are told to write it; "+d"
+// and "-d" are that far from now; anything else is written as it is.
+func (w *world) activeAt(v string) string {
+	switch {
+	case v == "now":
+		return w.now().Add(time.Second - 1).Truncate(time.Second).UTC().Format(time.RFC3339)
+	case strings.HasPrefix(v, "-"):
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			panic(err)
+		}
+		return w.now().Add(d).Truncate(time.Second).UTC().Format(time.RFC3339)
+	}
+	return w.relative(v)
 }
 
 // annotate writes (or, with an empty value, removes) an annotation by
@@ -218,7 +264,8 @@ func (w *world) writePolicy(i int, create bool, edit func(*v1alpha1.TimeoutPolic
 }
 
 // applySpec sets p's spec from the compact form randomSpec writes:
-// "ttl=1h,rem=20m;5m,notice=10m,sel=a,prio=3,dry=0,cap=0".
+// "ttl=1h,rem=20m;5m,notice=10m,sel=a,prio=3,dry=0,cap=0", optionally
+// followed by ",idle=30m,max=2h,keep=Forbidden,arch=1".
 func applySpec(p *v1alpha1.TimeoutPolicy, compact string) {
 	spec := v1alpha1.TimeoutPolicySpec{
 		Target:        v1alpha1.Target{APIVersion: "v1", Kind: "ConfigMap"},
@@ -248,6 +295,14 @@ func applySpec(p *v1alpha1.TimeoutPolicy, compact string) {
 		case "cap":
 			n, _ := strconv.Atoi(v)
 			spec.Deletion.MaxPerMinute = int32(n)
+		case "idle":
+			spec.IdleTTL = v1alpha1.Duration(v)
+		case "max":
+			spec.MaxTTL = v1alpha1.Duration(v)
+		case "keep":
+			spec.Keep = v1alpha1.KeepPolicy(v)
+		case "arch":
+			spec.Deletion.Archive = v == "1"
 		}
 	}
 	p.Spec = spec

@@ -31,7 +31,8 @@ type History struct {
 	// promise applies to the objects of policies without a cap.
 	Healthy bool
 	// Excused is the end of the last interval the controller could not
-	// act in (a clock jump): nothing can be on time inside one.
+	// act in (a clock jump) or see in (a cache lag): nothing can be on
+	// time inside one.
 	Excused time.Time
 	// Settled says the channels have been healthy for the delivery bound.
 	Settled bool
@@ -57,6 +58,13 @@ type Facts struct {
 	// StageApplies: a reminder stage of the policy falls due at or after
 	// Since, so notice is owed even before any reminder went out.
 	StageApplies bool
+	// IdleAt is the last use the controller could know of plus the
+	// policy's idleTTL, capped at MaxAt; zero without idleTTL. MaxAt is
+	// the creation plus the policy's maxTTL; zero without one.
+	IdleAt, MaxAt time.Time
+	// DueBy is the latest the expiry may be: ExpiresAt, or later where
+	// the controller may count a use from when it saw it.
+	DueBy time.Time
 }
 
 // Deletion is one accepted delete.
@@ -78,6 +86,10 @@ type Send struct {
 	// Accepted: the receiver took it. Reported: the controller was told
 	// so (a reset is accepted but not reported).
 	Accepted, Reported bool
+	// IdleAt is, for a reminder, the object's last use plus idleTTL as
+	// the world knew it when the message went out, where the controller's
+	// cache showed that use too; zero otherwise.
+	IdleAt time.Time
 }
 
 // Announcement is an Event that gives a deletion time.
@@ -106,10 +118,13 @@ type check struct {
 var checks = []check{
 	{"keptNotDeleted", keptNotDeleted},
 	{"deletedOnlyWhenGoverned", deletedOnlyWhenGoverned},
+	{"notBeforeIdle", notBeforeIdle},
 	{"notBeforeExpiry", notBeforeExpiry},
 	{"notBeforeAnnounced", notBeforeAnnounced},
 	{"noticeGiven", noticeGiven},
 	{"stageAcceptedOnce", stageAcceptedOnce},
+	{"remindsOfTheCurrentDate", remindsOfTheCurrentDate},
+	{"extendedOnlyAfterNotice", extendedOnlyAfterNotice},
 	{"oneOffDelivered", oneOffDelivered},
 	{"deletedPromptly", deletedPromptly},
 	{"auditIntentAndOutcome", auditIntentAndOutcome},
@@ -143,6 +158,21 @@ func deletedOnlyWhenGoverned(h *History) []Violation {
 			out = append(out, violation("deletedOnlyWhenGoverned", "%s deleted at %s although no policy governs it", d.Name, d.At.Format(time.RFC3339Nano)))
 		case d.DryRun:
 			out = append(out, violation("deletedOnlyWhenGoverned", "%s deleted at %s under policy %s in dry-run mode", d.Name, d.At.Format(time.RFC3339Nano), d.Policy))
+		}
+	}
+	return out
+}
+
+// notBeforeIdle: under a policy with idleTTL, no object is deleted before
+// its last use plus idleTTL (capped at its creation plus maxTTL): use is
+// its creation, its last-active annotation, and its last spec edit, which
+// the controller may count later than it happened but never earlier.
+func notBeforeIdle(h *History) []Violation {
+	var out []Violation
+	for _, d := range h.Deletions {
+		if d.Policy != "" && d.At.Before(d.IdleAt) {
+			out = append(out, violation("notBeforeIdle", "%s deleted at %s, %s before its last use plus idleTTL under policy %s",
+				d.Name, d.At.Format(time.RFC3339Nano), d.IdleAt.Sub(d.At), d.Policy))
 		}
 	}
 	return out
@@ -268,6 +298,44 @@ func stageAcceptedOnce(h *History) []Violation {
 	return out
 }
 
+// remindsOfTheCurrentDate: no reminder announces a deletion time that a
+// use the controller could see had already moved later: use re-arms the
+// reminders for the new date.
+func remindsOfTheCurrentDate(h *History) []Violation {
+	var out []Violation
+	for _, s := range h.Sends {
+		if s.Type == v1alpha1.EventReminder && s.Announced.Before(s.IdleAt) {
+			out = append(out, violation("remindsOfTheCurrentDate", "reminder %s about %s sent at %s announces %s, %s before its last use plus idleTTL",
+				s.Stage, s.UID, s.At.Format(time.RFC3339Nano), s.Announced.Format(time.RFC3339Nano), s.IdleAt.Sub(s.Announced)))
+		}
+	}
+	return out
+}
+
+// extendedOnlyAfterNotice: an extended message goes out only about an
+// object someone had been told a deletion time for: a use or an extension
+// nobody was reminded of before says nothing.
+func extendedOnlyAfterNotice(h *History) []Violation {
+	var out []Violation
+	for _, s := range h.Sends {
+		if s.Type != v1alpha1.EventExtended {
+			continue
+		}
+		told := false
+		for _, e := range h.Sends {
+			if e.UID == s.UID && e.Accepted && e.Type != v1alpha1.EventExtended && !oneOffType(e.Type) && !e.At.After(s.At) {
+				told = true
+				break
+			}
+		}
+		if !told {
+			out = append(out, violation("extendedOnlyAfterNotice", "extended message about %s sent at %s, announcing %s, although nobody had been told a deletion time",
+				s.UID, s.At.Format(time.RFC3339Nano), s.Announced.Format(time.RFC3339Nano)))
+		}
+	}
+	return out
+}
+
 // oneOffDelivered: every one-off message (expired, deleted, deletion
 // failed) that a channel refused reaches that channel once
 // the channel has recovered for the delivery bound.
@@ -312,7 +380,8 @@ const promptness = time.Second
 
 // deletedPromptly: with healthy channels, every object governed by a
 // policy without a cap (whatever the caps of others)
-// is deleted within a second of falling due: its expiry, or its first
+// is deleted within a second of falling due: its expiry (the maximum
+// included, and keep ignored where the policy forbids it), or its first
 // reminder plus the minimum notice, or the latest time announced.
 func deletedPromptly(h *History) []Violation {
 	if !h.Healthy {
@@ -324,6 +393,9 @@ func deletedPromptly(h *History) []Violation {
 			continue
 		}
 		due := f.ExpiresAt
+		if f.DueBy.After(due) {
+			due = f.DueBy
+		}
 		if noticeOwed(h, f) {
 			first := firstReminder(h, f.UID)
 			if first.IsZero() {

@@ -63,6 +63,11 @@ func TestEachCheckFailsOnItsViolationAndOnlyThen(t *testing.T) {
 			kept:   History{Deletions: []Deletion{deletedAt(2*time.Hour, nil)}},
 		},
 		{
+			check:  "notBeforeIdle",
+			broken: History{Deletions: []Deletion{deletedAt(89*time.Minute, func(f *Facts) { f.IdleAt = at(90 * time.Minute) })}},
+			kept:   History{Deletions: []Deletion{deletedAt(90*time.Minute, func(f *Facts) { f.IdleAt = at(90 * time.Minute) })}},
+		},
+		{
 			check:  "notBeforeExpiry",
 			broken: History{Deletions: []Deletion{deletedAt(59*time.Minute, nil)}},
 			kept:   History{Deletions: []Deletion{deletedAt(time.Hour, nil)}},
@@ -88,6 +93,26 @@ func TestEachCheckFailsOnItsViolationAndOnlyThen(t *testing.T) {
 			// The first was reset: the controller could not know.
 			kept: History{Sends: []Send{func() Send { s := reminderSent(40*time.Minute, at(time.Hour)); s.Reported = false; return s }(),
 				reminderSent(41*time.Minute, at(time.Hour))}},
+		},
+		{
+			check: "remindsOfTheCurrentDate",
+			broken: History{Sends: []Send{func() Send {
+				s := reminderSent(40*time.Minute, at(time.Hour))
+				s.IdleAt = at(65 * time.Minute)
+				return s
+			}()}},
+			kept: History{Sends: []Send{func() Send {
+				s := reminderSent(40*time.Minute, at(time.Hour))
+				s.IdleAt = at(time.Hour)
+				return s
+			}()}},
+		},
+		{
+			check: "extendedOnlyAfterNotice",
+			broken: History{Sends: []Send{{At: at(time.Hour), ID: "e", UID: "u1", Type: v1alpha1.EventExtended, Channel: "sim-0",
+				Announced: at(2 * time.Hour), Accepted: true, Reported: true}}},
+			kept: History{Sends: []Send{reminderSent(40*time.Minute, at(time.Hour)),
+				{At: at(time.Hour), ID: "e", UID: "u1", Type: v1alpha1.EventExtended, Channel: "sim-0", Announced: at(2 * time.Hour), Accepted: true, Reported: true}}},
 		},
 		{
 			check:  "oneOffDelivered",
@@ -190,5 +215,77 @@ func TestTheSimulatedAPIServerRefusesStaleWrites(t *testing.T) {
 	}
 	if _, ok := w.get(objName(0)); !ok {
 		t.Error("the object was deleted")
+	}
+}
+
+// The idle inputs reach the controller, and the world reads them as the
+// documentation says: each schedule deletes its one object at a known
+// time, which only the idle clock, the maximum or a forbidden keep gives.
+func TestIdleExpiryMaximumAndForbiddenKeepDecideTheDeletionTime(t *testing.T) {
+	const policy = "rem=,notice=0s,sel=,prio=0,dry=0,cap=0"
+	cases := []struct {
+		name  string
+		steps []Step
+		// deleted is when the object goes, from the start.
+		deleted time.Duration
+	}{
+		{
+			name: "a spec edit keeps an object idleTTL past it",
+			steps: []Step{
+				{Kind: kPolicyCreate, Val: "ttl=10m,idle=30m," + policy, WaitMS: 1000},
+				{Kind: kCreate, Val: "a", WaitMS: 5 * 60_000},
+				{Kind: kUse, WaitMS: 60 * 60_000},
+			},
+			deleted: 35*time.Minute + time.Second,
+		},
+		{
+			name: "a future last-active keeps an object until it plus idleTTL, capped at the maximum",
+			steps: []Step{
+				{Kind: kPolicyCreate, Val: "ttl=10m,idle=30m,max=1h," + policy, WaitMS: 1000},
+				{Kind: kCreate, Val: "a", WaitMS: 1000},
+				{Kind: kLastActive, Val: "+2h", WaitMS: 90 * 60_000},
+			},
+			deleted: time.Hour + time.Second,
+		},
+		{
+			name: "a last-active that is no time is ignored",
+			steps: []Step{
+				{Kind: kPolicyCreate, Val: "ttl=10m,idle=5m," + policy, WaitMS: 1000},
+				{Kind: kCreate, Val: "a", WaitMS: 1000},
+				{Kind: kLastActive, Val: "yesterday", WaitMS: 30 * 60_000},
+			},
+			deleted: 10*time.Minute + time.Second,
+		},
+		{
+			name: "a forbidden keep is ignored",
+			steps: []Step{
+				{Kind: kPolicyCreate, Val: "ttl=10m,keep=Forbidden," + policy, WaitMS: 1000},
+				{Kind: kCreate, Val: "a;keep=true", WaitMS: 30 * 60_000},
+			},
+			deleted: 10*time.Minute + time.Second,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(map[string]string{})
+			for _, s := range c.steps {
+				w.apply(s)
+				w.advance(ms(s.WaitMS))
+				if vs := w.check(); len(vs) > 0 {
+					t.Fatalf("violations: %v", vs)
+				}
+			}
+			h := w.history()
+			if len(h.Deletions) != 1 {
+				t.Fatalf("%d deletions, want 1", len(h.Deletions))
+			}
+			d := h.Deletions[0]
+			if got := d.At.Sub(t0); got < c.deleted || got > c.deleted+promptness {
+				t.Errorf("deleted at %s, want %s (within %s)", got, c.deleted, promptness)
+			}
+			if want := t0.Add(c.deleted); !d.ExpiresAt.Equal(want) {
+				t.Errorf("the world read the expiry as %s, want %s", d.ExpiresAt.Sub(t0), c.deleted)
+			}
+		})
 	}
 }

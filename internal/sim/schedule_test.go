@@ -56,6 +56,8 @@ const (
 	kRestart               = "restart"
 	kLeader                = "leaderChange"
 	kClockJump             = "clockJump"
+	kUse                   = "use"
+	kLastActive            = "lastActive"
 	kWait                  = "wait"
 )
 
@@ -70,6 +72,7 @@ var weights = []struct {
 	{kPrioritySwap, 2}, {kSelectorChange, 2}, {kDryRunToggle, 2}, {kCap, 1},
 	{kOutage, 4}, {kSlow, 2}, {kReset, 3}, {kCacheLag, 3}, {kConflict, 3},
 	{kRestart, 2}, {kLeader, 2}, {kClockJump, 1}, {kWait, 8},
+	{kUse, 4}, {kLastActive, 3},
 }
 
 // The shape of the world: a few objects and policies, so that steps
@@ -83,12 +86,28 @@ const (
 
 func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 
-// randomSpec is a policy spec in the compact form parseSpec reads.
+// randomSpec is a policy spec in the compact form applySpec reads. Some
+// policies expire idle objects, cap lifetimes, forbid keep or archive
+// before deleting (which reads the object fresh first); a maximum
+// shorter than the default TTL makes the policy invalid, on purpose.
 func randomSpec(r *rand.Rand) string {
 	rem := pick(r, "", "20m", "20m;5m", "5m")
-	return fmt.Sprintf("ttl=%s,rem=%s,notice=%s,sel=%s,prio=%d,dry=%d,cap=0",
+	spec := fmt.Sprintf("ttl=%s,rem=%s,notice=%s,sel=%s,prio=%d,dry=%d,cap=0",
 		pick(r, "10m", "30m", "1h", "2h"), rem, pick(r, "0s", "10m", "0s"),
 		pick(r, "", "", "a", "b"), r.IntN(5), pick(r, 0, 0, 0, 1))
+	if r.IntN(3) == 0 {
+		spec += ",idle=" + pick(r, "15m", "30m", "1h")
+	}
+	if r.IntN(4) == 0 {
+		spec += ",max=" + pick(r, "1h", "2h", "3h")
+	}
+	if r.IntN(4) == 0 {
+		spec += ",keep=Forbidden"
+	}
+	if r.IntN(3) == 0 {
+		spec += ",arch=1"
+	}
+	return spec
 }
 
 // focus, from SIM_FOCUS (comma-separated kinds), makes those inputs ten
@@ -149,7 +168,8 @@ func generate(seed uint64, disabled map[string]string) []Step {
 		case kTypo:
 			s.Obj, s.Val = obj, pick(r, "timeout.amphitheatre.app/tll=5m", "timeout.amphitheatre.app/expire-at=+5m", "timeout.amphitheatre.app/kep=true")
 		case kExtend, kShorten:
-			s.Obj, s.DurMS = obj, pick[int64](r, 60_000, 10*60_000, 30*60_000)
+			// Two hours goes past most maxima: the maximum clamps it.
+			s.Obj, s.DurMS = obj, pick[int64](r, 60_000, 10*60_000, 30*60_000, 120*60_000)
 		case kKeep, kUnkeep:
 			s.Obj = obj
 		case kNotify:
@@ -178,6 +198,11 @@ func generate(seed uint64, disabled map[string]string) []Step {
 			s.Obj = obj // the reconcile the old leader had under way
 		case kClockJump:
 			s.DurMS = pick[int64](r, 5*60_000, 2*3600_000)
+		case kUse:
+			s.Obj = obj
+		case kLastActive:
+			// Now, a past and a future time, and a value that is no time.
+			s.Obj, s.Val = obj, pick(r, "now", "-10m", "+20m", "+2h", "yesterday")
 		}
 		s.WaitMS = pick[int64](r, 0, 200, 1_000, 30_000, 5*60_000, 15*60_000, 30*60_000)
 		steps = append(steps, s)

@@ -305,6 +305,29 @@ var regressions = []struct {
 			{Kind: "dryRunToggle", WaitMS: 1000},
 		},
 	},
+	{
+		// The check's own model: it wanted the deletion while the cache
+		// still hid the unkeep from the controller.
+		name:  "an object unkept long past its expiry while the cache lags goes once the controller can see it",
+		check: "deletedPromptly", schedule: []Step{ // seed 1795487200908185175
+			{Kind: "create", Obj: 3, Val: "a;keep=true", WaitMS: 1800000},
+			{Kind: "cacheLag", DurMS: 400},
+			{Kind: "policyCreate", Pol: 1, Val: "ttl=10m,rem=20m,notice=10m,sel=a,prio=0,dry=0,cap=0", WaitMS: 200},
+			{Kind: "unkeep", Obj: 3},
+		},
+	},
+	{
+		// Found by reading expire.go, written as the schedule the
+		// simulation would need: an edit the lagging cache had not shown
+		// was in the fresh read before the delete, and ignored there.
+		name:  "a spec edit seen only in the read before the delete keeps the object idleTTL longer",
+		check: "notBeforeIdle", schedule: []Step{
+			{Kind: "policyCreate", Val: "ttl=30m,rem=,notice=0s,sel=,prio=0,dry=0,cap=0,idle=15m,arch=1", WaitMS: 1000},
+			{Kind: "create", Val: "a", WaitMS: 30*60_000 - 200},
+			{Kind: "cacheLag", DurMS: 400},
+			{Kind: "use", WaitMS: 1000},
+		},
+	},
 }
 
 // TestRegressionSchedulesKeepEveryPromise replays each regression case

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -88,6 +89,9 @@ type world struct {
 	polGen  [numPolicies]int
 	// since is when each object's expiry was last set by hand.
 	since map[types.UID]time.Time
+	// usedAt is when each object's spec was last edited: use, under a
+	// policy with idleTTL.
+	usedAt map[types.UID]time.Time
 	// stale holds, while the cache lags, the objects as the cache still
 	// shows them (nil: not there yet).
 	lagUntil time.Time
@@ -134,6 +138,7 @@ func newWorld(disabled map[string]string) *world {
 		queue:     map[string]time.Time{},
 		fails:     map[string]int{},
 		since:     map[types.UID]time.Time{},
+		usedAt:    map[types.UID]time.Time{},
 		stale:     map[string]*corev1.ConfigMap{},
 		conflicts: map[string]int{},
 		disabled:  disabled,
@@ -358,18 +363,97 @@ func (w *world) facts(cm *corev1.ConfigMap, pols []v1alpha1.TimeoutPolicy) Facts
 			f.Shadowed = true
 			return f
 		}
-		life := expiry.Compute(cm.CreationTimestamp.Time, cm.Annotations, sched.DefaultTTL)
+		created := cm.CreationTimestamp.Time
+		annotations := cm.Annotations
+		if p.Spec.Keep == v1alpha1.KeepForbidden {
+			annotations = maps.Clone(annotations)
+			delete(annotations, expiry.AnnotationKeep)
+		}
+		life := expiry.Compute(created, annotations, sched.DefaultTTL)
 		f.Policy, f.DryRun, f.Kept = p.Name, p.Spec.Deletion.DryRun, life.Keep
 		f.Capped = p.Spec.Deletion.MaxPerMinute > 0
 		f.ExpiresAt, f.MinimumNotice = life.ExpiresAt, sched.MinimumNotice
+		// The idle clock and the maximum, read from the policy's
+		// documentation rather than from internal/expiry: an object lives
+		// until the later of its creation clock and its last use plus
+		// idleTTL, never past its creation plus maxTTL.
+		if !f.Kept && p.Spec.MaxTTL != "" {
+			f.MaxAt = created.Add(sched.MaxTTL)
+			f.ExpiresAt = earliest(f.ExpiresAt, f.MaxAt)
+		}
+		f.DueBy = f.ExpiresAt
+		idleSets := false
+		if !f.Kept && p.Spec.IdleTTL != "" {
+			first, latest := w.lastUse(cm)
+			f.IdleAt = first.Add(sched.IdleTTL)
+			if !f.MaxAt.IsZero() {
+				f.IdleAt = earliest(f.IdleAt, f.MaxAt)
+			}
+			if f.IdleAt.After(f.ExpiresAt) {
+				f.ExpiresAt, idleSets = f.IdleAt, true
+			}
+			if due := latest.Add(sched.IdleTTL); due.After(f.DueBy) {
+				f.DueBy = due
+				if !f.MaxAt.IsZero() {
+					f.DueBy = earliest(due, f.MaxAt)
+				}
+			}
+		}
 		for _, lead := range sched.Reminders {
-			if !life.ExpiresAt.Add(-lead).Before(f.Since) {
+			// A lead of idleTTL or more would fall due at the moment of
+			// use: it does not apply to an expiry the idle clock sets.
+			if !f.ExpiresAt.Add(-lead).Before(f.Since) && (!idleSets || lead < sched.IdleTTL) {
 				f.StageApplies = true
 			}
 		}
 		return f
 	}
 	return f
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// lastUse is the span in which the controller may place cm's last use:
+// first is the latest of its creation, a valid last-active annotation
+// and its last spec edit as the world made it; latest is where the
+// controller may have put the edit instead. The controller counts an edit
+// from when it sees it, which is later (a lagging cache, a restart before
+// it recorded the edit, a policy that gains idleTTL): until its activity
+// annotation records the generation, the edit may yet count from now.
+func (w *world) lastUse(cm *corev1.ConfigMap) (first, latest time.Time) {
+	first = cm.CreationTimestamp.Time
+	if v, ok := cm.Annotations[expiry.AnnotationLastActive]; ok {
+		if t, err := time.Parse(time.RFC3339, strings.TrimSpace(v)); err == nil && t.After(first) {
+			first = t
+		}
+	}
+	latest = first
+	if cm.Generation <= 1 {
+		return first, latest
+	}
+	if edit := w.usedAt[cm.UID]; edit.After(first) {
+		first = edit
+	}
+	seen := w.now()
+	var recorded struct {
+		Generation int64     `json:"generation"`
+		At         time.Time `json:"at"`
+	}
+	if err := json.Unmarshal([]byte(cm.Annotations[expiry.AnnotationActivity]), &recorded); err == nil && recorded.Generation >= cm.Generation {
+		seen = recorded.At
+	}
+	if seen.After(latest) {
+		latest = seen
+	}
+	if first.After(latest) {
+		latest = first
+	}
+	return first, latest
 }
 
 // send is channel i receiving m.
@@ -384,6 +468,9 @@ func (w *world) send(ctx context.Context, i int, m notify.Message) error {
 	s := Send{ID: m.ID, UID: m.Object.UID, Type: m.Type, Stage: m.Stage, Channel: fmt.Sprintf("sim-%d", i)}
 	if !oneOffType(m.Type) {
 		s.Announced = m.ExpiresAt
+	}
+	if m.Type == v1alpha1.EventReminder {
+		s.IdleAt = w.idleAtSend(m.Object.Name, m.Object.UID)
 	}
 	if dl, ok := ctx.Deadline(); ok && dl.Before(simEnd) && at.After(dl) {
 		// Abandoned by the controller at its deadline.
@@ -408,6 +495,21 @@ func (w *world) send(ctx context.Context, i int, m notify.Message) error {
 	w.hist.Sends = append(w.hist.Sends, s)
 	w.tracef("%s accepted %s %s about %s announcing %s", s.Channel, s.Type, s.Stage, s.UID, s.Announced.Sub(t0))
 	return nil
+}
+
+// idleAtSend is the last use plus idleTTL of the object, as the world
+// reads it now, if the controller's cache shows the object as it is;
+// zero when it lags (the controller cannot know of a use it does not
+// see) or the governing policy has no idleTTL.
+func (w *world) idleAtSend(name string, uid types.UID) time.Time {
+	if _, lagging := w.stale[name]; lagging {
+		return time.Time{}
+	}
+	cm, ok := w.get(name)
+	if !ok || cm.UID != uid {
+		return time.Time{}
+	}
+	return w.facts(cm, w.policies()).IdleAt
 }
 
 // reach moves the clock forward to at; time never goes back.
