@@ -79,18 +79,7 @@ func TestSmoke(t *testing.T) {
 		}
 	})
 	t.Run("edits the touched Playbooks and counts the controller's writes of their use", func(t *testing.T) {
-		tr := rep.Touch
-		if tr == nil {
-			t.Fatal("no report of the touched Playbooks")
-		}
-		if tr.Objects != 20 || tr.Edits == 0 || tr.Failed != 0 {
-			t.Errorf("%d Playbooks touched with %d edits, %d failed; want 20, some, none", tr.Objects, tr.Edits, tr.Failed)
-		}
-		// One write per object and window (idleTTL/20 = 1 s), and one
-		// more for a window the run began in the middle of.
-		if most := float64(tr.Objects) * (tr.Seconds + 1); tr.Writes == 0 || tr.Writes > most {
-			t.Errorf("%v activity writes for %d objects over %.1fs; want some and at most %v", tr.Writes, tr.Objects, tr.Seconds, most)
-		}
+		checkTouched(t, rep.Touch)
 	})
 	t.Run("attributes the controller's API requests", func(t *testing.T) {
 		after := rep.API.AfterSync
@@ -137,4 +126,21 @@ func TestSmoke(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkTouched checks the run's report of the touched Playbooks: 20 of
+// them, edited twice a second for 4 s under an idleTTL of 20 s.
+func checkTouched(t *testing.T, tr *touchReport) {
+	t.Helper()
+	if tr == nil {
+		t.Fatal("no report of the touched Playbooks")
+	}
+	if tr.Objects != 20 || tr.Edits == 0 || tr.Failed != 0 {
+		t.Errorf("%d Playbooks touched with %d edits, %d failed; want 20, some, none", tr.Objects, tr.Edits, tr.Failed)
+	}
+	// One write per object and window (idleTTL/20 = 1 s), and one more
+	// for a window the run began in the middle of.
+	if most := float64(tr.Objects) * (tr.Seconds + 1); tr.Writes == 0 || tr.Writes > most {
+		t.Errorf("%v activity writes for %d objects over %.1fs; want some and at most %v", tr.Writes, tr.Objects, tr.Seconds, most)
+	}
 }
