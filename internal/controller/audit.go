@@ -8,6 +8,7 @@ import (
 
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 )
 
@@ -34,4 +35,17 @@ func (r *ObjectReconciler) audit(ctx context.Context, ev *evaluation, recs ...au
 		auditFailures.Add(float64(len(recs)))
 		logf.FromContext(ctx).Error(err, "audit trail", "records", len(recs))
 	}
+}
+
+// deliveryRecords are the audit records of one message's deliveries: one
+// per channel.
+func deliveryRecords(t v1alpha1.EventType, stage string, sent []string, failed failures) []audit.Record {
+	recs := make([]audit.Record, 0, len(sent)+len(failed))
+	for _, name := range sent {
+		recs = append(recs, audit.Record{Type: audit.Notified, Message: string(t), Stage: stage, Channel: name, Result: audit.OK})
+	}
+	for _, name := range failed.names() {
+		recs = append(recs, audit.Record{Type: audit.NotifyFailed, Message: string(t), Stage: stage, Channel: name, Result: audit.Error, Error: failed[name]})
+	}
+	return recs
 }

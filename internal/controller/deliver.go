@@ -253,19 +253,6 @@ func reminderDue(record *expiry.Record, stage string) time.Time {
 	return due
 }
 
-// deliveryRecords are the audit records of one message's deliveries: one
-// per channel.
-func deliveryRecords(t v1alpha1.EventType, stage string, sent []string, failed failures) []audit.Record {
-	recs := make([]audit.Record, 0, len(sent)+len(failed))
-	for _, name := range sent {
-		recs = append(recs, audit.Record{Type: audit.Notified, Message: string(t), Stage: stage, Channel: name, Result: audit.OK})
-	}
-	for _, name := range failed.names() {
-		recs = append(recs, audit.Record{Type: audit.NotifyFailed, Message: string(t), Stage: stage, Channel: name, Result: audit.Error, Error: failed[name]})
-	}
-	return recs
-}
-
 // failures maps a channel name to what went wrong with it.
 type failures map[string]string
 
