@@ -101,8 +101,15 @@ func (tr *tracked) after(d time.Duration) time.Time {
 	return tr.GetCreationTimestamp().Add(d)
 }
 
+// onTime is how late a deletion may come in these tests: late enough for
+// a controller busy with the suite's parallel tests (a deletion that
+// archives and fsyncs the audit trail once came 1.9 s late on two cores),
+// soon enough to tell a deletion that came from one that was merely
+// retried or stuck. The lag itself is measured by the bench, not here.
+const onTime = 5 * time.Second
+
 // expectDeletedOnTime waits for the object to be deleted and checks that it
-// went no earlier than expiry and at most a second after it.
+// went no earlier than expiry and at most onTime after it.
 func (tr *tracked) expectDeletedOnTime(t *testing.T, expiry time.Time) {
 	t.Helper()
 	select {
@@ -112,8 +119,8 @@ func (tr *tracked) expectDeletedOnTime(t *testing.T, expiry time.Time) {
 		if lag < 0 {
 			t.Fatalf("deleted %s before its expiry at %s", -lag, expiry.Format(time.RFC3339Nano))
 		}
-		if lag > time.Second {
-			t.Fatalf("deleted %s after its expiry; want within 1s", lag)
+		if lag > onTime {
+			t.Fatalf("deleted %s after its expiry; want within %s", lag, onTime)
 		}
 	case <-time.After(time.Until(expiry) + 10*time.Second):
 		t.Fatalf("%s not deleted 10s after its expiry at %s", tr.GetName(), expiry.Format(time.RFC3339))

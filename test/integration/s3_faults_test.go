@@ -144,15 +144,7 @@ func TestS3ArchiveSurvivesAFaultOnce(t *testing.T) {
 			policy := "s3-fault-" + string(rune('a'+i))
 			spec := "s3://" + bucket + "/" + policy
 			proxy := newFaultyS3(t, tt.spoil, tt.times)
-			store, err := archive.OpenS3(spec, archive.S3Options{Endpoint: proxy.URL, PathStyle: true, Region: "us-east-1",
-				AccessKeyID: s3AccessKey, SecretAccessKey: s3SecretKy})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := playbookPolicy(policy, "1h")
-			p.Deletion.Archive = true
-			createPolicy(t, policy, p)
-			archives.route(t, policy, store)
+			archiveThrough(t, policy, spec, proxy.URL)
 
 			pb := create(t, playbooks, newPlaybook(policy, "archived through a fault", map[string]string{expiry.AnnotationTTL: "2s"}))
 			expiresAt := pb.after(2 * time.Second)
@@ -193,15 +185,7 @@ func TestS3ArchiveThatKeepsFailingKeepsTheObject(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		resetConnection(t, w)
 	}, 1<<20)
-	store, err := archive.OpenS3("s3://"+bucket+"/archive", archive.S3Options{Endpoint: proxy.URL, PathStyle: true, Region: "us-east-1",
-		AccessKeyID: s3AccessKey, SecretAccessKey: s3SecretKy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := playbookPolicy(policy, "1h")
-	p.Deletion.Archive = true
-	createPolicy(t, policy, p)
-	archives.route(t, policy, store)
+	archiveThrough(t, policy, "s3://"+bucket+"/archive", proxy.URL)
 
 	pb := create(t, playbooks, newPlaybook(policy, "never archived", map[string]string{expiry.AnnotationTTL: "2s"}))
 	pb.expectKept(t, time.Until(pb.after(8*time.Second)))
@@ -213,4 +197,19 @@ func TestS3ArchiveThatKeepsFailingKeepsTheObject(t *testing.T) {
 	if _, stored := proxy.counts(); len(stored) != 0 {
 		t.Errorf("PUTs stored at %v through a proxy that resets them all", stored)
 	}
+}
+
+// archiveThrough creates an archiving policy whose archive is the S3
+// store spec, reached through the server at endpoint (a faulty proxy).
+func archiveThrough(t *testing.T, policy, spec, endpoint string) {
+	t.Helper()
+	store, err := archive.OpenS3(spec, archive.S3Options{Endpoint: endpoint, PathStyle: true, Region: "us-east-1",
+		AccessKeyID: s3AccessKey, SecretAccessKey: s3SecretKy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := playbookPolicy(policy, "1h")
+	p.Deletion.Archive = true
+	createPolicy(t, policy, p)
+	archives.route(t, policy, store)
 }
