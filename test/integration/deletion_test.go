@@ -119,13 +119,41 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 	pb := create(t, playbooks, newPlaybook("metrics", "counted", map[string]string{expiry.AnnotationTTL: "4s"}))
 	pb.expectDeletedOnTime(t, pb.after(4*time.Second))
 
+	// The watch can tell the test of the deletion before the controller
+	// has its answer to the DELETE and counts it: wait for every count to
+	// move, then check that each moved by exactly one.
+	grown := func() (counts, samples map[string]float64) {
+		counts, samples = map[string]float64{}, map[string]float64{}
+		for _, c := range counters {
+			counts[c.name] = counter(t, c.name, c.labels) - before[c.name]
+		}
+		for _, h := range histograms {
+			samples[h] = float64(metric(t, h, nil).GetHistogram().GetSampleCount()) - before[h]
+		}
+		return counts, samples
+	}
+	eventually(t, 5*time.Second, "the metrics of "+pb.GetName(), func() (bool, error) {
+		counts, samples := grown()
+		for _, n := range counts {
+			if n < 1 {
+				return false, nil
+			}
+		}
+		for _, n := range samples {
+			if n < 1 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	counts, samples := grown()
 	for _, c := range counters {
-		if got := counter(t, c.name, c.labels) - before[c.name]; got != 1 {
+		if got := counts[c.name]; got != 1 {
 			t.Errorf("%s%v went up by %v, want 1", c.name, c.labels, got)
 		}
 	}
 	for _, h := range histograms {
-		if got := float64(metric(t, h, nil).GetHistogram().GetSampleCount()) - before[h]; got != 1 {
+		if got := samples[h]; got != 1 {
 			t.Errorf("%s has %v new samples, want 1", h, got)
 		}
 	}
