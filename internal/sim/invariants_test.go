@@ -168,24 +168,23 @@ func deletedOnlyWhenGoverned(h *History) []Violation {
 // its creation, its last-active annotation, and its last spec edit, which
 // the controller may count later than it happened but never earlier.
 func notBeforeIdle(h *History) []Violation {
-	var out []Violation
-	for _, d := range h.Deletions {
-		if d.Policy != "" && d.At.Before(d.IdleAt) {
-			out = append(out, violation("notBeforeIdle", "%s deleted at %s, %s before its last use plus idleTTL under policy %s",
-				d.Name, d.At.Format(time.RFC3339Nano), d.IdleAt.Sub(d.At), d.Policy))
-		}
-	}
-	return out
+	return deletedBefore(h, "notBeforeIdle", "its last use plus idleTTL", func(d Deletion) time.Time { return d.IdleAt })
 }
 
 // notBeforeExpiry: no object is deleted before its expiry under the
 // policy that governs it at that moment.
 func notBeforeExpiry(h *History) []Violation {
+	return deletedBefore(h, "notBeforeExpiry", "its expiry", func(d Deletion) time.Time { return d.ExpiresAt })
+}
+
+// deletedBefore reports, as invariant name, each governed deletion that
+// came before the time earliest gives for it, which what names.
+func deletedBefore(h *History, name, what string, earliest func(Deletion) time.Time) []Violation {
 	var out []Violation
 	for _, d := range h.Deletions {
-		if d.Policy != "" && d.At.Before(d.ExpiresAt) {
-			out = append(out, violation("notBeforeExpiry", "%s deleted at %s, %s before its expiry under policy %s",
-				d.Name, d.At.Format(time.RFC3339Nano), d.ExpiresAt.Sub(d.At), d.Policy))
+		if at := earliest(d); d.Policy != "" && d.At.Before(at) {
+			out = append(out, violation(name, "%s deleted at %s, %s before %s under policy %s",
+				d.Name, d.At.Format(time.RFC3339Nano), at.Sub(d.At), what, d.Policy))
 		}
 	}
 	return out
