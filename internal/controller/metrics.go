@@ -93,7 +93,7 @@ func init() {
 		objectsTracked, objectsKept, objectsExpiringSoon, objectsExpiring,
 		notifications, notificationSeconds, reminderLag,
 		deletions, deletionLag, deletionsThrottled, archives,
-		invalidAnnotations, auditFailures,
+		invalidAnnotations, auditFailures, objectLooks,
 	)
 	// Counters of a fixed set of labels start at 0: a series born at 1
 	// is invisible to increase() and rate(), so an alert on the first

@@ -140,12 +140,6 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 	if err := r.Client.List(ctx, &policies); err != nil {
 		return fmt.Errorf("list policies: %w", err)
 	}
-	list := newMetadataList(gvk)
-	// Read only, never kept: a deep copy of every object each status
-	// interval would double the heap at its peak.
-	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		return fmt.Errorf("list %s from cache: %w", gvk.Kind, err)
-	}
 	ranked := match.Candidates(policies.Items, gvk)
 	var self match.Candidate
 	for _, c := range ranked {
@@ -160,10 +154,9 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 	var next time.Time
 	outranked := map[string]int{}
 	nsLabels := map[string]map[string]string{}
-	for i := range list.Items {
-		o := &list.Items[i]
+	err := r.watches.eachCached(ctx, gvk, "", func(o *metav1.PartialObjectMetadata) error {
 		if o.DeletionTimestamp != nil {
-			continue
+			return nil
 		}
 		matched, err := match.Matching(ranked, match.Object{
 			Labels:     o.Labels,
@@ -181,18 +174,18 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 			return err
 		}
 		if len(matched) == 0 {
-			continue
+			return nil
 		}
 		if matched[0].Name != policy.Name {
 			if slices.ContainsFunc(matched, func(c match.Candidate) bool { return c.Name == policy.Name }) {
 				outranked[matched[0].Name]++
 			}
-			continue
+			return nil
 		}
 		life := self.Schedule.Lifetime(o.CreationTimestamp.Time, o.Annotations)
 		if life.Keep {
 			kept++
-			continue
+			return nil
 		}
 		tracked++
 		if life.Idle() {
@@ -209,6 +202,10 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 		if next.IsZero() || life.ExpiresAt.Before(next) {
 			next = life.ExpiresAt
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 
 	policy.Status.Tracked, policy.Status.Kept, policy.Status.ExpiringSoon, policy.Status.Idle = tracked, kept, soon, idle

@@ -531,7 +531,7 @@ func TestPolicyReconcilerCount(t *testing.T) {
 			newConfigMap("a1"), newConfigMap("a2"), newConfigMap("a3"),
 		).Build()
 		counting := countingGets{WithWatch: c, gets: &gets}
-		r := &PolicyReconciler{Client: counting, Clock: clocktesting.NewFakePassiveClock(now)}
+		r := &PolicyReconciler{Client: counting, Clock: clocktesting.NewFakePassiveClock(now), watches: &watches{reader: counting}}
 		p := newPolicy("dev", inNamespaces(map[string]string{"env": "dev"}))
 		if err := r.count(context.Background(), p, configMapGVK, true); err != nil {
 			t.Fatal(err)

@@ -164,8 +164,11 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	// buffer, which for every reconcile adds up to most of what a cold
 	// start allocates.
 	objectLog := mgr.GetLogger().WithValues("controller", "object")
+	// The objects' next looks are kept outside the work queue, which gets
+	// only what is due, up to twice the workers at a time.
+	wakes := newWakeups(clock.RealClock{}, 2*opts.Workers)
 	c, err := controller.NewTyped("object", mgr, controller.TypedOptions[Key]{
-		Reconciler:              objects,
+		Reconciler:              wakingReconciler{inner: objects, wakes: wakes},
 		MaxConcurrentReconciles: opts.Workers,
 		LogConstructor: func(k *Key) logr.Logger {
 			if k == nil {
@@ -177,7 +180,10 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("create object controller: %w", err)
 	}
-	w := &watches{cache: mgr.GetCache(), reader: mgr.GetClient(), controller: c}
+	if err := c.Watch(source.TypedFunc[Key](wakes.Start)); err != nil {
+		return fmt.Errorf("hand due objects to the object controller: %w", err)
+	}
+	w := &watches{cache: mgr.GetCache(), reader: mgr.GetClient(), controller: c, wakes: wakes}
 	if err := c.Watch(source.TypedKind(mgr.GetCache(), &v1alpha1.TimeoutPolicy{}, w.policyChanges())); err != nil {
 		return fmt.Errorf("watch policies: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +39,8 @@ type watches struct {
 	cache      cache.Cache
 	reader     client.Reader
 	controller controller.TypedController[Key]
+	// wakes is where the objects' looks are queued.
+	wakes *wakeups
 
 	mu sync.Mutex
 	// kinds maps each watched kind to the version it is watched at.
@@ -62,10 +65,24 @@ func (w *watches) ensure(gvk schema.GroupVersionKind, namespaced bool) (schema.G
 	if k, ok := w.kinds[gvk.GroupKind()]; ok {
 		return k.gvk, nil
 	}
+	look := func(o *metav1.PartialObjectMetadata) {
+		w.wakes.Now(Key{GVK: gvk, NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
+	}
 	src := source.TypedKind(w.cache, newMetadata(gvk),
-		handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []Key {
-			return []Key{{GVK: gvk, NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}}}
-		}),
+		handler.TypedFuncs[*metav1.PartialObjectMetadata, Key]{
+			CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*metav1.PartialObjectMetadata], _ queue) {
+				look(e.Object)
+			},
+			UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*metav1.PartialObjectMetadata], _ queue) {
+				look(e.ObjectNew)
+			},
+			DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*metav1.PartialObjectMetadata], _ queue) {
+				look(e.Object)
+			},
+			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[*metav1.PartialObjectMetadata], _ queue) {
+				look(e.Object)
+			},
+		},
 		metadataChanged{})
 	if err := w.controller.Watch(src); err != nil {
 		return gvk, fmt.Errorf("watch %s: %w", gvk, err)
@@ -75,9 +92,9 @@ func (w *watches) ensure(gvk schema.GroupVersionKind, namespaced bool) (schema.G
 		// objects in that namespace may change policy.
 		ns := source.TypedKind(w.cache, newMetadata(corev1.SchemeGroupVersion.WithKind("Namespace")),
 			handler.TypedFuncs[*metav1.PartialObjectMetadata, Key]{
-				UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*metav1.PartialObjectMetadata], q queue) {
+				UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*metav1.PartialObjectMetadata], _ queue) {
 					if !maps.Equal(e.ObjectOld.Labels, e.ObjectNew.Labels) {
-						w.enqueueNamespace(ctx, e.ObjectNew.Name, q)
+						w.enqueueNamespace(ctx, e.ObjectNew.Name)
 					}
 				},
 			})
@@ -94,16 +111,16 @@ func (w *watches) ensure(gvk schema.GroupVersionKind, namespaced bool) (schema.G
 }
 
 // enqueueKind queues every object of gvk's kind, when it is watched.
-func (w *watches) enqueueKind(ctx context.Context, gvk schema.GroupVersionKind, q queue) {
+func (w *watches) enqueueKind(ctx context.Context, gvk schema.GroupVersionKind) {
 	w.mu.Lock()
 	k, ok := w.kinds[gvk.GroupKind()]
 	w.mu.Unlock()
 	if ok {
-		w.enqueueList(ctx, k.gvk, q)
+		w.enqueueList(ctx, k.gvk)
 	}
 }
 
-func (w *watches) enqueueNamespace(ctx context.Context, namespace string, q queue) {
+func (w *watches) enqueueNamespace(ctx context.Context, namespace string) {
 	w.mu.Lock()
 	var kinds []schema.GroupVersionKind
 	for _, k := range w.kinds {
@@ -113,44 +130,86 @@ func (w *watches) enqueueNamespace(ctx context.Context, namespace string, q queu
 	}
 	w.mu.Unlock()
 	for _, gvk := range kinds {
-		w.enqueueList(ctx, gvk, q, client.InNamespace(namespace))
+		w.enqueueList(ctx, gvk, client.InNamespace(namespace))
 	}
 }
 
-func (w *watches) enqueueList(ctx context.Context, gvk schema.GroupVersionKind, q queue, opts ...client.ListOption) {
+func (w *watches) enqueueList(ctx context.Context, gvk schema.GroupVersionKind, opts ...client.ListOption) {
+	var lo client.ListOptions
+	lo.ApplyOptions(opts)
+	err := w.eachCached(ctx, gvk, lo.Namespace, func(o *metav1.PartialObjectMetadata) error {
+		w.wakes.Now(Key{GVK: gvk, NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
+		return nil
+	})
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "list from cache to re-plan", "kind", gvk.String())
+	}
+}
+
+// eachCached calls fn with each cached object of gvk's kind, in namespace
+// when it is not empty, until fn fails. The objects are the cache's own:
+// read only. Listing through the client would copy every one of them into
+// a new slice, 288 bytes each: at 100,000 objects, 29 MB of garbage for
+// each policy's status refresh.
+func (w *watches) eachCached(ctx context.Context, gvk schema.GroupVersionKind, namespace string, fn func(*metav1.PartialObjectMetadata) error) error {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
+	if w.cache != nil {
+		inf, err := w.cache.GetInformer(ctx, newMetadata(gvk))
+		if err != nil {
+			return fmt.Errorf("informer for %s: %w", gvk.Kind, err)
+		}
+		if sii, ok := inf.(toolscache.SharedIndexInformer); ok {
+			objs := sii.GetIndexer().List()
+			if namespace != "" {
+				if objs, err = sii.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace); err != nil {
+					return fmt.Errorf("list %s in %s from cache: %w", gvk.Kind, namespace, err)
+				}
+			}
+			for _, o := range objs {
+				m, ok := o.(*metav1.PartialObjectMetadata)
+				if !ok {
+					return fmt.Errorf("the cache of %s holds a %T", gvk.Kind, o)
+				}
+				if err := fn(m); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	// No informer of client-go's to read (unit tests): the client's list.
 	list := newMetadataList(gvk)
-	// Only the names are read: no need to copy every object.
-	opts = append(opts, client.UnsafeDisableDeepCopy)
-	if err := w.reader.List(ctx, list, opts...); err != nil {
-		logf.FromContext(ctx).Error(err, "list from cache to re-plan", "kind", gvk.String())
-		return
+	if err := w.reader.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("list %s from cache: %w", gvk.Kind, err)
 	}
-	for _, o := range list.Items {
-		q.Add(Key{GVK: gvk, NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
+	for i := range list.Items {
+		if err := fn(&list.Items[i]); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // policyChanges re-plans the objects of the kinds a policy names (before
 // and after an edit) when its spec changes, it appears or it goes away.
 func (w *watches) policyChanges() handler.TypedEventHandler[*v1alpha1.TimeoutPolicy, Key] {
 	return handler.TypedFuncs[*v1alpha1.TimeoutPolicy, Key]{
-		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*v1alpha1.TimeoutPolicy], q queue) {
-			w.enqueueKind(ctx, match.TargetGVK(e.Object), q)
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*v1alpha1.TimeoutPolicy], _ queue) {
+			w.enqueueKind(ctx, match.TargetGVK(e.Object))
 		},
-		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*v1alpha1.TimeoutPolicy], q queue) {
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*v1alpha1.TimeoutPolicy], _ queue) {
 			if e.ObjectOld.Generation == e.ObjectNew.Generation && e.ObjectOld.DeletionTimestamp.Equal(e.ObjectNew.DeletionTimestamp) {
 				return
 			}
 			old, cur := match.TargetGVK(e.ObjectOld), match.TargetGVK(e.ObjectNew)
-			w.enqueueKind(ctx, cur, q)
+			w.enqueueKind(ctx, cur)
 			if old.GroupKind() != cur.GroupKind() {
-				w.enqueueKind(ctx, old, q)
+				w.enqueueKind(ctx, old)
 			}
 		},
-		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*v1alpha1.TimeoutPolicy], q queue) {
-			w.enqueueKind(ctx, match.TargetGVK(e.Object), q)
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*v1alpha1.TimeoutPolicy], _ queue) {
+			w.enqueueKind(ctx, match.TargetGVK(e.Object))
 		},
 	}
 }

@@ -1,0 +1,258 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+func wakeKeyOf(name string) Key {
+	return Key{GVK: playbookGVK, NamespacedName: types.NamespacedName{Name: name}}
+}
+
+// names returns the names of keys, in order.
+func names(keys []Key) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, k.Name)
+	}
+	return out
+}
+
+func TestWakeupsHandOutWhatIsDueInTheOrderItIsDue(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	w := newWakeups(clk, 10)
+	w.After(wakeKeyOf("c"), 3*time.Second)
+	w.After(wakeKeyOf("a"), time.Second)
+	w.After(wakeKeyOf("b"), 2*time.Second)
+	w.Now(wakeKeyOf("now"))
+
+	due, wait := w.takeDue()
+	if got := names(due); !slices.Equal(got, []string{"now"}) || wait != time.Second {
+		t.Fatalf("at 0s: handed %v, next in %v; want [now], next in 1s", got, wait)
+	}
+	clk.Step(time.Second - time.Nanosecond)
+	if due, _ := w.takeDue(); len(due) != 0 {
+		t.Fatalf("a nanosecond before a's time: handed %v, want nothing", names(due))
+	}
+	clk.Step(5 * time.Second)
+	due, wait = w.takeDue()
+	if got := names(due); !slices.Equal(got, []string{"a", "b", "c"}) || wait != 0 {
+		t.Fatalf("after 5s: handed %v, next in %v; want [a b c], nothing left", got, wait)
+	}
+}
+
+func TestWakeupsKeepTheEarliestLookOfAnObject(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	w := newWakeups(clk, 10)
+	w.After(wakeKeyOf("x"), time.Hour)
+	w.After(wakeKeyOf("x"), time.Minute)
+	w.After(wakeKeyOf("x"), 2*time.Hour)
+	if n := w.Scheduled(); n != 1 {
+		t.Fatalf("scheduled %d looks for one object, want 1", n)
+	}
+	if due, wait := w.takeDue(); len(due) != 0 || wait != time.Minute {
+		t.Fatalf("handed %v, next in %v; want nothing, next in 1m", names(due), wait)
+	}
+}
+
+func TestWakeupsALookAskedDuringAReconcileComesAfterIt(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	w := newWakeups(clk, 10)
+	w.Now(wakeKeyOf("x"))
+	if due, _ := w.takeDue(); len(due) != 1 {
+		t.Fatalf("handed %v, want x", names(due))
+	}
+	// A watch event while x is reconciled: not handed twice at once.
+	w.Now(wakeKeyOf("x"))
+	if due, _ := w.takeDue(); len(due) != 0 {
+		t.Fatalf("handed %v while x was being reconciled, want nothing", names(due))
+	}
+	// The reconcile, which began before the event, plans an hour away: the
+	// event still brings a look at once.
+	w.done(wakeKeyOf("x"), ctrl.Result{RequeueAfter: time.Hour}, false)
+	if due, _ := w.takeDue(); !slices.Equal(names(due), []string{"x"}) {
+		t.Fatalf("after the reconcile: handed %v, want x (the event's look)", names(due))
+	}
+}
+
+func TestWakeupsAReconcileReplacesTheLookPendingBeforeIt(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	w := newWakeups(clk, 10)
+	w.Now(wakeKeyOf("x"))
+	w.takeDue()
+	w.done(wakeKeyOf("x"), ctrl.Result{RequeueAfter: time.Hour}, false)
+	if due, wait := w.takeDue(); len(due) != 0 || wait != time.Hour {
+		t.Fatalf("handed %v, next in %v; want nothing, next in 1h", names(due), wait)
+	}
+	// The next reconcile plans sooner (an edit shortened the lifetime).
+	w.Now(wakeKeyOf("x"))
+	w.takeDue()
+	w.done(wakeKeyOf("x"), ctrl.Result{RequeueAfter: time.Minute}, false)
+	if due, wait := w.takeDue(); len(due) != 0 || wait != time.Minute {
+		t.Fatalf("handed %v, next in %v; want nothing, next in 1m", names(due), wait)
+	}
+	// And one that plans nothing (the object is gone) leaves nothing.
+	clk.Step(time.Minute)
+	w.takeDue()
+	w.done(wakeKeyOf("x"), ctrl.Result{}, false)
+	if n := w.Scheduled(); n != 0 {
+		t.Fatalf("%d looks scheduled after a reconcile that asked none, want 0", n)
+	}
+}
+
+func TestWakeupsLeaveAFailedReconcileToTheQueuesRetry(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	w := newWakeups(clk, 10)
+	w.Now(wakeKeyOf("x"))
+	w.takeDue()
+	w.done(wakeKeyOf("x"), ctrl.Result{RequeueAfter: time.Second}, true)
+	if n := w.Scheduled(); n != 0 {
+		t.Fatalf("%d looks scheduled after a failed reconcile, want 0: the work queue retries it", n)
+	}
+	// An event during the failed reconcile still brings a look.
+	w.Now(wakeKeyOf("y"))
+	w.takeDue()
+	w.Now(wakeKeyOf("y"))
+	w.done(wakeKeyOf("y"), ctrl.Result{}, true)
+	if due, _ := w.takeDue(); !slices.Equal(names(due), []string{"y"}) {
+		t.Fatalf("handed %v, want y (the event during its failed reconcile)", names(due))
+	}
+}
+
+func TestWakeupsHandTheQueueNoMoreThanTheBound(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	w := newWakeups(clk, 2)
+	for _, n := range []string{"a", "b", "c", "d"} {
+		w.Now(wakeKeyOf(n))
+	}
+	due, wait := w.takeDue()
+	if !slices.Equal(names(due), []string{"a", "b"}) || wait != 0 {
+		t.Fatalf("handed %v (next in %v), want [a b] and no timer: a finished reconcile makes room", names(due), wait)
+	}
+	if due, _ := w.takeDue(); len(due) != 0 {
+		t.Fatalf("handed %v with the bound reached, want nothing", names(due))
+	}
+	w.After(wakeKeyOf("later"), time.Hour)
+	if n := w.Due(); n != 2 {
+		t.Fatalf("backlog %d, want 2 (c and d; not later)", n)
+	}
+	w.done(wakeKeyOf("a"), ctrl.Result{}, false)
+	if due, _ := w.takeDue(); !slices.Equal(names(due), []string{"c"}) {
+		t.Fatalf("after a finished: handed %v, want [c]", names(due))
+	}
+	if n := w.Scheduled(); n != 4 {
+		t.Fatalf("scheduled %d (b, c in reconciles, d and later waiting), want 4", n)
+	}
+	if n := w.Due(); n != 1 {
+		t.Fatalf("backlog %d, want 1 (d)", n)
+	}
+}
+
+// recordingQueue is a work queue that records what it is given.
+type recordingQueue struct {
+	workqueue.TypedRateLimitingInterface[Key]
+	mu    sync.Mutex
+	added []string
+}
+
+func (q *recordingQueue) Add(k Key) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.added = append(q.added, k.Name)
+}
+
+func (q *recordingQueue) got() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Clone(q.added)
+}
+
+func TestWakeupsFeedTheQueueWhenTheTimeComes(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	w := newWakeups(clk, 10)
+	q := &recordingQueue{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := w.Start(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	w.After(wakeKeyOf("later"), time.Minute)
+	w.Now(wakeKeyOf("first"))
+	waitFor(t, func() bool { return slices.Equal(q.got(), []string{"first"}) }, "first handed at once")
+	// Wait for the feeder to set its timer before moving the clock.
+	waitFor(t, clk.HasWaiters, "a timer for the next look")
+	clk.Step(time.Minute - time.Second)
+	time.Sleep(50 * time.Millisecond) // bounded wait for what must not happen
+	if got := q.got(); len(got) != 1 {
+		t.Fatalf("a second before its time: queue got %v, want only [first]", got)
+	}
+	clk.Step(time.Second)
+	waitFor(t, func() bool { return slices.Equal(q.got(), []string{"first", "later"}) }, "later handed at its time")
+}
+
+func TestWakingReconcilerKeepsTheNextLookOutOfTheQueue(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	w := newWakeups(clk, 10)
+	errBoom := errors.New("boom")
+	results := map[string]struct {
+		res ctrl.Result
+		err error
+	}{
+		"waits":  {res: ctrl.Result{RequeueAfter: time.Hour}},
+		"fails":  {res: ctrl.Result{RequeueAfter: time.Hour}, err: errBoom},
+		"panics": {},
+	}
+	r := wakingReconciler{wakes: w, inner: reconcilerFunc(func(_ context.Context, k Key) (ctrl.Result, error) {
+		if k.Name == "panics" {
+			panic("boom")
+		}
+		return results[k.Name].res, results[k.Name].err
+	})}
+	for name := range results {
+		w.Now(wakeKeyOf(name))
+	}
+	w.takeDue()
+
+	res, err := r.Reconcile(context.Background(), wakeKeyOf("waits"))
+	if err != nil || res != (ctrl.Result{}) {
+		t.Fatalf("waits: got %+v, %v; want an empty result for the queue", res, err)
+	}
+	if res, err := r.Reconcile(context.Background(), wakeKeyOf("fails")); !errors.Is(err, errBoom) {
+		t.Fatalf("fails: got %+v, %v; want the error passed to the queue", res, err)
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = r.Reconcile(context.Background(), wakeKeyOf("panics"))
+	}()
+	// Only "waits" has a look to come, an hour away; the others were let
+	// go (the queue retries failures), so the bound is free again.
+	if due, wait := w.takeDue(); len(due) != 0 || wait != time.Hour || w.Scheduled() != 1 {
+		t.Fatalf("handed %v, next in %v, %d scheduled; want nothing, next in 1h, 1 scheduled", names(due), wait, w.Scheduled())
+	}
+}
+
+type reconcilerFunc func(context.Context, Key) (ctrl.Result, error)
+
+func (f reconcilerFunc) Reconcile(ctx context.Context, k Key) (ctrl.Result, error) { return f(ctx, k) }
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
