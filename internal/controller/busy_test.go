@@ -83,3 +83,61 @@ func TestAReminderToABusyChannelFreesTheWorkerAndIsSentOnceLater(t *testing.T) {
 		t.Errorf("%d reminders after another look, want still 2", n)
 	}
 }
+
+func TestAMessageThatFoundItsChannelBusyIsWokenWhenASlotFrees(t *testing.T) {
+	first, second := newConfigMap("first"), newConfigMap("second")
+	h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("0s"), first, second)
+	h.r.Channels.Limiter = notify.NewLimiter(1)
+	woken := make(chan Key, 4)
+	h.r.Wake = func(k Key) { woken <- k }
+	h.r.Channels.Limiter.OnFree(h.r.SlotFreed)
+	started, release := make(chan struct{}, 2), make(chan struct{})
+	h.scripted.mu.Lock()
+	h.scripted.during = func() { started <- struct{}{}; <-release }
+	h.scripted.mu.Unlock()
+
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := h.reconcile(first)
+		firstDone <- err
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first reminder was never sent")
+	}
+	res, err := h.reconcile(second)
+	if err != nil || res.RequeueAfter < busyFallback || res.RequeueAfter >= 2*busyFallback {
+		t.Fatalf("busy channel, woken when free: RequeueAfter %v, error %v; want the fallback in [%v, %v)", res.RequeueAfter, err, busyFallback, 2*busyFallback)
+	}
+	select {
+	case k := <-woken:
+		t.Fatalf("%s woken while the slot was still taken", k)
+	default:
+	}
+
+	close(release)
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case k := <-woken:
+		if k != keyOf(second) {
+			t.Fatalf("woke %s when the slot freed, want %s", k, keyOf(second))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing woken when the slot freed: the waiting reminder would wait for the fallback")
+	}
+	// Woken once: the next free slot has no one left to wake.
+	if _, err := h.reconcile(second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case k := <-woken:
+		t.Fatalf("%s woken again after its message was sent", k)
+	default:
+	}
+	if n := h.scripted.count(v1alpha1.EventReminder); n != 2 {
+		t.Errorf("%d reminders sent, want 2: one per object", n)
+	}
+}

@@ -47,13 +47,13 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 		held, reserved, busy, release := ev.channels.reserve(due)
 		defer release()
 		if len(reserved) == 0 {
-			return busyResult(), nil
+			return r.busyResult(ev.key, busy), nil
 		}
 		// Sent over the reserved slots; the busy channels wait their turn.
 		shared := ev.channels
 		ev.channels, due = held, reserved
 		defer func() { ev.channels = shared }()
-		defer func() { res = orBusy(res, busy) }()
+		defer func() { res = r.orBusy(res, ev.key, busy) }()
 	}
 
 	msg := r.compose(ctx, ev, plan)
@@ -67,7 +67,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 		return ctrl.Result{}, err
 	}
 	if len(d.failed) == 0 && len(d.busy) > 0 {
-		return busyResult(), nil
+		return r.busyResult(ev.key, d.busy), nil
 	}
 	if len(d.failed) == 0 {
 		// The record patch brings the next reconcile through the watch.
@@ -80,7 +80,7 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 		// off, so it cannot loop.
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
-	return orBusy(ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, now)}, d.busy), nil
+	return r.orBusy(ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, now)}, ev.key, d.busy), nil
 }
 
 // compose writes the message plan says is due, with the why of the

@@ -72,6 +72,9 @@ type ObjectReconciler struct {
 	ClusterEventNamespace string
 	// Outbox keeps the expired and deleted messages until they are out.
 	Outbox *outbox.Outbox
+	// Wake, when set, asks for an object to be looked at at once: for a
+	// message that found its channel busy, when a slot frees (SlotFreed).
+	Wake func(Key)
 
 	mu sync.Mutex
 	// recordWriteFailed holds the objects whose failure to write their
@@ -80,6 +83,7 @@ type ObjectReconciler struct {
 	retries           retries
 	pending           pendingDeliveries
 	activity          activity
+	slotWaiters       slotWaiters
 	capsOnce          sync.Once
 	capsState         *deletionCaps
 }

@@ -180,6 +180,10 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("create object controller: %w", err)
 	}
+	// A message that found its channel busy is tried again when a slot of
+	// that channel frees, not at a guess.
+	objects.Wake = wakes.Now
+	channels.Limiter.OnFree(objects.SlotFreed)
 	if err := c.Watch(source.TypedFunc[Key](wakes.Start)); err != nil {
 		return fmt.Errorf("hand due objects to the object controller: %w", err)
 	}

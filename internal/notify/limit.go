@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrBusy is what a limited channel's Send returns when the channel is
@@ -24,6 +25,9 @@ type Limiter struct {
 
 	mu    sync.Mutex
 	slots map[string]chan struct{}
+	// onFree, when set, is told the channel's name each time one of its
+	// slots is given back.
+	onFree atomic.Pointer[func(channel string)]
 }
 
 // NewLimiter returns a Limiter that lets each channel send limit messages
@@ -50,13 +54,34 @@ func (l *Limiter) Limit(n Notifier) Notifier {
 		s = make(chan struct{}, l.max)
 		l.slots[n.Name()] = s
 	}
-	return limited{Notifier: n, slots: s}
+	name := n.Name()
+	return limited{Notifier: n, slots: s, freed: func() {
+		if f := l.onFree.Load(); f != nil {
+			(*f)(name)
+		}
+	}}
+}
+
+// OnFree has f told the channel's name each time one of its slots is
+// given back, so that a message that found the channel busy can be tried
+// again then rather than after a guess. f must not block.
+func (l *Limiter) OnFree(f func(channel string)) {
+	if l != nil {
+		l.onFree.Store(&f)
+	}
 }
 
 // limited is a notifier whose sends take one of its channel's slots.
 type limited struct {
 	Notifier
 	slots chan struct{}
+	freed func()
+}
+
+// give gives a slot back.
+func (n limited) give() {
+	<-n.slots
+	n.freed()
 }
 
 // Send sends m if the channel has a free slot, and returns ErrBusy at
@@ -74,7 +99,7 @@ func (n limited) Send(ctx context.Context, m Message, c Content) error {
 			return ctx.Err()
 		}
 	}
-	defer func() { <-n.slots }()
+	defer n.give()
 	return n.Notifier.Send(ctx, m, c)
 }
 
@@ -95,7 +120,7 @@ func Reserve(n Notifier) (held Notifier, release func(), ok bool) {
 	default:
 		return nil, nil, false
 	}
-	release = sync.OnceFunc(func() { <-l.slots })
+	release = sync.OnceFunc(l.give)
 	return reservedSlot{Notifier: l.Notifier, release: release}, release, true
 }
 
