@@ -304,6 +304,11 @@ func (cl *cluster) create(ctx context.Context, cfg config, n int, at func(int) t
 		wg.Go(func() {
 			for i := range next {
 				obj := newPlaybook(i, at(i), cfg.Characters)
+				if role == others && cfg.PlainOthers {
+					a := obj.GetAnnotations()
+					delete(a, expiry.AnnotationExpiresAt)
+					obj.SetAnnotations(a)
+				}
 				switch role {
 				case slow:
 					obj.SetLabels(map[string]string{slowLabel: "true"})

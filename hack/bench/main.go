@@ -50,6 +50,9 @@ type config struct {
 	Slow       int           `json:"slow,omitempty"`
 	SMTPDelay  time.Duration `json:"smtpDelay,omitempty"`
 	Characters int           `json:"characters"`
+	// PlainOthers leaves the timeout annotation off the Playbooks that do
+	// not expire during the run: they live by the policy's defaultTTL.
+	PlainOthers bool `json:"plainOthers,omitempty"`
 	// Touch is the share of the Playbooks whose spec is edited (use the
 	// controller observes) every TouchEvery for TouchFor. They do not
 	// expire during the run, and a policy of their own governs them, with
@@ -95,6 +98,7 @@ func main() {
 	flag.IntVar(&cfg.Slow, "slow", 0, "More Playbooks whose reminders fall due in the same second, a quarter into the window, sent by e-mail to a slow SMTP server.")
 	flag.DurationVar(&cfg.SMTPDelay, "smtp-delay", 2*time.Second, "How long the slow SMTP server takes to accept each message (with -slow).")
 	flag.IntVar(&cfg.Characters, "characters", 3, "Characters in each Playbook's spec.")
+	flag.BoolVar(&cfg.PlainOthers, "plain-others", false, "The Playbooks that do not expire during the run carry no timeout annotation and live by the policy's defaultTTL (14d), as Playbooks Amphitheatre creates do until someone extends one; by default every Playbook carries its expiry.")
 	flag.IntVar(&cfg.Creators, "creators", 32, "Playbooks created in parallel.")
 	flag.IntVar(&cfg.Workers, "workers", 0, "The controller's --workers (its default when 0).")
 	flag.Float64Var(&cfg.QPS, "qps", 0, "The controller's --kube-api-qps (its default when 0).")
