@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
@@ -17,21 +19,7 @@ func TestAReminderToABusyChannelFreesTheWorkerAndIsSentOnceLater(t *testing.T) {
 	first, second := newConfigMap("first"), newConfigMap("second")
 	h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("0s"), first, second)
 	h.r.Channels.Limiter = notify.NewLimiter(1)
-	started, release := make(chan struct{}, 2), make(chan struct{})
-	h.scripted.mu.Lock()
-	h.scripted.during = func() { started <- struct{}{}; <-release }
-	h.scripted.mu.Unlock()
-
-	firstDone := make(chan error, 1)
-	go func() {
-		_, err := h.reconcile(first)
-		firstDone <- err
-	}()
-	select {
-	case <-started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first reminder was never sent")
-	}
+	release, firstDone := holdTheOnlySlot(t, h, first)
 
 	type outcome struct {
 		requeue time.Duration
@@ -91,21 +79,7 @@ func TestAMessageThatFoundItsChannelBusyIsWokenWhenASlotFrees(t *testing.T) {
 	woken := make(chan Key, 4)
 	h.r.Wake = func(k Key) { woken <- k }
 	h.r.Channels.Limiter.OnFree(h.r.SlotFreed)
-	started, release := make(chan struct{}, 2), make(chan struct{})
-	h.scripted.mu.Lock()
-	h.scripted.during = func() { started <- struct{}{}; <-release }
-	h.scripted.mu.Unlock()
-
-	firstDone := make(chan error, 1)
-	go func() {
-		_, err := h.reconcile(first)
-		firstDone <- err
-	}()
-	select {
-	case <-started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first reminder was never sent")
-	}
+	release, firstDone := holdTheOnlySlot(t, h, first)
 	res, err := h.reconcile(second)
 	if err != nil || res.RequeueAfter < busyFallback || res.RequeueAfter >= 2*busyFallback {
 		t.Fatalf("busy channel, woken when free: RequeueAfter %v, error %v; want the fallback in [%v, %v)", res.RequeueAfter, err, busyFallback, 2*busyFallback)
@@ -140,4 +114,27 @@ func TestAMessageThatFoundItsChannelBusyIsWokenWhenASlotFrees(t *testing.T) {
 	if n := h.scripted.count(v1alpha1.EventReminder); n != 2 {
 		t.Errorf("%d reminders sent, want 2: one per object", n)
 	}
+}
+
+// holdTheOnlySlot reconciles cm in the background until its reminder is
+// being sent, and holds the send (and so the channel's one slot) until
+// release is closed; firstDone then gets the reconcile's error.
+func holdTheOnlySlot(t *testing.T, h *harness, cm *corev1.ConfigMap) (release chan struct{}, firstDone chan error) {
+	t.Helper()
+	started := make(chan struct{}, 2)
+	release = make(chan struct{})
+	h.scripted.mu.Lock()
+	h.scripted.during = func() { started <- struct{}{}; <-release }
+	h.scripted.mu.Unlock()
+	firstDone = make(chan error, 1)
+	go func() {
+		_, err := h.reconcile(cm)
+		firstDone <- err
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first reminder was never sent")
+	}
+	return release, firstDone
 }

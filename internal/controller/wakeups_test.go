@@ -96,15 +96,16 @@ func TestWakeupsAReconcileReplacesTheLookPendingBeforeIt(t *testing.T) {
 	if due, wait := w.takeDue(); len(due) != 0 || wait != time.Hour {
 		t.Fatalf("handed %v, next in %v; want nothing, next in 1h", names(due), wait)
 	}
-	// The next reconcile plans sooner (an edit shortened the lifetime).
+	// An edit brings a look, whose reconcile plans later (an extension):
+	// the look an hour away, planned before, is gone.
 	w.Now(wakeKeyOf("x"))
 	w.takeDue()
-	w.done(wakeKeyOf("x"), ctrl.Result{RequeueAfter: time.Minute}, false)
-	if due, wait := w.takeDue(); len(due) != 0 || wait != time.Minute {
-		t.Fatalf("handed %v, next in %v; want nothing, next in 1m", names(due), wait)
+	w.done(wakeKeyOf("x"), ctrl.Result{RequeueAfter: 2 * time.Hour}, false)
+	if due, wait := w.takeDue(); len(due) != 0 || wait != 2*time.Hour {
+		t.Fatalf("handed %v, next in %v; want nothing, next in 2h", names(due), wait)
 	}
 	// And one that plans nothing (the object is gone) leaves nothing.
-	clk.Step(time.Minute)
+	clk.Step(2 * time.Hour)
 	w.takeDue()
 	w.done(wakeKeyOf("x"), ctrl.Result{}, false)
 	if n := w.Scheduled(); n != 0 {
