@@ -116,7 +116,7 @@ func (w *watches) enqueueKind(ctx context.Context, gvk schema.GroupVersionKind) 
 	k, ok := w.kinds[gvk.GroupKind()]
 	w.mu.Unlock()
 	if ok {
-		w.enqueueList(ctx, k.gvk)
+		w.enqueueList(ctx, k.gvk, "")
 	}
 }
 
@@ -130,14 +130,14 @@ func (w *watches) enqueueNamespace(ctx context.Context, namespace string) {
 	}
 	w.mu.Unlock()
 	for _, gvk := range kinds {
-		w.enqueueList(ctx, gvk, client.InNamespace(namespace))
+		w.enqueueList(ctx, gvk, namespace)
 	}
 }
 
-func (w *watches) enqueueList(ctx context.Context, gvk schema.GroupVersionKind, opts ...client.ListOption) {
-	var lo client.ListOptions
-	lo.ApplyOptions(opts)
-	err := w.eachCached(ctx, gvk, lo.Namespace, func(o *metav1.PartialObjectMetadata) error {
+// enqueueList queues every object of gvk's kind, in namespace when it is
+// not empty.
+func (w *watches) enqueueList(ctx context.Context, gvk schema.GroupVersionKind, namespace string) {
+	err := w.eachCached(ctx, gvk, namespace, func(o *metav1.PartialObjectMetadata) error {
 		w.wakes.Now(Key{GVK: gvk, NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
 		return nil
 	})
@@ -160,11 +160,11 @@ func (w *watches) eachCached(ctx context.Context, gvk schema.GroupVersionKind, n
 			return fmt.Errorf("informer for %s: %w", gvk.Kind, err)
 		}
 		if sii, ok := inf.(toolscache.SharedIndexInformer); ok {
-			objs := sii.GetIndexer().List()
-			if namespace != "" {
-				if objs, err = sii.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace); err != nil {
-					return fmt.Errorf("list %s in %s from cache: %w", gvk.Kind, namespace, err)
-				}
+			var objs []any
+			if namespace == "" {
+				objs = sii.GetIndexer().List()
+			} else if objs, err = sii.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace); err != nil {
+				return fmt.Errorf("list %s in %s from cache: %w", gvk.Kind, namespace, err)
 			}
 			for _, o := range objs {
 				m, ok := o.(*metav1.PartialObjectMetadata)

@@ -49,12 +49,12 @@ func (l *Limiter) Limit(n Notifier) Notifier {
 	if l.slots == nil {
 		l.slots = map[string]chan struct{}{}
 	}
-	s, ok := l.slots[n.Name()]
+	name := n.Name()
+	s, ok := l.slots[name]
 	if !ok {
 		s = make(chan struct{}, l.max)
-		l.slots[n.Name()] = s
+		l.slots[name] = s
 	}
-	name := n.Name()
 	return limited{Notifier: n, slots: s, freed: func() {
 		if f := l.onFree.Load(); f != nil {
 			(*f)(name)
