@@ -156,3 +156,52 @@ func TestLimiter(t *testing.T) {
 		}
 	})
 }
+
+func TestLimiterTellsOnFreeOnceForEachSlotGivenBack(t *testing.T) {
+	l := NewLimiter(1)
+	freed := make(chan string, 4)
+	l.OnFree(func(channel string) { freed <- channel })
+	slow := newBlocking("smtp")
+	n := l.Limit(slow)
+
+	// A send takes the slot and gives it back when it returns.
+	done := make(chan error, 1)
+	go func() { done <- n.Send(context.Background(), Message{}, Content{}) }()
+	<-slow.started
+	if got := len(freed); got != 0 {
+		t.Fatalf("told %d times while the slot was taken, want 0", got)
+	}
+	close(slow.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-freed:
+		if got != "smtp" {
+			t.Fatalf("told %q, want smtp", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("not told when the send gave its slot back")
+	}
+
+	// A reservation released twice (not sent, then harmlessly again)
+	// gives its slot back once.
+	_, release, ok := Reserve(n)
+	if !ok {
+		t.Fatal("no slot to reserve after the send returned")
+	}
+	release()
+	release()
+	if got := len(freed); got != 1 {
+		t.Fatalf("told %d times for one reservation released twice, want 1", got)
+	}
+	// And a busy channel, which gave nothing back, tells nothing.
+	_, release, _ = Reserve(n)
+	if _, _, ok := Reserve(n); ok {
+		t.Fatal("a second reservation got the only slot")
+	}
+	if got := len(freed); got != 1 {
+		t.Fatalf("told %d times after a refused reservation, want still 1", got)
+	}
+	release()
+}
