@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds etcd and kube-apiserver from their Go modules into a version-keyed
-# cache under bin/, reuses it when present, and prints the directory last so
-# callers can use it as KUBEBUILDER_ASSETS.
+# Builds etcd, kube-apiserver and kube-controller-manager from their Go
+# modules into a version-keyed cache under bin/, reuses it when present, and
+# prints the directory last so callers can use it as KUBEBUILDER_ASSETS.
+# kube-apiserver and kube-controller-manager come from one k8s.io/kubernetes
+# module and one build, so they are always the same version.
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.36.3}
@@ -10,7 +12,7 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir="$root/bin/control-plane/kube-${KUBE_VERSION}_etcd-${ETCD_VERSION}"
 
-if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ]; then
+if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/kube-controller-manager" ] && [ -x "$dir/etcd" ]; then
   echo "$dir"
   exit 0
 fi
@@ -32,8 +34,8 @@ if [ ! -x "$dir/etcd" ]; then
   mv "$dir/etcd.tmp" "$dir/etcd"
 fi
 
-if [ ! -x "$dir/kube-apiserver" ]; then
-  echo "building kube-apiserver $KUBE_VERSION (about four minutes)" >&2
+if [ ! -x "$dir/kube-apiserver" ] || [ ! -x "$dir/kube-controller-manager" ]; then
+  echo "building kube-apiserver and kube-controller-manager $KUBE_VERSION (about six minutes)" >&2
   mkdir -p "$work/kube"
   staging=v0.${KUBE_VERSION#v1.}
   (
@@ -46,14 +48,16 @@ if [ ! -x "$dir/kube-apiserver" ]; then
       go mod edit -replace "$m=$m@$staging"
     done
     go mod edit -require "k8s.io/kubernetes@$KUBE_VERSION"
-    printf 'package main\n\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver"\n' > tools.go
+    printf 'package main\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n)\n' > tools.go
     go mod tidy >/dev/null 2>&1 || true
     minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
     pkg=k8s.io/component-base/version
     ldflags="-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-    go build -trimpath -ldflags "$ldflags" -o "$dir/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+    mkdir -p "$work/out"
+    go build -trimpath -ldflags "$ldflags" -o "$work/out/" \
+      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
   )
-  mv "$dir/kube-apiserver.tmp" "$dir/kube-apiserver"
+  mv "$work/out/kube-apiserver" "$work/out/kube-controller-manager" "$dir/"
 fi
 
 echo "$dir"

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
 // Type names a decision.
@@ -51,8 +53,16 @@ const (
 	// so that a crash before the outcome is written still leaves a trace;
 	// one of Deleted, DeletionFailed or DeleteSuperseded follows.
 	Deleting Type = "deleting"
-	// Deleted: the API server accepted the delete.
+	// Deleted: the API server accepted the delete. An object with
+	// finalizers stays in Terminating until they have run; Gone follows
+	// when it is gone.
 	Deleted Type = "deleted"
+	// Gone: the deleted object is gone from the API server (its finalizers
+	// ran); Detail says how long after its deletion fell due.
+	Gone Type = "gone"
+	// Reclaimed: the namespaces the deleted object owned are gone too, and
+	// with them what they held.
+	Reclaimed Type = "reclaimed"
 	// DeletionFailed: the API server refused the delete.
 	DeletionFailed Type = "deletion-failed"
 	// DeleteSuperseded: the delete was not made because the object had
@@ -89,6 +99,9 @@ type Record struct {
 	Error  string `json:"error,omitempty"`
 	// Detail says more: the archive file, the new time, the lag.
 	Detail string `json:"detail,omitempty"`
+	// Reclaimed is what the namespaces a deleted object owned held just
+	// before the delete (deleted and reclaimed records).
+	Reclaimed *notify.Reclaimed `json:"reclaimed,omitempty"`
 }
 
 // Results.

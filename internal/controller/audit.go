@@ -6,6 +6,7 @@ package controller
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
@@ -16,13 +17,12 @@ import (
 // and its expiry. A record that cannot be written is counted and logged:
 // the action it is about has happened.
 func (r *ObjectReconciler) audit(ctx context.Context, ev *evaluation, recs ...audit.Record) {
-	key, obj := ev.key, ev.obj
-	apiVersion, kind := key.GVK.ToAPIVersionAndKind()
+	object := auditObject(ev.key, ev.obj)
 	now := r.Clock.Now()
 	for i := range recs {
 		rec := &recs[i]
 		rec.Time = now
-		rec.Object = audit.Object{APIVersion: apiVersion, Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
+		rec.Object = object
 		if ev != nil {
 			rec.Policy = ev.policy.Name
 			if !ev.Life.Keep && rec.ExpiresAt == nil {
@@ -31,10 +31,21 @@ func (r *ObjectReconciler) audit(ctx context.Context, ev *evaluation, recs ...au
 			}
 		}
 	}
+	r.writeAudit(ctx, recs...)
+}
+
+// writeAudit adds complete records to the audit trail.
+func (r *ObjectReconciler) writeAudit(ctx context.Context, recs ...audit.Record) {
 	if err := r.Audit.Write(recs...); err != nil {
 		auditFailures.Add(float64(len(recs)))
 		logf.FromContext(ctx).Error(err, "audit trail", "records", len(recs))
 	}
+}
+
+// auditObject identifies obj, of key's kind, in audit records.
+func auditObject(key Key, obj metav1.Object) audit.Object {
+	apiVersion, kind := key.GVK.ToAPIVersionAndKind()
+	return audit.Object{APIVersion: apiVersion, Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
 }
 
 // deliveryRecords are the audit records of one message's deliveries: one

@@ -45,6 +45,13 @@ const (
 	// ReasonArchiveFailed: the object expired but its manifest could not be
 	// archived, so it was not deleted.
 	ReasonArchiveFailed = "ArchiveFailed"
+	// ReasonDeletionPending: the delete was accepted and the object stays
+	// in Terminating until its finalizers have run.
+	ReasonDeletionPending = "DeletionPending"
+	// ReasonDeletionStuck: the object has been in Terminating for longer
+	// than the controller expects a finalizer to take; the note names the
+	// finalizers left.
+	ReasonDeletionStuck = "DeletionStuck"
 )
 
 // Event reasons on TimeoutPolicies.

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -21,6 +22,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
 // expire deletes an object that the cache says has expired. The cache may
@@ -100,6 +102,9 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 	if propagation == "" {
 		propagation = metav1.DeletePropagationBackground
 	}
+	// What the namespaces it owns hold is read now: after the delete,
+	// garbage collection starts taking it away.
+	owned, reclaimed := r.census(ctx, ev)
 	// A delete under way at SIGTERM finishes, so that what it did is
 	// reported and announced, not mistaken for a failure.
 	deleteCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
@@ -108,7 +113,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 	// delete, so that a crash right after it loses neither, and handed to
 	// the outbox's sender once it succeeded: a slow receiver must not
 	// delay the next deletion.
-	farewell := r.farewell(ctx, ev)
+	farewell := r.farewell(ctx, ev, reclaimed)
 	if farewell != nil {
 		prepareCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 		defer cancel()
@@ -119,9 +124,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 	// On the trail (synced) before the delete, so that a crash before its
 	// outcome is written still leaves the attempt on record.
 	r.audit(ctx, ev, audit.Record{Type: audit.Deleting, Result: audit.OK, Detail: "propagation " + string(propagation)})
-	err := r.Client.Delete(deleteCtx, obj,
-		client.Preconditions{UID: &obj.UID, ResourceVersion: &obj.ResourceVersion},
-		client.PropagationPolicy(propagation))
+	remains, err := r.delete(deleteCtx, obj, propagation)
 	if farewell != nil {
 		if err != nil {
 			r.Outbox.Cancel(deleteCtx, obj.UID)
@@ -169,17 +172,82 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 	lag := now.Sub(due)
 	deletions.WithLabelValues("deleted").Inc()
 	deletionLag.Observe(lag.Seconds())
+	countReclaimed(reclaimed)
+	detail := fmt.Sprintf("propagation %s, %s after it fell due", propagation, lag.Round(time.Millisecond))
+	if remains {
+		detail += "; in Terminating until its finalizers have run"
+	}
 	// On the trail before anything says it is done.
-	r.audit(ctx, ev, audit.Record{Type: audit.Deleted, Result: audit.OK,
-		Detail: fmt.Sprintf("propagation %s, %s after it fell due", propagation, lag.Round(time.Millisecond))})
-	log.Info("deleted", "expiresAt", life.ExpiresAt, "lag", lag, "policy", policy.Name)
+	r.audit(ctx, ev, audit.Record{Type: audit.Deleted, Result: audit.OK, Detail: detail, Reclaimed: reclaimed})
+	log.Info("deleted", "expiresAt", life.ExpiresAt, "lag", lag, "policy", policy.Name, "terminating", remains, "ownedNamespaces", len(owned))
+	r.departures.deleted(key, &departure{
+		object: auditObject(key, obj), policy: policy.Name, due: due, expiresAt: life.ExpiresAt,
+		accepted: now, namespaces: namespacesOf(owned), owned: len(owned),
+	})
 	// Recorded after the delete succeeded, so that a delete that loses a
 	// race with an extension leaves no Expired Event behind.
 	r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonExpired, actionDelete,
 		"Expired at %s (%s, policy %s)", life.ExpiresAt.UTC().Format(time.RFC3339), life.Source, policy.Name)
-	r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeleted, actionDelete,
-		"Deleted %s after expiry (policy %s, propagation %s)", now.Sub(life.ExpiresAt).Round(time.Millisecond), policy.Name, propagation)
+	note := fmt.Sprintf("Deleted %s after expiry (policy %s, propagation %s)", now.Sub(life.ExpiresAt).Round(time.Millisecond), policy.Name, propagation)
+	if reclaimed != nil {
+		note += "; its namespaces held " + reclaimed.String()
+	}
+	r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeleted, actionDelete, "%s", note)
+	if remains {
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonDeletionPending, actionDelete,
+			"Deletion accepted; the API server keeps it in Terminating until its finalizers have run")
+	}
 	return ctrl.Result{}, nil
+}
+
+// delete deletes obj on the condition that it is still the object the
+// decision was made from. It reports whether the object remains, in
+// Terminating, until its finalizers have run: it had finalizers, or the
+// deletion is in the foreground.
+//
+// The API server answers a delete that leaves the object in place with
+// the object itself, not a Status. controller-runtime's client decodes
+// that answer with its scheme, which has no governed kind (they are read
+// as metadata): the delete was accepted, but the client reports that the
+// kind is not registered. That error means exactly this answer: a refused
+// delete is an API error, and nothing else is decoded with the scheme.
+func (r *ObjectReconciler) delete(ctx context.Context, obj *metav1.PartialObjectMetadata, propagation metav1.DeletionPropagation) (remains bool, err error) {
+	err = r.Client.Delete(ctx, obj,
+		client.Preconditions{UID: &obj.UID, ResourceVersion: &obj.ResourceVersion},
+		client.PropagationPolicy(propagation))
+	if runtime.IsNotRegisteredError(err) {
+		return true, nil
+	}
+	return err == nil && (len(obj.Finalizers) > 0 || propagation == metav1.DeletePropagationForeground), err
+}
+
+// census reads what the namespaces the object owns hold, before it is
+// deleted. It never holds up the delete: what it cannot read is logged,
+// and the deletion reports what was read.
+func (r *ObjectReconciler) census(ctx context.Context, ev *evaluation) ([]string, *notify.Reclaimed) {
+	log := logf.FromContext(ctx)
+	owned, err := ownedNamespaces(ctx, r.Client, ev.obj.UID)
+	if err != nil {
+		log.Error(err, "find the namespaces it owns")
+		return nil, nil
+	}
+	readCtx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	reclaimed, err := census(readCtx, r.APIReader, owned)
+	if err != nil {
+		log.Error(err, "count what its namespaces hold", "namespaces", owned)
+	}
+	return owned, reclaimed
+}
+
+func countReclaimed(rec *notify.Reclaimed) {
+	if rec == nil {
+		return
+	}
+	reclaimedPods.Add(float64(rec.Pods))
+	reclaimedObjects.Add(float64(rec.Objects))
+	reclaimedCPU.Add(float64(rec.CPUMillis) / 1000)
+	reclaimedMemory.Add(float64(rec.MemoryBytes))
 }
 
 // archive writes the object's manifest to the archive. When it cannot, it

@@ -76,6 +76,36 @@ var (
 		Name: "timeout_controller_audit_write_failures_total",
 		Help: "Audit records that could not be written.",
 	})
+
+	objectsTerminating = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "timeout_controller_objects_terminating",
+		Help: "Governed objects in Terminating: deleted, and held by finalizers.",
+	})
+	oldestTerminating = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "timeout_controller_oldest_terminating_timestamp_seconds",
+		Help: "When the governed object longest in Terminating was deleted, in Unix seconds; 0 when none is.",
+	})
+	goneLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "timeout_controller_gone_lag_seconds",
+		Help:    "Seconds between a deletion falling due and, for what=object, the object gone from the API server (its finalizers run), or, for what=owned, the last namespace it owned gone.",
+		Buckets: lagBuckets,
+	}, []string{"what"})
+	reclaimedPods = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "timeout_controller_reclaimed_pods_total",
+		Help: "Pods in the namespaces that deleted objects owned, counted just before each delete.",
+	})
+	reclaimedObjects = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "timeout_controller_reclaimed_objects_total",
+		Help: "Pods and objects of the counted kinds in the namespaces that deleted objects owned, counted just before each delete.",
+	})
+	reclaimedCPU = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "timeout_controller_reclaimed_cpu_cores_total",
+		Help: "CPU requested by the Pods in the namespaces that deleted objects owned, in cores, read just before each delete.",
+	})
+	reclaimedMemory = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "timeout_controller_reclaimed_memory_bytes_total",
+		Help: "Memory requested by the Pods in the namespaces that deleted objects owned, in bytes, read just before each delete.",
+	})
 )
 
 // horizons are the windows of timeout_controller_objects_expiring: what
@@ -94,6 +124,8 @@ func init() {
 		notifications, notificationSeconds, reminderLag,
 		deletions, deletionLag, deletionsThrottled, archives,
 		invalidAnnotations, auditFailures, objectLooks,
+		objectsTerminating, oldestTerminating, goneLag,
+		reclaimedPods, reclaimedObjects, reclaimedCPU, reclaimedMemory,
 	)
 	// Counters of a fixed set of labels start at 0: a series born at 1
 	// is invisible to increase() and rate(), so an alert on the first
@@ -106,6 +138,9 @@ func init() {
 	}
 	for _, result := range []string{audit.OK, audit.Error} {
 		archives.WithLabelValues(result)
+	}
+	for _, what := range []string{"object", "owned"} {
+		goneLag.WithLabelValues(what)
 	}
 }
 

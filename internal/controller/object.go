@@ -86,6 +86,7 @@ type ObjectReconciler struct {
 	slotWaiters       slotWaiters
 	capsOnce          sync.Once
 	capsState         *deletionCaps
+	departures        departures
 }
 
 // caps are the deletion caps and the turns they gave, built on first use
@@ -106,13 +107,14 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	if err := r.Client.Get(ctx, key.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(key)
+			r.departed(ctx, key)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get %s: %w", key, err)
 	}
 	if obj.DeletionTimestamp != nil {
 		r.forget(key)
-		return ctrl.Result{}, nil
+		return r.terminating(ctx, key, obj), nil
 	}
 
 	// Decide.

@@ -47,8 +47,16 @@ var farewells = []v1alpha1.EventType{v1alpha1.EventExpired, v1alpha1.EventDelete
 // farewell is the outbox entry holding the expired and deleted messages
 // about obj, over the channels of its policy that carry them; nil when
 // none does.
-func (r *ObjectReconciler) farewell(ctx context.Context, ev *evaluation) *outbox.Entry {
-	return r.outboxEntry(ctx, ev, farewells, "", "")
+func (r *ObjectReconciler) farewell(ctx context.Context, ev *evaluation, reclaimed *notify.Reclaimed) *outbox.Entry {
+	e := r.outboxEntry(ctx, ev, farewells, "", "")
+	if e != nil {
+		for i := range e.Messages {
+			if m := &e.Messages[i].Message; m.Type == v1alpha1.EventDeleted {
+				m.Reclaimed = reclaimed
+			}
+		}
+	}
+	return e
 }
 
 // outboxEntry is the outbox entry holding the messages of types about

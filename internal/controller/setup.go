@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -186,6 +187,19 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	channels.Limiter.OnFree(objects.SlotFreed)
 	if err := c.Watch(source.TypedFunc[Key](wakes.Start)); err != nil {
 		return fmt.Errorf("hand due objects to the object controller: %w", err)
+	}
+	// The namespaces a deleted object owns are found by their owner, and
+	// the last one's deletion ends what the deletion freed.
+	if err := mgr.GetFieldIndexer().IndexField(ctx, newMetadata(namespaceKind), ownerIndex, indexOwners); err != nil {
+		return fmt.Errorf("index namespaces by owner: %w", err)
+	}
+	if err := c.Watch(source.TypedKind(mgr.GetCache(), newMetadata(namespaceKind),
+		handler.TypedFuncs[*metav1.PartialObjectMetadata, Key]{
+			DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*metav1.PartialObjectMetadata], _ queue) {
+				objects.namespaceGone(ctx, e.Object.Name)
+			},
+		})); err != nil {
+		return fmt.Errorf("watch namespace deletions: %w", err)
 	}
 	w := &watches{cache: mgr.GetCache(), reader: mgr.GetClient(), controller: c, wakes: wakes}
 	if err := c.Watch(source.TypedKind(mgr.GetCache(), &v1alpha1.TimeoutPolicy{}, w.policyChanges())); err != nil {

@@ -29,7 +29,8 @@ func CacheOptions() cache.Options {
 // and of its annotations only the controller's own (expiry.Prefix) and the
 // legacy ttl. Everything else, such as kubectl's
 // last-applied-configuration (the whole manifest, often several KiB), owner
-// references and finalizers, is dropped before it reaches the cache: the
+// references (but a namespace's owners' UIDs) and finalizers, is dropped
+// before it reaches the cache: the
 // controller never reads it there, and reads the whole object from the
 // API server when it needs more (a Playbook's title, an archive).
 func CacheTransform(obj any) (any, error) {
@@ -59,13 +60,27 @@ func slim(tm *metav1.TypeMeta, m *metav1.ObjectMeta) {
 	// Every object of a kind carries the same two strings: one copy.
 	tm.APIVersion, tm.Kind = intern(tm.APIVersion), intern(tm.Kind)
 	m.ManagedFields = nil
-	m.OwnerReferences = nil
+	m.OwnerReferences = ownerUIDs(tm, m.OwnerReferences)
 	m.Finalizers = nil
 	m.GenerateName = ""
 	if len(m.Labels) == 0 {
 		m.Labels = nil
 	}
 	m.Annotations = keptAnnotations(m.Annotations)
+}
+
+// ownerUIDs keeps of a namespace's owner references the UIDs, by which
+// the namespaces a deleted object owned are found (ownerIndex); other
+// objects keep none.
+func ownerUIDs(tm *metav1.TypeMeta, refs []metav1.OwnerReference) []metav1.OwnerReference {
+	if len(refs) == 0 || tm.Kind != namespaceKind.Kind || tm.APIVersion != "v1" {
+		return nil
+	}
+	kept := make([]metav1.OwnerReference, len(refs))
+	for i, ref := range refs {
+		kept[i] = metav1.OwnerReference{UID: ref.UID}
+	}
+	return kept
 }
 
 // keptAnnotations returns the annotations decisions read, in a map of

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"slices"
 	"time"
 
@@ -64,6 +65,36 @@ type Message struct {
 	Recipients Recipients
 	// Extend tells the reader how to extend the object.
 	Extend string
+	// Reclaimed is what the namespaces the object owned held when it was
+	// deleted, for deleted messages; nil when it owned none.
+	Reclaimed *Reclaimed
+}
+
+// Reclaimed is what a deleted object's namespaces held just before the
+// delete: what garbage collection then removes.
+type Reclaimed struct {
+	// Namespaces are the namespaces the object owned.
+	Namespaces []string `json:"namespaces"`
+	// Objects counts the Pods and the objects of the counted kinds
+	// (Deployments, StatefulSets, ReplicaSets, Jobs, Services,
+	// PersistentVolumeClaims, Actors) in them.
+	Objects int `json:"objects"`
+	Pods    int `json:"pods"`
+	// CPUMillis and MemoryBytes are the Pods' requests.
+	CPUMillis   int64 `json:"cpuMillis"`
+	MemoryBytes int64 `json:"memoryBytes"`
+}
+
+// String says what r counts, for people: "1 namespace, 9 objects (3 Pods),
+// 1 CPU and 1Gi of memory requested".
+func (r *Reclaimed) String() string {
+	if r == nil {
+		return ""
+	}
+	cpu := resource.NewMilliQuantity(r.CPUMillis, resource.DecimalSI)
+	mem := resource.NewQuantity(r.MemoryBytes, resource.BinarySI)
+	return fmt.Sprintf("%s, %s (%s), %s CPU and %s of memory requested",
+		plural(len(r.Namespaces), "namespace"), plural(r.Objects, "object"), plural(r.Pods, "Pod"), cpu, mem)
 }
 
 // NewID returns the message ID for an object, expiry, event type and stage.

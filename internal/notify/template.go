@@ -40,7 +40,9 @@ To keep it longer: {{.Extend}}`,
 	},
 	v1alpha1.EventDeleted: {
 		subject: `{{.Object.Kind}} {{display .Object}} was deleted`,
-		text:    `Your {{.Object.Kind}} {{display .Object}} expired on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}) and was deleted.`,
+		text: `Your {{.Object.Kind}} {{display .Object}} expired on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}) and was deleted.{{with .Reclaimed}}
+
+Its namespaces ({{join .Namespaces ", "}}) held {{.}}; garbage collection removes them.{{end}}`,
 	},
 	v1alpha1.EventDeletionFailed: {
 		subject: `Deleting {{.Object.Kind}} {{display .Object}} failed`,
@@ -64,6 +66,7 @@ var funcs = template.FuncMap{
 	"human":    Human,
 	"relative": Relative,
 	"display":  Display,
+	"join":     strings.Join,
 }
 
 // Human writes t for people, in UTC: "Friday 27 November 2026, 14:00 UTC".

@@ -66,13 +66,13 @@ func TestArchivesThenDeletesAndAuditsEachStep(t *testing.T) {
 	var recs []audit.Record
 	eventually(t, 5*time.Second, "audit records of "+pb.GetName(), func() (bool, error) {
 		recs = withoutSuiteCapTurns(t, auditRecords(t, pb.GetUID()))
-		return slices.ContainsFunc(recs, func(r audit.Record) bool { return r.Type == audit.Deleted }), nil
+		return slices.ContainsFunc(recs, func(r audit.Record) bool { return r.Type == audit.Gone }), nil
 	})
 	var trail []audit.Type
 	for _, r := range recs {
 		trail = append(trail, r.Type)
 	}
-	if want := []audit.Type{audit.Notified, audit.Archived, audit.Deleting, audit.Deleted}; !slices.Equal(trail, want) {
+	if want := []audit.Type{audit.Notified, audit.Archived, audit.Deleting, audit.Deleted, audit.Gone}; !slices.Equal(trail, want) {
 		t.Fatalf("audit trail %v, want %v", trail, want)
 	}
 	if r := recs[0]; r.Message != "reminder" || r.Stage != "2s" || r.Channel != "events" || r.Result != audit.OK {

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 )
 
 var playbooks = schema.GroupVersionResource{Group: "amphitheatre.app", Version: "v1", Resource: "playbooks"}
@@ -36,24 +37,12 @@ var playbookKind = schema.GroupKind{Group: "amphitheatre.app", Kind: "Playbook"}
 // it, so that tests running in parallel never govern each other's objects.
 const testLabel = "e2e.timeout.amphitheatre.app/test"
 
-// newPlaybook returns a Playbook as Amphitheatre's API server makes one:
-// name and spec.id the same UUID.
+// newPlaybook returns a Playbook as Amphitheatre makes one: name and
+// spec.id the same UUID, and the finalizer of Amphitheatre's controller,
+// which the suite's stand-in removes once the Playbook is deleted.
 func newPlaybook(test, title string, annotations map[string]string) *unstructured.Unstructured {
-	id := string(uuid.NewUUID())
-	pb := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "amphitheatre.app/v1",
-		"kind":       "Playbook",
-		"metadata":   map[string]any{"name": id},
-		"spec": map[string]any{
-			"id":    id,
-			"title": title,
-			"preface": map[string]any{
-				"repository": map[string]any{"repo": "https://github.com/amphitheatre-app/amp-example-go"},
-			},
-		},
-	}}
+	pb := testenv.NewPlaybook(string(uuid.NewUUID()), title, annotations)
 	pb.SetLabels(map[string]string{testLabel: test})
-	pb.SetAnnotations(annotations)
 	return pb
 }
 

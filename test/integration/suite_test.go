@@ -25,7 +25,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -36,6 +35,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 )
 
 // eventNamespace receives the Events about cluster-scoped objects: not
@@ -66,19 +66,25 @@ func run(m *testing.M) int {
 	// Debug level, so the secret check below sees everything logged.
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.DebugLevel), zap.WriteTo(logFile())))
 
-	env := &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join("..", "..", "config", "crd", "bases"),
-			filepath.Join("..", "..", "third_party", "amphitheatre", "crds"),
-		},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
+	// With kube-controller-manager: a deleted Playbook's namespace and
+	// workloads are really garbage collected.
+	plane, err := testenv.Start(context.Background(), testenv.Options{Root: filepath.Join("..", "..")})
+	defer func() { _ = plane.Stop() }()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start control plane:", err)
 		return 1
 	}
-	defer func() { _ = env.Stop() }()
+	cfg := plane.Config
+	// Amphitheatre's controller, as far as deletion goes: every test
+	// Playbook carries its finalizer.
+	standInCtx, stopStandIn := context.WithCancel(context.Background())
+	waitStandIn, err := testenv.RunFinalizer(standInCtx, cfg)
+	if err != nil {
+		stopStandIn()
+		fmt.Fprintln(os.Stderr, "start the Amphitheatre stand-in:", err)
+		return 1
+	}
+	defer func() { stopStandIn(); waitStandIn() }()
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))

@@ -55,6 +55,9 @@ func build(m notify.Message, c notify.Content) *slackapi.WebhookMessage {
 	if (m.Type == v1alpha1.EventDeletionFailed || m.Type == v1alpha1.EventPostponed) && m.Detail != "" {
 		blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn(fit("*Why*\n", m.Detail, "", maxSection)), nil, nil))
 	}
+	if m.Type == v1alpha1.EventDeleted && m.Reclaimed != nil {
+		blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn(fit("*Freed*\n", m.Reclaimed.String(), "", maxSection)), nil, nil))
+	}
 	// Once an object is being deleted or gone, extending it does nothing.
 	if m.Extend != "" && m.Type != v1alpha1.EventExpired && m.Type != v1alpha1.EventDeleted {
 		blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn(fit("*To keep it longer*\n```", m.Extend, "```", maxSection)), nil, nil))

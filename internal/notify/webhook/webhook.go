@@ -292,6 +292,9 @@ type Data struct {
 	Stage     string `json:"stage,omitempty"`
 	Policy    string `json:"policy"`
 	Detail    string `json:"detail,omitempty"`
+	// Reclaimed is what the namespaces a deleted object owned held when it
+	// was deleted (deleted events only).
+	Reclaimed *notify.Reclaimed `json:"reclaimed,omitempty"`
 }
 
 // Source is the CloudEvents source of events about objects of policy.
@@ -324,6 +327,7 @@ func Envelope(m notify.Message) (id string, body []byte, err error) {
 		Stage:      m.Stage,
 		Policy:     m.Policy,
 		Detail:     m.Detail,
+		Reclaimed:  m.Reclaimed,
 	}
 	if err := e.SetData(event.ApplicationJSON, data); err != nil {
 		return "", nil, fmt.Errorf("event %s data: %w", id, err)

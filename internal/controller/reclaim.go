@@ -1,0 +1,150 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+)
+
+// ownerIndex indexes cached namespaces by the UIDs of their owners, so that
+// the namespaces a deleted object owns (a Playbook's amp-<id>) are found
+// without listing every namespace.
+const ownerIndex = "timeout.amphitheatre.app/owner-uid"
+
+// namespaceKind is the kind namespaces are cached as: metadata only.
+var namespaceKind = corev1.SchemeGroupVersion.WithKind("Namespace")
+
+// censusKinds are the kinds counted, besides Pods, in the namespaces a
+// deleted object owns: what holds capacity or is a developer's workload.
+// A kind the cluster does not serve is left out. Secrets and ConfigMaps
+// are not counted: reading them is not the controller's to ask for.
+var censusKinds = []schema.GroupVersionKind{
+	{Group: "apps", Version: "v1", Kind: "Deployment"},
+	{Group: "apps", Version: "v1", Kind: "StatefulSet"},
+	{Group: "apps", Version: "v1", Kind: "ReplicaSet"},
+	{Group: "batch", Version: "v1", Kind: "Job"},
+	{Version: "v1", Kind: "Service"},
+	{Version: "v1", Kind: "PersistentVolumeClaim"},
+	{Group: "amphitheatre.app", Version: "v1", Kind: "Actor"},
+}
+
+// Census RBAC: pods are read whole (their requests); the other kinds are
+// only counted, from their metadata.
+// +kubebuilder:rbac:groups="",resources=pods;services;persistentvolumeclaims,verbs=list
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;replicasets,verbs=list
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list
+// +kubebuilder:rbac:groups=amphitheatre.app,resources=actors,verbs=list
+
+// ownedNamespaces returns the names of the cached namespaces that uid
+// owns, sorted.
+func ownedNamespaces(ctx context.Context, c client.Reader, uid types.UID) ([]string, error) {
+	list := newMetadataList(namespaceKind)
+	if err := c.List(ctx, list, client.MatchingFields{ownerIndex: string(uid)}); err != nil {
+		return nil, fmt.Errorf("list the namespaces %s owns: %w", uid, err)
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, ns := range list.Items {
+		names = append(names, ns.Name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// indexOwners is the ownerIndex's function.
+func indexOwners(o client.Object) []string {
+	refs := o.GetOwnerReferences()
+	uids := make([]string, 0, len(refs))
+	for _, ref := range refs {
+		uids = append(uids, string(ref.UID))
+	}
+	return uids
+}
+
+// census counts what the namespaces hold, read from the API server just
+// before the object that owns them is deleted: the objects of censusKinds
+// and the Pods, and the Pods' CPU and memory requests (each container's,
+// and the larger of that and the init containers', as the scheduler counts).
+// A kind the cluster does not serve is skipped; any other error ends the
+// census, which then says what it could not count.
+func census(ctx context.Context, c client.Reader, namespaces []string) (*notify.Reclaimed, error) {
+	if len(namespaces) == 0 {
+		return nil, nil
+	}
+	rec := &notify.Reclaimed{Namespaces: namespaces}
+	for _, ns := range namespaces {
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace(ns)); err != nil {
+			return rec, fmt.Errorf("list the pods in %s: %w", ns, err)
+		}
+		rec.Pods += len(pods.Items)
+		rec.Objects += len(pods.Items)
+		for i := range pods.Items {
+			cpu, mem := podRequests(&pods.Items[i])
+			rec.CPUMillis += cpu
+			rec.MemoryBytes += mem
+		}
+		for _, gvk := range censusKinds {
+			n, err := count(ctx, c, gvk, ns)
+			if meta.IsNoMatchError(err) {
+				continue
+			}
+			if err != nil {
+				return rec, fmt.Errorf("count the %ss in %s: %w", gvk.Kind, ns, err)
+			}
+			rec.Objects += n
+		}
+	}
+	return rec, nil
+}
+
+// count counts the objects of gvk in namespace with one metadata read of
+// one item: the API server says how many remain.
+func count(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, namespace string) (int, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := c.List(ctx, list, client.InNamespace(namespace), client.Limit(1)); err != nil {
+		return 0, err
+	}
+	n := len(list.Items)
+	if r := list.GetRemainingItemCount(); r != nil {
+		n += int(*r)
+	}
+	return n, nil
+}
+
+// podRequests returns a Pod's CPU (millicores) and memory (bytes)
+// requests: the sum of its containers', or its largest init container's
+// when that is larger, plus its overhead.
+func podRequests(p *corev1.Pod) (cpuMillis, memBytes int64) {
+	sum := func(cs []corev1.Container) (cpu, mem int64) {
+		for _, c := range cs {
+			cpu += c.Resources.Requests.Cpu().MilliValue()
+			mem += c.Resources.Requests.Memory().Value()
+		}
+		return cpu, mem
+	}
+	cpuMillis, memBytes = sum(p.Spec.Containers)
+	for _, c := range p.Spec.InitContainers {
+		cpuMillis = max(cpuMillis, c.Resources.Requests.Cpu().MilliValue())
+		memBytes = max(memBytes, c.Resources.Requests.Memory().Value())
+	}
+	if q, ok := p.Spec.Overhead[corev1.ResourceCPU]; ok {
+		cpuMillis += q.MilliValue()
+	}
+	if q, ok := p.Spec.Overhead[corev1.ResourceMemory]; ok {
+		memBytes += q.Value()
+	}
+	return cpuMillis, memBytes
+}
