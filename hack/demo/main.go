@@ -20,10 +20,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/hack/internal/repo"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 )
 
 func main() {
@@ -86,7 +86,7 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 		n.say("removed %s, and with it the kubeconfig, the controller's log, the audit log and the archive", tmp)
 	}()
 
-	n.say("starting a local control plane (etcd and kube-apiserver) and building the controller")
+	n.say("starting a local control plane (etcd, kube-apiserver and kube-controller-manager) and building the controller")
 	built := make(chan error, 1)
 	go func() {
 		build := exec.CommandContext(ctx, "go", "build", "-o", w.bin, "./cmd/timeout-controller")
@@ -98,16 +98,9 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 		built <- nil
 	}()
 
-	env := &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join(root, "config", "crd", "bases"),
-			filepath.Join(root, "third_party", "amphitheatre", "crds"),
-		},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, startErr := env.Start()
+	plane, startErr := testenv.Start(ctx, testenv.Options{Root: root})
 	defer func() {
-		if err := env.Stop(); err != nil {
+		if err := plane.Stop(); err != nil {
 			n.say("stopping the control plane: %v", err)
 			return
 		}
@@ -121,6 +114,16 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 	if err := errors.Join(startErr, buildErr); err != nil {
 		return err
 	}
+	cfg, env := plane.Config, plane.Env
+	// Amphitheatre's controller, for deletions: it removes its finalizer
+	// from each Playbook being deleted.
+	standInCtx, stopStandIn := context.WithCancel(ctx)
+	waitStandIn, err := testenv.RunFinalizer(standInCtx, cfg)
+	if err != nil {
+		stopStandIn()
+		return err
+	}
+	defer func() { stopStandIn(); waitStandIn() }()
 	n.say("control plane up at %s", cfg.Host)
 
 	if err := os.WriteFile(w.kubeconfig, env.KubeConfig, 0o600); err != nil {

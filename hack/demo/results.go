@@ -43,6 +43,8 @@ type results struct {
 	// neither may outlive the demo.
 	workdir string
 	pid     int
+	// reclaimed is what the deleted Playbooks' namespaces held.
+	reclaimed reclaimed
 }
 
 // playbookFacts is one Playbook of the demo.

@@ -30,6 +30,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 )
 
 // eventNamespace receives the Events of cluster-scoped objects such as
@@ -229,7 +230,9 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 	extended := s.cast[len(s.cast)-1]
 	for _, r := range s.cast {
 		r.obj = newPlaybook(r.title, r.annotations, r.notify)
-		if err := cl.Create(ctx, r.obj); err != nil {
+		// As Amphitheatre would: its namespace, Actors, Deployments and
+		// Services, which kube-controller-manager turns into Pods.
+		if err := testenv.Deploy(ctx, cl, r.obj, testenv.DefaultActors); err != nil {
 			return fmt.Errorf("create Playbook %s: %w", r.title, err)
 		}
 		r.life = s.lifetime(r.obj)
@@ -594,6 +597,9 @@ func (s *story) finale(ctx context.Context, cl client.Client) error {
 	if err := s.trail(ctx); err != nil {
 		return err
 	}
+	if err := s.reclaim(ctx); err != nil {
+		return err
+	}
 	if err := s.restore(ctx, cl); err != nil {
 		return err
 	}
@@ -770,6 +776,9 @@ func (s *story) summary() string {
 	if len(s.problems) > 0 {
 		line += fmt.Sprintf(", %d problems", len(s.problems))
 	}
+	if s.facts.reclaimed.playbooks > 0 {
+		line += "\ndemo: " + s.facts.reclaimed.line()
+	}
 	return line
 }
 
@@ -818,21 +827,9 @@ func waitReady(ctx context.Context, cl client.Client, c *proc) error {
 	}
 }
 
-// newPlaybook is a minimal valid Playbook, named the way Amphitheatre
-// names them: metadata.name = spec.id = a UUID.
+// newPlaybook is a Playbook as Amphitheatre makes one (metadata.name =
+// spec.id = a UUID, its controller's finalizer) with annotations.
 func newPlaybook(title string, annotations map[string]string, notifyWhom string) *unstructured.Unstructured {
-	id := string(uuid.NewUUID())
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"spec": map[string]any{
-			"id":    id,
-			"title": title,
-			"preface": map[string]any{
-				"repository": map[string]any{"repo": "https://github.com/amphitheatre-app/amp-example-go"},
-			},
-		},
-	}}
-	u.SetGroupVersionKind(playbookGVK)
-	u.SetName(id)
 	all := map[string]string{}
 	for k, v := range annotations {
 		all[k] = v
@@ -840,8 +837,7 @@ func newPlaybook(title string, annotations map[string]string, notifyWhom string)
 	if notifyWhom != "" {
 		all[notify.AnnotationNotify] = notifyWhom
 	}
-	u.SetAnnotations(all)
-	return u
+	return testenv.NewPlaybook(string(uuid.NewUUID()), title, all)
 }
 
 func playbookList() *unstructured.UnstructuredList {
