@@ -306,7 +306,8 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 			wantDeleted:     true,
 			wantDelete:      true,
 			wantPropagation: metav1.DeletePropagationForeground,
-			wantEvents:      []string{"Normal Expired", "Normal Deleted"},
+			// In the foreground the object stays until its dependents are gone.
+			wantEvents: []string{"Normal Expired", "Normal Deleted", "Normal DeletionPending"},
 		},
 		{
 			name:            "deletes an object one second after expiry, in the background when the policy names no propagation",
@@ -347,10 +348,19 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 			objects: []client.Object{newPolicy("secrets", target("v1", "Secret"))},
 		},
 		{
-			name:    "leaves alone an object that is being deleted",
+			name:    "leaves alone an object that is being deleted, until it would be stuck",
 			objects: []client.Object{newPolicy("configmaps")},
 			object:  newConfigMap("scratch", ttl("1s"), deletingSince),
-			now:     t0.Add(1000 * time.Hour),
+			now:     t0.Add(time.Minute + stuckAfter - time.Second),
+			// Looked at again when it would be stuck.
+			wantResult: ctrl.Result{RequeueAfter: time.Second},
+		},
+		{
+			name:       "warns that an object in Terminating for longer than stuckAfter is stuck, and deletes nothing",
+			objects:    []client.Object{newPolicy("configmaps")},
+			object:     newConfigMap("scratch", ttl("1s"), deletingSince),
+			now:        t0.Add(1000 * time.Hour),
+			wantEvents: []string{"Warning DeletionStuck"},
 		},
 		{
 			name:            "deletes an object in a namespace the namespace selector selects",

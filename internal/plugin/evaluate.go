@@ -35,7 +35,7 @@ type Evaluation struct {
 	Governing *match.Candidate
 
 	// Life, Record and Steps are set when a policy with a usable schedule
-	// governs the object.
+	// governs the object and its deletion has not begun.
 	Life expiry.Lifetime
 	// Record is the controller's record for the current expiry: what was
 	// sent about it. A new one when the record on the object is about
@@ -86,7 +86,9 @@ func Evaluate(obj *unstructured.Unstructured, gvk schema.GroupVersionKind, names
 		return ev, nil
 	}
 	ev.Governing = verdicts[0].Candidate
-	if ev.Governing.SpecErr != nil {
+	// The controller plans nothing for an object whose deletion has
+	// begun: it only follows it until it is gone.
+	if ev.Terminating() || ev.Governing.SpecErr != nil {
 		return ev, nil
 	}
 	d := decide.Evaluate(ev.Governing, decide.Object{Created: obj.GetCreationTimestamp().Time, Annotations: obj.GetAnnotations()}, now, nil)
@@ -139,6 +141,12 @@ func simulate(d decide.Decision, channels map[v1alpha1.EventType][]string, now t
 	return steps
 }
 
+// Terminating reports whether the object's deletion has begun: it has a
+// deletionTimestamp and stays until its finalizers have run.
+func (ev *Evaluation) Terminating() bool {
+	return ev.Object.GetDeletionTimestamp() != nil
+}
+
 // DeleteAt is when the object will be deleted, if every reminder goes
 // out on time; zero when it never will.
 func (ev *Evaluation) DeleteAt() time.Time {
@@ -180,11 +188,15 @@ func (ev *Evaluation) SentStages() []string {
 
 // Flags are short words for what is special about the object: keep,
 // invalid, idle (use moved its expiry), max (maxTTL capped it), postponed,
-// dry-run, inactive.
+// dry-run, not-ready, inactive; or terminating alone, since nothing the
+// others describe applies to an object whose deletion has begun.
 func (ev *Evaluation) Flags() []string {
 	var f []string
 	if ev.Governing == nil {
 		return f
+	}
+	if ev.Terminating() {
+		return append(f, "terminating")
 	}
 	if ev.Governing.SpecErr != nil {
 		f = append(f, "inactive")

@@ -26,6 +26,9 @@ type Explanation struct {
 	// Policy is the governing policy; empty when none governs the object.
 	Policy   string          `json:"policy,omitempty"`
 	Policies []PolicyVerdict `json:"policies"`
+	// Deletion is set when the object is in Terminating; lifetime,
+	// notice, reminders and next steps are then absent.
+	Deletion *DeletionInfo `json:"deletion,omitempty"`
 	// Lifetime is absent when no policy with a usable spec governs it.
 	Lifetime  *LifetimeInfo   `json:"lifetime,omitempty"`
 	Notice    *NoticeInfo     `json:"notice,omitempty"`
@@ -71,6 +74,28 @@ type PolicyVerdict struct {
 	// Problem says what is wrong with a governing policy that does
 	// nothing: an unusable spec, or channels that cannot be built.
 	Problem string `json:"problem,omitempty"`
+}
+
+// DeletionInfo is the deletion of an object in Terminating.
+type DeletionInfo struct {
+	// Since is the object's deletionTimestamp: when its deletion began.
+	Since Time `json:"since"`
+	// Finalizers are the finalizers left on the object: neither it nor
+	// what it owns is freed until they have run.
+	Finalizers []string `json:"finalizers"`
+}
+
+// deletionOf is the deletion of ev's object; nil when it has not begun.
+func deletionOf(ev *Evaluation) *DeletionInfo {
+	since := ev.Object.GetDeletionTimestamp()
+	if since == nil {
+		return nil
+	}
+	finalizers := ev.Object.GetFinalizers()
+	if finalizers == nil {
+		finalizers = []string{}
+	}
+	return &DeletionInfo{Since: Time(since.Time), Finalizers: finalizers}
 }
 
 // LifetimeInfo is how the expiry was worked out.
@@ -145,7 +170,9 @@ func newExplainCommand(o *Options) *cobra.Command {
 		Long: `Say why an object expires when it does: which TimeoutPolicy governs it and
 why the others do not, which annotation or default set its expiry, what
 the minimum notice requires, which reminders were sent and which are due,
-and what the controller will do next, and when.
+and what the controller will do next, and when. For an object in
+Terminating, it says since when it is being deleted and which finalizers
+still hold it.
 
 NAME is the object's name or, for a Playbook, its title. KIND/NAME
 (playbook/2b1e7c9e-...) picks the kind when several are governed.`,
@@ -185,13 +212,15 @@ func runExplain(ctx context.Context, n *named) error {
 }
 
 // Explain turns an evaluation into its explanation. It stops where the
-// controller stops: with no governing policy, an unusable spec or a kept
-// object there is no lifetime, notice or plan to tell.
+// controller stops: with no governing policy, an object being deleted, an
+// unusable spec or a kept object there is no lifetime, notice or plan to
+// tell.
 func Explain(ev *Evaluation) Explanation {
 	x := Explanation{
 		APIVersion: "timeout.amphitheatre.app/v1alpha1", Kind: "Explanation",
 		Object:   objectOf(ev),
 		Policies: []PolicyVerdict{},
+		Deletion: deletionOf(ev),
 	}
 	for _, v := range ev.Verdicts {
 		x.Policies = append(x.Policies, verdictOf(v))
@@ -200,6 +229,11 @@ func Explain(ev *Evaluation) Explanation {
 		return x
 	}
 	x.Policy = ev.Governing.Name
+	if x.Deletion != nil {
+		x.Notes = append(x.Notes, "The timeout-controller has nothing left to do: it neither reminds about nor deletes an object whose deletion has begun. "+
+			"If the object stays in Terminating, the controller records a DeletionStuck Event naming the finalizers left.")
+		return x
+	}
 	if ev.Governing.SpecErr != nil {
 		x.Notes = append(x.Notes, "Nothing happens to the object until the policy's spec is fixed.")
 		return x

@@ -73,6 +73,10 @@ func TestExplainGolden(t *testing.T) {
 	halfSent := &expiry.Record{ExpiresAt: t0.Add(14 * day), Since: t0}
 	halfSent.Delivered("3d", true, []string{"mail"}, t0.Add(11*day+time.Second))
 
+	bothSent := &expiry.Record{ExpiresAt: t0.Add(14 * day), Since: t0}
+	bothSent.Delivered("3d", true, []string{"events"}, t0.Add(11*day+time.Second))
+	bothSent.Delivered("2d", true, []string{"events"}, t0.Add(12*day+time.Second))
+
 	movedRecord := &expiry.Record{ExpiresAt: t0.Add(13 * day), Since: t0.Add(10*day + 12*time.Hour)}
 
 	laterSent := &expiry.Record{ExpiresAt: t0.Add(14 * day), Since: t0}
@@ -229,6 +233,12 @@ func TestExplainGolden(t *testing.T) {
 				s.Keep = v1alpha1.KeepForbidden
 			})},
 			now: t0.Add(time.Hour),
+		},
+		{
+			name:     "it is being deleted and Amphitheatre's finalizer holds it",
+			obj:      terminating(playbook(recordOf(bothSent)), t0.Add(14*day+time.Second)),
+			policies: []v1alpha1.TimeoutPolicy{withStatus(playbookPolicy("playbooks"), ready)},
+			now:      t0.Add(14*day + 2*time.Hour),
 		},
 		{
 			name:       "a namespaced object without a title",

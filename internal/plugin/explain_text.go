@@ -50,6 +50,12 @@ func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 		}
 	}
 	_ = tw.Flush()
+	if d := x.Deletion; d != nil {
+		since := time.Time(d.Since)
+		fmt.Fprintln(w, "\nDeletion:")
+		fmt.Fprintf(w, "  it is being deleted: in Terminating since %s (%s)\n", formatTime(since), relative(since, now))
+		fmt.Fprintln(w, "  "+heldBy(d.Finalizers))
+	}
 	if x.Policy == "" {
 		fmt.Fprintln(w, "\nNo policy governs it: the timeout-controller leaves it alone.")
 		return
@@ -154,4 +160,15 @@ func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 			fmt.Fprintln(w, "Note: "+n)
 		}
 	}
+}
+
+// heldBy says which finalizers still hold an object in Terminating.
+func heldBy(finalizers []string) string {
+	switch len(finalizers) {
+	case 0:
+		return "no finalizer is left on it: it is gone as soon as the API server removes it"
+	case 1:
+		return "the finalizer " + finalizers[0] + " still holds it: neither it nor what it owns is freed until it has run"
+	}
+	return "the finalizers " + strings.Join(finalizers, ", ") + " still hold it: neither it nor what it owns is freed until they have run"
 }

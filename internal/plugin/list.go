@@ -25,6 +25,9 @@ import (
 type Item struct {
 	// Object's fields come first, at the top level of the JSON.
 	Object
+	// Deletion is set for an object in Terminating; ExpiresAt, DeleteAt,
+	// SecondsLeft and the other fields about its lifetime are then absent.
+	Deletion *DeletionInfo `json:"deletion,omitempty"`
 	// ExpiresAt is absent for kept objects and under a policy whose spec
 	// cannot be used.
 	ExpiresAt *Time `json:"expiresAt,omitempty"`
@@ -88,6 +91,7 @@ func itemOf(ev *Evaluation) Item {
 		Policy:        ev.Governing.Name,
 		RemindersSent: ev.SentStages(),
 		Flags:         ev.Flags(),
+		Deletion:      deletionOf(ev),
 	}
 	if it.RemindersSent == nil {
 		it.RemindersSent = []string{}
@@ -95,7 +99,7 @@ func itemOf(ev *Evaluation) Item {
 	if it.Flags == nil {
 		it.Flags = []string{}
 	}
-	if !ev.Life.Keep && ev.Governing.SpecErr == nil {
+	if it.Deletion == nil && !ev.Life.Keep && ev.Governing.SpecErr == nil {
 		it.ExpiresAt = timePtr(ev.Life.ExpiresAt)
 		it.Source = ev.Life.Source
 		if ev.Governing.Schedule.IdleTTL > 0 {
@@ -116,7 +120,9 @@ type listOptions struct {
 	selector       string
 	policy         string
 	expiringWithin string
-	allNamespaces  bool
+	// within is expiringWithin, parsed.
+	within        time.Duration
+	allNamespaces bool
 }
 
 func newListCommand(o *Options) *cobra.Command {
@@ -124,12 +130,16 @@ func newListCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list [KIND]",
 		Short: "List governed objects, soonest deletion first",
-		Long: `List every object a TimeoutPolicy governs, soonest deletion first; kept
-objects come last. KIND (playbooks, configmaps, ...) limits the list to one
-kind; without it, every kind a policy targets is listed.
+		Long: `List every object a TimeoutPolicy governs, soonest deletion first; objects
+in Terminating come first and kept objects last. KIND (playbooks,
+configmaps, ...) limits the list to one kind; without it, every kind a
+policy targets is listed.
 
 LEFT is the time left before the deletion, which is the expiry unless the
-deletion waits for the minimum notice (flag "postponed"). FLAGS:
+deletion waits for the minimum notice (flag "postponed"); for an object in
+Terminating, how long ago its deletion began. FLAGS:
+  terminating the object is being deleted: finalizers still hold it (see
+              explain); it is the only flag then
   keep        the object is kept (timeout.amphitheatre.app/keep)
   invalid     an annotation has a value that cannot be used (see explain)
   postponed   expired, and deleted once the minimum notice has passed
@@ -158,7 +168,7 @@ deletion waits for the minimum notice (flag "postponed"). FLAGS:
 	outputFlag(cmd, &lo.output, "table", "wide", "json", "yaml")
 	cmd.Flags().StringVarP(&lo.selector, "selector", "l", "", "Label selector: only objects with these labels (e.g. app=demo,tier!=prod)")
 	cmd.Flags().StringVar(&lo.policy, "policy", "", "Only objects this TimeoutPolicy governs")
-	cmd.Flags().StringVar(&lo.expiringWithin, "expiring-within", "", "Only objects deleted within this long from now (e.g. 3d, 36h); kept objects are left out")
+	cmd.Flags().StringVar(&lo.expiringWithin, "expiring-within", "", "Only objects deleted within this long from now (e.g. 3d, 36h); objects in Terminating are always listed, kept objects never")
 	cmd.Flags().BoolVarP(&lo.allNamespaces, "all-namespaces", "A", false, "List namespaced kinds in every namespace")
 	_ = cmd.RegisterFlagCompletionFunc("policy", func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
 		return completePolicies(cmd.Context(), o)
@@ -170,28 +180,36 @@ func runList(ctx context.Context, o *Options, lo listOptions, kindArg string) er
 	if err := checkOutput(lo.output, "table", "wide", "json", "yaml"); err != nil {
 		return err
 	}
-	var within time.Duration
 	if lo.expiringWithin != "" {
 		d, err := expiry.ParseDuration(lo.expiringWithin)
 		if err != nil {
 			return usageError("--expiring-within: %v", err)
 		}
-		within = d
+		lo.within = d
 	}
 	s, err := newSession(o, lo.allNamespaces)
 	if err != nil {
 		return err
 	}
-	if err := s.loadPolicies(ctx); err != nil {
+	evs, err := s.governed(ctx, lo, kindArg)
+	if err != nil {
 		return err
+	}
+	return writeList(o, lo.output, evs)
+}
+
+// governed evaluates the objects list shows, in its order.
+func (s *session) governed(ctx context.Context, lo listOptions, kindArg string) ([]*Evaluation, error) {
+	if err := s.loadPolicies(ctx); err != nil {
+		return nil, err
 	}
 	named := slices.IndexFunc(s.policies, func(p v1alpha1.TimeoutPolicy) bool { return p.Name == lo.policy })
 	if lo.policy != "" && named < 0 {
-		return withCode(ExitNotFound, "no TimeoutPolicy called %q", lo.policy)
+		return nil, withCode(ExitNotFound, "no TimeoutPolicy called %q", lo.policy)
 	}
 	kinds, err := s.targetKinds(kindArg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if named >= 0 {
 		// Only the policy's own kind can hold objects it governs.
@@ -202,22 +220,21 @@ func runList(ctx context.Context, o *Options, lo listOptions, kindArg string) er
 	for _, k := range kinds {
 		items, err := s.list(ctx, k, lo.selector)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for i := range items {
-			if items[i].GetDeletionTimestamp() != nil {
-				continue
-			}
 			ev, err := s.evaluate(ctx, k, &items[i])
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if ev.Governing == nil || (lo.policy != "" && ev.Governing.Name != lo.policy) {
 				continue
 			}
+			// An object in Terminating counts as deleted within any time:
+			// its deletion has begun and not completed.
 			if lo.expiringWithin != "" {
-				d := ev.DeleteAt()
-				if d.IsZero() || d.Sub(ev.Now) > within {
+				d := deletionTime(ev)
+				if d.IsZero() || d.Sub(ev.Now) > lo.within {
 					continue
 				}
 			}
@@ -225,27 +242,41 @@ func runList(ctx context.Context, o *Options, lo listOptions, kindArg string) er
 		}
 	}
 	sortEvaluations(evs)
+	return evs, nil
+}
 
-	switch lo.output {
+// writeList writes the evaluated objects in the output format.
+func writeList(o *Options, format string, evs []*Evaluation) error {
+	switch format {
 	case "json", "yaml":
 		list := ItemList{APIVersion: "timeout.amphitheatre.app/v1alpha1", Kind: "GovernedObjectList", Items: []Item{}}
 		for _, ev := range evs {
 			list.Items = append(list.Items, itemOf(ev))
 		}
-		return writeStructured(o.Out, lo.output, list)
+		return writeStructured(o.Out, format, list)
 	}
 	if len(evs) == 0 {
 		fmt.Fprintln(o.ErrOut, "No governed objects found.")
 		return nil
 	}
-	return writeTable(o.Out, evs, lo.output == "wide")
+	return writeTable(o.Out, evs, format == "wide")
 }
 
-// sortEvaluations orders objects by deletion time, soonest first; those
-// never deleted last, by name.
+// deletionTime is when the object's deletion began, for one in
+// Terminating, or when it will come; zero when it never will.
+func deletionTime(ev *Evaluation) time.Time {
+	if d := ev.Object.GetDeletionTimestamp(); d != nil {
+		return d.Time
+	}
+	return ev.DeleteAt()
+}
+
+// sortEvaluations orders objects by deletion time, soonest first, so that
+// those in Terminating come first, the longest there first; those never
+// deleted last, by name.
 func sortEvaluations(evs []*Evaluation) {
 	slices.SortStableFunc(evs, func(a, b *Evaluation) int {
-		da, db := a.DeleteAt(), b.DeleteAt()
+		da, db := deletionTime(a), deletionTime(b)
 		switch {
 		case da.IsZero() && db.IsZero():
 			return strings.Compare(a.Object.GetNamespace()+"/"+a.Object.GetName(), b.Object.GetNamespace()+"/"+b.Object.GetName())
@@ -303,14 +334,23 @@ func writeTable(w io.Writer, evs []*Evaluation, wide bool) error {
 				expires = time.Time(*it.ExpiresAt).UTC().Format("2006-01-02 15:04")
 			}
 		}
-		if it.DeleteAt != nil {
+		switch {
+		case it.Deletion != nil:
+			left = relative(time.Time(it.Deletion.Since), ev.Now)
+		case it.DeleteAt != nil:
 			left = Left(time.Time(*it.DeleteAt).Sub(ev.Now))
 		}
 		row = append(row, strings.ToLower(it.Kind)+"/"+it.Name, dash(truncate(it.Title, 32)), created, expires, left,
 			dash(strings.Join(it.RemindersSent, ",")), it.Policy, dash(strings.Join(it.Flags, ",")))
 		if wide {
-			deleteAt := "-"
-			if it.DeleteAt != nil {
+			deleteAt, next := "-", nextStep(ev)
+			switch {
+			case it.Deletion != nil:
+				deleteAt = formatTime(time.Time(it.Deletion.Since))
+				if len(it.Deletion.Finalizers) > 0 {
+					next = "held by " + strings.Join(it.Deletion.Finalizers, ",")
+				}
+			case it.DeleteAt != nil:
 				deleteAt = formatTime(time.Time(*it.DeleteAt))
 			}
 			lastActive, maxAt := "-", "-"
@@ -320,7 +360,7 @@ func writeTable(w io.Writer, evs []*Evaluation, wide bool) error {
 			if it.MaxAt != nil {
 				maxAt = formatTime(time.Time(*it.MaxAt))
 			}
-			row = append(row, dash(it.Source), deleteAt, dash(nextStep(ev)), lastActive, maxAt)
+			row = append(row, dash(it.Source), deleteAt, dash(next), lastActive, maxAt)
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}

@@ -27,14 +27,28 @@ var (
 	playbookGVK = schema.GroupVersionKind{Group: "amphitheatre.app", Version: "v1", Kind: "Playbook"}
 )
 
+// amphitheatreFinalizer is the finalizer Amphitheatre's controller puts
+// on every Playbook.
+const amphitheatreFinalizer = "playbooks.amphitheatre.app/finalizer"
+
+// playbook is a Playbook as Amphitheatre makes it, finalizer included.
 func playbook(annotations map[string]string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(playbookGVK)
 	u.SetName("2b1e7c9e")
 	u.SetCreationTimestamp(metav1.NewTime(t0))
 	u.SetAnnotations(annotations)
+	u.SetFinalizers([]string{amphitheatreFinalizer})
+	_ = unstructured.SetNestedField(u.Object, "2b1e7c9e", "spec", "id")
 	_ = unstructured.SetNestedField(u.Object, "Weekend demo", "spec", "title")
 	return u
+}
+
+// terminating is obj with its deletion begun at since: Amphitheatre's
+// finalizer holds it in Terminating until Amphitheatre's controller runs.
+func terminating(obj *unstructured.Unstructured, since time.Time) *unstructured.Unstructured {
+	obj.SetDeletionTimestamp(&metav1.Time{Time: since})
+	return obj
 }
 
 func playbookPolicy(name string, opts ...func(*v1alpha1.TimeoutPolicySpec)) v1alpha1.TimeoutPolicy {
@@ -112,6 +126,13 @@ func TestEvaluate(t *testing.T) {
 			now:    t0,
 			policy: playbookPolicy("playbooks"),
 			flags:  []string{"keep"},
+		},
+		{
+			name:   "an object in Terminating has nothing planned and is flagged terminating alone",
+			obj:    terminating(playbook(map[string]string{expiry.AnnotationTTL: "3 days"}), t0.Add(14*day+time.Second)),
+			now:    t0.Add(14*day + time.Hour),
+			policy: playbookPolicy("playbooks", func(s *v1alpha1.TimeoutPolicySpec) { s.Deletion.DryRun = true }),
+			flags:  []string{"terminating"},
 		},
 		{
 			name:   "an invalid ttl falls back to the default and is flagged",
