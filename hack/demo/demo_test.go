@@ -68,7 +68,7 @@ var actTwo = []fate{
 // Events, the plugin's JSON), not from the wording of its narration.
 func TestDemo(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, which builds etcd and kube-apiserver and sets it")
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, which builds the control plane (etcd, kube-apiserver, kube-controller-manager) and sets it")
 	}
 
 	var buf bytes.Buffer

@@ -69,7 +69,7 @@ func run(ctx context.Context, out io.Writer, timeout time.Duration) (*results, e
 // an interrupt at any step still leaves nothing running.
 func stage(ctx context.Context, n *narrator, s *story) (err error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return errors.New("KUBEBUILDER_ASSETS is not set: run `make demo`, which builds etcd and kube-apiserver and sets it")
+		return errors.New("KUBEBUILDER_ASSETS is not set: run `make demo`, which builds the control plane (etcd, kube-apiserver, kube-controller-manager) and sets it")
 	}
 	root, err := repo.Root()
 	if err != nil {

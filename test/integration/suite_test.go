@@ -60,7 +60,7 @@ func run(m *testing.M) int {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		// Failing, not skipping: an integration suite that skips in CI
 		// proves nothing.
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, which builds etcd and kube-apiserver and sets it")
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, which builds the control plane (etcd, kube-apiserver, kube-controller-manager) and sets it")
 		return 1
 	}
 	// Debug level, so the secret check below sees everything logged.
