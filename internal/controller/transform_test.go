@@ -5,6 +5,7 @@ package controller
 
 import (
 	"maps"
+	"reflect"
 	"testing"
 	"time"
 
@@ -74,6 +75,25 @@ func TestCacheTransform(t *testing.T) {
 		out, _ := CacheTransform(o)
 		if got := out.(*metav1.PartialObjectMetadata).DeletionTimestamp; got == nil || !got.Equal(&now) {
 			t.Errorf("deletionTimestamp = %v, want %v", got, now)
+		}
+	})
+	t.Run("keeps of a namespace's owner references only the UIDs, twice over", func(t *testing.T) {
+		ns := &metav1.PartialObjectMetadata{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+			ObjectMeta: metav1.ObjectMeta{Name: "amp-p", Labels: map[string]string{"team": "a"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "amphitheatre.app/v1", Kind: "Playbook", Name: "p", UID: "u"}}},
+		}
+		once, _ := CacheTransform(ns)
+		twice, _ := CacheTransform(once)
+		got := twice.(*metav1.PartialObjectMetadata)
+		if want := []metav1.OwnerReference{{UID: "u"}}; !reflect.DeepEqual(got.OwnerReferences, want) {
+			t.Errorf("owner references %+v, want %+v", got.OwnerReferences, want)
+		}
+		if got.Labels["team"] != "a" {
+			t.Errorf("labels = %v, want them kept for namespace selectors", got.Labels)
+		}
+		if uids := indexOwners(got); !reflect.DeepEqual(uids, []string{"u"}) {
+			t.Errorf("indexed under %v, want [u]", uids)
 		}
 	})
 	t.Run("keeps a policy whole but for its managed fields", func(t *testing.T) {
