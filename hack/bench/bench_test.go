@@ -125,7 +125,58 @@ func TestSmoke(t *testing.T) {
 				t.Errorf("the JSON's deletion has no %q", key)
 			}
 		}
+		if _, ok := got["owned"]; ok {
+			t.Error("the JSON has an owned lag without -owned")
+		}
 	})
+	t.Run("with -owned, measures when each expiring Playbook's namespace is gone", func(t *testing.T) {
+		rep, out := smokeOwned(t)
+		if d := rep.Deletion; d.Observed != 5 || d.Missing != 0 || d.Early != 0 {
+			t.Errorf("deletion: observed %d, missing %d, early %d; want 5, 0, 0 (the finalizer's stand-in releases them)", d.Observed, d.Missing, d.Early)
+		}
+		o := rep.Owned
+		if o == nil {
+			t.Fatal("no owned lag in the report")
+		}
+		if o.Expected != 5 || o.Observed != 5 || o.Missing != 0 || o.Early != 0 || o.Duplicates != 0 {
+			t.Errorf("owned: expected %d, observed %d, missing %d, early %d, duplicates %d; want 5, 5, 0, 0, 0",
+				o.Expected, o.Observed, o.Missing, o.Early, o.Duplicates)
+		}
+		if o.P50 < rep.Deletion.P50 || o.Max <= 0 {
+			t.Errorf("owned lag p50 %.1f ms, max %.1f ms: want the namespaces gone after the Playbooks (deletion p50 %.1f ms)", o.P50, o.Max, rep.Deletion.P50)
+		}
+		for _, want := range []string{"owned gone (namespace)", "owned namespaces", "kube-controller-manager"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the table has no %q", want)
+			}
+		}
+	})
+}
+
+// smokeOwned runs the bench with -owned on a handful of Playbooks, each
+// expiring one deployed as Amphitheatre deploys it, and returns its report
+// and printed table.
+func smokeOwned(t *testing.T) (*report, string) {
+	t.Helper()
+	cfg := config{
+		N: 8, Expiring: 5, Window: 2 * time.Second, Reminders: 2 * time.Second,
+		Margin: 6 * time.Second, Grace: 15 * time.Second, Settle: time.Second,
+		Characters: 3, Creators: 4, Log: filepath.Join(t.TempDir(), "controller.log"),
+		Owned: true, OwnedGrace: 2 * time.Minute,
+	}
+	var progress bytes.Buffer
+	rep, err := run(t.Context(), cfg, &progress)
+	t.Logf("progress:\n%s", progress.String())
+	if rep == nil {
+		t.Fatalf("run: %v", err)
+	}
+	var out bytes.Buffer
+	rep.print(&out)
+	t.Logf("report:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return rep, out.String()
 }
 
 // checkTouched checks the run's report of the touched Playbooks: 20 of

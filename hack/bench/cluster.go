@@ -32,10 +32,10 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 )
 
 var playbooks = schema.GroupVersionResource{Group: "amphitheatre.app", Version: "v1", Resource: "playbooks"}
@@ -49,24 +49,30 @@ const (
 
 // cluster is the local control plane and the bench's clients of it.
 type cluster struct {
-	env        *envtest.Environment
+	plane      *testenv.Plane
 	bin        string
 	kubeconfig string
 	// counter counts the bench's own requests, to take them out of the
 	// API server's totals.
 	counter *counter
-	// pids are those of etcd and kube-apiserver, by name.
+	// pids are those of etcd, kube-apiserver and kube-controller-manager,
+	// by name.
 	pids    map[string]int
 	client  client.Client
 	dynamic dynamic.Interface
 	meta    metadata.Interface
 	rest    rest.Interface
+	// stopFinalizer stops the stand-in for Amphitheatre's controller and
+	// waits for it.
+	stopFinalizer func()
 }
 
-// startCluster starts etcd and kube-apiserver with the TimeoutPolicy and
-// Amphitheatre CRDs installed, and builds the controller meanwhile.
+// startCluster starts the local control plane (etcd, kube-apiserver with
+// the TimeoutPolicy and Amphitheatre CRDs installed, kube-controller-manager)
+// and the stand-in for Amphitheatre's controller that runs its finalizer,
+// and builds the controller meanwhile.
 func startCluster(ctx context.Context, root, tmp string) (*cluster, error) {
-	cl := &cluster{bin: filepath.Join(tmp, "timeout-controller"), counter: &counter{}}
+	cl := &cluster{bin: filepath.Join(tmp, "timeout-controller"), counter: &counter{}, stopFinalizer: func() {}}
 	built := make(chan error, 1)
 	go func() {
 		// Built as the image builds it (Dockerfile): static, without cgo,
@@ -80,25 +86,23 @@ func startCluster(ctx context.Context, root, tmp string) (*cluster, error) {
 		}
 		built <- nil
 	}()
-	cl.env = &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join(root, "config", "crd", "bases"),
-			filepath.Join(root, "third_party", "amphitheatre", "crds"),
-		},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, startErr := cl.env.Start()
+	plane, startErr := testenv.Start(ctx, testenv.Options{Root: root})
+	cl.plane = plane
 	// The build writes into tmp: it must end before tmp is removed.
 	if err := errors.Join(startErr, <-built); err != nil {
 		return cl, err
 	}
 	cl.pids = controlPlane()
+	if cm := plane.ControllerManager; cm != nil {
+		// Its name is longer than the kernel keeps: known by its process.
+		cl.pids["kube-controller-manager"] = cm.Pid
+	}
 	cl.kubeconfig = filepath.Join(tmp, "kubeconfig")
-	if err := os.WriteFile(cl.kubeconfig, cl.env.KubeConfig, 0o600); err != nil {
+	if err := os.WriteFile(cl.kubeconfig, plane.Env.KubeConfig, 0o600); err != nil {
 		return cl, err
 	}
 
-	cfg = rest.CopyConfig(cfg)
+	cfg := rest.CopyConfig(plane.Config)
 	// No client-side limit: the bench must create fast, and it makes no
 	// request while it measures but its one watch.
 	cfg.QPS, cfg.Burst = -1, 0
@@ -122,6 +126,17 @@ func startCluster(ctx context.Context, root, tmp string) (*cluster, error) {
 		return cl, err
 	}
 	cl.rest = rc
+
+	// Amphitheatre's controller removes its finalizer from a Playbook
+	// being deleted. Through the bench's counted client: its requests are
+	// not the controller's.
+	fctx, cancel := context.WithCancel(ctx)
+	wait, err := testenv.RunFinalizer(fctx, cfg)
+	if err != nil {
+		cancel()
+		return cl, fmt.Errorf("run Amphitheatre's finalizer: %w", err)
+	}
+	cl.stopFinalizer = func() { cancel(); wait() }
 	return cl, nil
 }
 
@@ -132,7 +147,10 @@ func withNegotiatedSerializer(cfg *rest.Config) *rest.Config {
 }
 
 func (cl *cluster) stop() {
-	_ = cl.env.Stop()
+	cl.stopFinalizer()
+	if cl.plane != nil {
+		_ = cl.plane.Stop()
+	}
 }
 
 // createPolicy creates the webhook's Secret and the one policy: reminders
@@ -230,12 +248,18 @@ func (cl *cluster) populate(ctx context.Context, cfg config) (*population, error
 		return nil, err
 	}
 
-	// Allow for creating the expiring ones at a conservative rate.
+	// Allow for creating the expiring ones at a conservative rate, of
+	// objects: with -owned, each comes with its namespace and workload,
+	// and kube-controller-manager writes their ReplicaSets, Pods and
+	// Events meanwhile (176 objects/s on a loaded two-core machine).
 	rate := 500.0
+	if cfg.Owned {
+		rate = 150
+	}
 	if later > 0 {
 		rate = min(rate, float64(later)/time.Since(start).Seconds())
 	}
-	estimate := time.Duration(float64(cfg.Expiring) / rate * float64(time.Second))
+	estimate := time.Duration(float64(cfg.Expiring*objectsPerExpiring(cfg)) / rate * float64(time.Second))
 	windowStart := time.Now().Add(estimate + cfg.Margin + cfg.Reminders).Truncate(time.Second).Add(time.Second)
 	spread := cfg.Expiring - cfg.Burst
 	burstAt := windowStart.Add(cfg.Window / 2).Truncate(time.Second)
@@ -304,6 +328,9 @@ func (cl *cluster) create(ctx context.Context, cfg config, n int, at func(int) t
 		wg.Go(func() {
 			for i := range next {
 				obj := newPlaybook(i, at(i), cfg.Characters)
+				if cfg.Owned {
+					obj.SetFinalizers([]string{testenv.Finalizer})
+				}
 				if role == others && cfg.PlainOthers {
 					a := obj.GetAnnotations()
 					delete(a, expiry.AnnotationExpiresAt)
@@ -315,7 +342,11 @@ func (cl *cluster) create(ctx context.Context, cfg config, n int, at func(int) t
 				case touched:
 					obj.SetLabels(map[string]string{usedLabel: "true"})
 				}
-				if err := cl.createOne(ctx, obj); err != nil {
+				create := cl.createOne
+				if cfg.Owned && role == expiring {
+					create = cl.deploy
+				}
+				if err := create(ctx, obj); err != nil {
 					cancel(fmt.Errorf("create Playbook %d: %w", i, err))
 					return
 				}
@@ -358,6 +389,23 @@ func (cl *cluster) createOne(ctx context.Context, obj *unstructured.Unstructured
 		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
 	}
 	return err
+}
+
+// deploy creates obj as Amphitheatre does (-owned): with its namespace
+// amp-<id>, and in it the Actors and their Deployments and Services, all
+// owned by it and collected when it is deleted.
+func (cl *cluster) deploy(ctx context.Context, obj *unstructured.Unstructured) error {
+	return testenv.Deploy(ctx, cl.client, obj, testenv.DefaultActors)
+}
+
+// objectsPerExpiring is how many objects the bench creates for each
+// expiring Playbook: with -owned, its namespace, and an Actor, a
+// Deployment and a Service per actor.
+func objectsPerExpiring(cfg config) int {
+	if !cfg.Owned {
+		return 1
+	}
+	return 2 + 3*len(testenv.DefaultActors)
 }
 
 // examples are Amphitheatre's sample characters, to make specs of the
@@ -483,7 +531,8 @@ type counts map[string]float64
 type apiSnapshot struct {
 	ended, open counts
 	bench       counts
-	// cpu is the CPU time etcd, kube-apiserver and the bench had spent.
+	// cpu is the CPU time etcd, kube-apiserver, kube-controller-manager
+	// and the bench had spent.
 	cpu map[string]time.Duration
 }
 

@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/hack/internal/repo"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 )
 
 // config is what one run measures; every field is a flag.
@@ -50,6 +52,13 @@ type config struct {
 	Slow       int           `json:"slow,omitempty"`
 	SMTPDelay  time.Duration `json:"smtpDelay,omitempty"`
 	Characters int           `json:"characters"`
+	// Owned creates the expiring Playbooks as Amphitheatre does, each with
+	// its namespace amp-<id> holding Actors, Deployments and Services, and
+	// puts Amphitheatre's finalizer on every Playbook. The run then also
+	// waits, until OwnedGrace after the last expiry, for each expiring
+	// Playbook's namespace to be gone.
+	Owned      bool          `json:"owned,omitempty"`
+	OwnedGrace time.Duration `json:"ownedGrace,omitempty"`
 	// PlainOthers leaves the timeout annotation off the Playbooks that do
 	// not expire during the run: they live by the policy's defaultTTL.
 	PlainOthers bool `json:"plainOthers,omitempty"`
@@ -98,6 +107,8 @@ func main() {
 	flag.IntVar(&cfg.Slow, "slow", 0, "More Playbooks whose reminders fall due in the same second, a quarter into the window, sent by e-mail to a slow SMTP server.")
 	flag.DurationVar(&cfg.SMTPDelay, "smtp-delay", 2*time.Second, "How long the slow SMTP server takes to accept each message (with -slow).")
 	flag.IntVar(&cfg.Characters, "characters", 3, "Characters in each Playbook's spec.")
+	flag.BoolVar(&cfg.Owned, "owned", false, "Create the expiring Playbooks as Amphitheatre does, each with its namespace amp-<id> of Actors, Deployments and Services, put Amphitheatre's finalizer on every Playbook, and measure when each expiring one's namespace is gone.")
+	flag.DurationVar(&cfg.OwnedGrace, "owned-grace", 5*time.Minute, "With -owned, how long past the last expiry to wait for the namespaces to be gone; those left are counted, not a failure.")
 	flag.BoolVar(&cfg.PlainOthers, "plain-others", false, "The Playbooks that do not expire during the run carry no timeout annotation and live by the policy's defaultTTL (14d), as Playbooks Amphitheatre creates do until someone extends one; by default every Playbook carries its expiry.")
 	flag.IntVar(&cfg.Creators, "creators", 32, "Playbooks created in parallel.")
 	flag.IntVar(&cfg.Workers, "workers", 0, "The controller's --workers (its default when 0).")
@@ -163,6 +174,8 @@ func (c config) validate() error {
 		return errors.New("-touch-every must be positive")
 	case c.Creators < 1:
 		return errors.New("-creators must be at least 1")
+	case c.OwnedGrace < 0:
+		return errors.New("-owned-grace must not be negative")
 	}
 	return nil
 }
@@ -175,7 +188,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		return nil, err
 	}
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run `make bench`, which builds etcd and kube-apiserver and sets it")
+		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run `make bench`, which builds etcd, kube-apiserver and kube-controller-manager and sets it")
 	}
 	// envtest logs through controller-runtime, which otherwise prints a
 	// warning and a stack trace when no logger was ever set.
@@ -192,7 +205,7 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	}
 	defer os.RemoveAll(tmp)
 
-	p.say("starting etcd and kube-apiserver, building the controller")
+	p.say("starting etcd, kube-apiserver and kube-controller-manager, building the controller")
 	cl, err := startCluster(ctx, root, tmp)
 	if cl != nil {
 		defer cl.stop()
@@ -217,7 +230,11 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	}
 	p.say("idle controller: %.1f MiB resident, %.1f MiB live heap", float64(idle.proc.rss)/(1<<20), idle.metrics.HeapLive/(1<<20))
 
-	p.say("creating %d Playbooks with %d characters each, %d parallel", cfg.N, cfg.Characters, cfg.Creators)
+	owned := ""
+	if cfg.Owned {
+		owned = fmt.Sprintf(", the %d expiring with their namespaces and %d actors", cfg.Expiring, len(testenv.DefaultActors))
+	}
+	p.say("creating %d Playbooks with %d characters each%s, %d parallel", cfg.N, cfg.Characters, owned, cfg.Creators)
 	pop, err := cl.populate(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -225,13 +242,19 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	p.say("created them in %s (%.0f/s); the first due moment is %s after", pop.took.Round(time.Millisecond),
 		float64(cfg.N)/pop.took.Seconds(), time.Until(pop.firstDue).Round(time.Second))
 
-	w, err := cl.watchPlaybooks(ctx, pop)
+	w, err := cl.watchDeletions(ctx, playbooks, "Playbooks", len(pop.expiring))
 	if err != nil {
 		return nil, err
 	}
 	defer w.stop()
-
 	m := &measurement{cfg: cfg, pop: pop, cl: cl, rc: rc, w: w, p: p, idle: idle}
+	if cfg.Owned {
+		if m.ns, err = cl.watchDeletions(ctx, corev1.SchemeGroupVersion.WithResource("namespaces"), "namespaces", len(pop.expiring)); err != nil {
+			return nil, err
+		}
+		defer m.ns.stop()
+	}
+
 	before, err := cl.apiMetrics(ctx)
 	if err != nil {
 		return nil, err

@@ -27,14 +27,16 @@ import (
 	"github.com/prometheus/common/model"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
-// watcher is the bench's one watch on Playbooks: it notes when each one's
-// DELETED event arrived.
+// watcher is one of the bench's watches, on Playbooks or (-owned) on
+// namespaces: it notes when each object's DELETED event arrived.
 type watcher struct {
+	what   string
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -45,22 +47,23 @@ type watcher struct {
 	err     error
 }
 
-// watchPlaybooks watches from the collection's current version, so that
-// the objects already there are not replayed.
-func (cl *cluster) watchPlaybooks(ctx context.Context, pop *population) (*watcher, error) {
-	r := cl.meta.Resource(playbooks)
+// watchDeletions watches the resource (what names it in errors) from the
+// collection's current version, so that the objects already there are not
+// replayed; size is how many deletions to expect.
+func (cl *cluster) watchDeletions(ctx context.Context, resource schema.GroupVersionResource, what string, size int) (*watcher, error) {
+	r := cl.meta.Resource(resource)
 	list, err := r.List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
-		return nil, fmt.Errorf("read the Playbooks' resourceVersion: %w", err)
+		return nil, fmt.Errorf("read the %s' resourceVersion: %w", what, err)
 	}
 	rv := list.ResourceVersion
 	ctx, cancel := context.WithCancel(ctx)
 	wi, err := r.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("watch Playbooks: %w", err)
+		return nil, fmt.Errorf("watch %s: %w", what, err)
 	}
-	w := &watcher{cancel: cancel, done: make(chan struct{}), deleted: make(map[string]time.Time, len(pop.expiring))}
+	w := &watcher{what: what, cancel: cancel, done: make(chan struct{}), deleted: make(map[string]time.Time, size)}
 	go func() {
 		defer close(w.done)
 		for {
@@ -102,7 +105,7 @@ func (cl *cluster) watchPlaybooks(ctx context.Context, pop *population) (*watche
 func (w *watcher) fail(err error) {
 	w.mu.Lock()
 	if w.err == nil {
-		w.err = fmt.Errorf("watch Playbooks: %w", err)
+		w.err = fmt.Errorf("watch %s: %w", w.what, err)
 	}
 	w.mu.Unlock()
 }
@@ -110,6 +113,14 @@ func (w *watcher) fail(err error) {
 func (w *watcher) stop() {
 	w.cancel()
 	<-w.done
+}
+
+// deletedAt returns when name's DELETED event arrived.
+func (w *watcher) deletedAt(name string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.deleted[name]
+	return at, ok
 }
 
 // receiver is a webhook endpoint that checks each delivery's Standard
@@ -215,7 +226,7 @@ type sample struct {
 }
 
 // parseMetrics returns the samples of the named counters and gauges in a
-// Prometheus text exposition.
+// Prometheus text exposition, and of the named histograms their counts.
 func parseMetrics(text []byte, names ...string) ([]sample, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
@@ -238,6 +249,8 @@ func parseMetrics(text []byte, names ...string) ([]sample, error) {
 				s.value = m.GetCounter().GetValue()
 			case m.Gauge != nil:
 				s.value = m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				s.value = float64(m.GetHistogram().GetSampleCount())
 			default:
 				s.value = m.GetUntyped().GetValue()
 			}
@@ -256,6 +269,10 @@ type ctrlMetrics struct {
 	Errors         float64 `json:"reconcileErrors"`
 	depth          float64
 	active         float64
+	// OwnedGone counts the deleted objects whose last owned namespace the
+	// controller saw go (timeout_controller_gone_lag_seconds,
+	// what="owned").
+	OwnedGone float64 `json:"ownedGone"`
 	// Go's own account of its memory, to explain the RSS: the heap in
 	// use, the heap idle but not yet returned to the OS, stacks, and the
 	// heap size the next GC is due at.
@@ -277,7 +294,7 @@ func scrapeController(ctx context.Context, addr string) (ctrlMetrics, error) {
 	samples, err := parseMetrics(body, "controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
 		"workqueue_depth", "controller_runtime_active_workers", "go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes",
 		"go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_next_gc_bytes", "go_gc_heap_live_bytes",
-		"timeout_controller_activity_writes_total")
+		"timeout_controller_activity_writes_total", "timeout_controller_gone_lag_seconds")
 	if err != nil {
 		return ctrlMetrics{}, err
 	}
@@ -297,6 +314,10 @@ func scrapeController(ctx context.Context, addr string) (ctrlMetrics, error) {
 			m.ActivityWrites = s.value
 		case "go_gc_heap_live_bytes":
 			m.HeapLive = s.value
+		case "timeout_controller_gone_lag_seconds":
+			if s.labels["what"] == "owned" {
+				m.OwnedGone = s.value
+			}
 		}
 		if s.labels["controller"] != "object" {
 			continue
@@ -389,7 +410,9 @@ func readProc(pid int) (procStat, error) {
 }
 
 // controlPlane finds the etcd and kube-apiserver processes this process
-// started, by name, so that their CPU time can be read too.
+// started, by name, so that their CPU time can be read too. The kernel
+// keeps 15 characters of kube-controller-manager's name: startCluster
+// takes its pid from the process instead.
 func controlPlane() map[string]int {
 	out := map[string]int{}
 	entries, _ := os.ReadDir("/proc")

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 )
 
 // measurement follows one run from the controller's start to the end.
@@ -29,6 +31,8 @@ type measurement struct {
 	cl  *cluster
 	rc  *receiver
 	w   *watcher
+	// ns watches namespaces (-owned); nil otherwise.
+	ns  *watcher
 	p   *progress
 	log string
 	// idle is the controller measured alone before any Playbook existed.
@@ -118,6 +122,9 @@ func (m *measurement) measure(ctx context.Context, c *controllerProc, before api
 		}
 	}
 	stopTouching()
+	if err := m.waitOwned(ctx, c, tick); err != nil {
+		return err
+	}
 	// Anything sent twice would come within moments.
 	settle := time.Now().Add(m.cfg.Settle)
 	for time.Now().Before(settle) {
@@ -138,7 +145,53 @@ func (m *measurement) measure(ctx context.Context, c *controllerProc, before api
 	m.w.mu.Lock()
 	err = m.w.err
 	m.w.mu.Unlock()
+	if m.ns != nil {
+		m.ns.mu.Lock()
+		err = errors.Join(err, m.ns.err)
+		m.ns.mu.Unlock()
+	}
 	return err
+}
+
+// waitOwned waits (-owned) until the namespace of every expiring Playbook
+// is gone, or OwnedGrace has passed since the last expiry. Namespaces left
+// then are counted in the report, not a failure: how fast they go is
+// kube-controller-manager's to say.
+func (m *measurement) waitOwned(ctx context.Context, c *controllerProc, tick *time.Ticker) error {
+	if m.ns == nil {
+		return nil
+	}
+	deadline := m.pop.lastDue.Add(m.cfg.OwnedGrace)
+	next := time.Now()
+	for {
+		gone := m.namespacesGone()
+		if gone == len(m.pop.expiring) {
+			m.p.say("all %d namespaces gone", gone)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			m.p.say("%d of %d namespaces gone %s after the last expiry; stopped waiting", gone, len(m.pop.expiring), m.cfg.OwnedGrace)
+			return nil
+		}
+		if time.Now().After(next) {
+			m.p.say("%d of %d namespaces gone", gone, len(m.pop.expiring))
+			next = next.Add(10 * time.Second)
+		}
+		if err := m.wait(ctx, c, tick, time.Time{}); err != nil {
+			return err
+		}
+	}
+}
+
+// namespacesGone counts the expiring Playbooks whose namespace is gone.
+func (m *measurement) namespacesGone() int {
+	gone := 0
+	for _, name := range m.pop.expiring {
+		if _, ok := m.ns.deletedAt(testenv.Namespace(name)); ok {
+			gone++
+		}
+	}
+	return gone
 }
 
 // profileCPU profiles the controller and the API server (on two cores,
@@ -241,6 +294,10 @@ type report struct {
 
 	Deletion lagStats `json:"deletion"`
 	Reminder lagStats `json:"reminder"`
+	// Owned is, with -owned, from each expiring Playbook's expiry to its
+	// namespace amp-<id> gone (DELETED): the last object it owned gone.
+	// Its Missing are the namespaces still there at the end.
+	Owned *lagStats `json:"owned,omitempty"`
 	// SlowReminder is, for the -slow Playbooks, when the slow SMTP server
 	// accepted each one's reminder, less the second they all fell due.
 	SlowReminder *lagStats `json:"slowReminder,omitempty"`
@@ -272,9 +329,10 @@ type report struct {
 	RSSFileAtSyncBytes int64   `json:"rssFileAtSyncBytes"`
 	CPUSeconds         float64 `json:"cpuSeconds"`
 	CPUSecondsAtSync   float64 `json:"cpuSecondsAtSync"`
-	// OtherCPUSeconds is the CPU time etcd, kube-apiserver and the bench
-	// itself spent during the initial sync and after it, by process: they
-	// share the machine with the controller.
+	// OtherCPUSeconds is the CPU time etcd, kube-apiserver,
+	// kube-controller-manager and the bench itself spent during the
+	// initial sync and after it, by process: they share the machine with
+	// the controller.
 	OtherCPUSeconds struct {
 		InitialSync map[string]float64 `json:"initialSync"`
 		AfterSync   map[string]float64 `json:"afterSync"`
@@ -369,6 +427,9 @@ func (m *measurement) report() *report {
 	r.Deletion.Duplicates = m.w.repeats
 	m.w.mu.Unlock()
 	r.Deletion.fill(len(m.pop.expiring), lags)
+	if m.ns != nil {
+		r.Owned = m.ownedLags()
+	}
 
 	m.rc.mu.Lock()
 	lags = lags[:0]
@@ -402,6 +463,29 @@ func (m *measurement) report() *report {
 		r.Reminder.fill(len(m.pop.expiring), lags)
 	}
 	return r
+}
+
+// ownedLags are the lags from each expiring Playbook's expiry to its
+// namespace gone.
+func (m *measurement) ownedLags() *lagStats {
+	s := &lagStats{}
+	var lags []time.Duration
+	for _, name := range m.pop.expiring {
+		at, ok := m.ns.deletedAt(testenv.Namespace(name))
+		if !ok {
+			continue
+		}
+		lag := at.Sub(m.pop.expiresAt[name])
+		if lag < 0 {
+			s.Early++
+		}
+		lags = append(lags, lag)
+	}
+	m.ns.mu.Lock()
+	s.Duplicates = m.ns.repeats
+	m.ns.mu.Unlock()
+	s.fill(len(m.pop.expiring), lags)
+	return s
 }
 
 func (s *lagStats) fill(expected int, lags []time.Duration) {
@@ -514,12 +598,17 @@ func (r *report) print(out io.Writer) {
 	fact("", "at end: %s", heap(r.Controller))
 	fact("controller CPU", "%.2fs (%.2fs at sync)", r.CPUSeconds, r.CPUSecondsAtSync)
 	others := func(m map[string]float64) string {
-		return fmt.Sprintf("kube-apiserver %.1fs, etcd %.1fs, bench %.1fs", m["kube-apiserver"], m["etcd"], m["bench"])
+		return fmt.Sprintf("kube-apiserver %.1fs, etcd %.1fs, kube-controller-manager %.1fs, bench %.1fs",
+			m["kube-apiserver"], m["etcd"], m["kube-controller-manager"], m["bench"])
 	}
 	fact("other CPU, initial sync", "%s", others(r.OtherCPUSeconds.InitialSync))
 	fact("other CPU, after sync", "%s", others(r.OtherCPUSeconds.AfterSync))
 	fact("object reconciles", "%.0f (%.0f errors)", r.Controller.Reconciles, r.Controller.Errors)
 	fact("other messages", "%v, %d refused, redelivered by id %v", r.Messages, r.Refused, r.Redelivered)
+	if o := r.Owned; o != nil {
+		fact("owned namespaces", "%d of %d gone within %s of the last expiry, %d left; the controller saw %.0f reclaimed",
+			o.Observed, o.Expected, c.OwnedGrace, o.Missing, r.Controller.OwnedGone)
+	}
 	if t := r.Touch; t != nil {
 		fact("activity", "%d Playbooks edited every %s for %.0fs under idleTTL %s: %d edits (%d failed)",
 			t.Objects, c.TouchEvery, t.Seconds, c.IdleTTL, t.Edits, t.Failed)
@@ -530,7 +619,7 @@ func (r *report) print(out io.Writer) {
 	for _, l := range []struct {
 		name string
 		s    lagStats
-	}{{"deletion", r.Deletion}, {"reminder", r.Reminder}, {"reminder, slow SMTP", deref(r.SlowReminder)}} {
+	}{{"deletion", r.Deletion}, {"owned gone (namespace)", deref(r.Owned)}, {"reminder", r.Reminder}, {"reminder, slow SMTP", deref(r.SlowReminder)}} {
 		if l.s.Expected == 0 {
 			continue
 		}
@@ -554,6 +643,9 @@ func (r *report) print(out io.Writer) {
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.API.Watches)) {
 		fmt.Fprintf(out, "%-26s %12.0f %12s %14s\n", k+" (open)", r.API.Watches[k], "", "")
+	}
+	if c.Owned {
+		fmt.Fprintln(out, "(with -owned these include kube-controller-manager's requests: garbage collection and namespace deletion)")
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintln(out, "problem:", p)

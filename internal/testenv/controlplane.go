@@ -42,6 +42,10 @@ var Controllers = []string{
 	"serviceaccount-token-controller",
 }
 
+// ServiceCIDR is the plane's Service ClusterIP range: room for the
+// Services of some 30,000 Playbooks deployed with DefaultActors.
+const ServiceCIDR = "10.0.0.0/16"
+
 // Options say what to start.
 type Options struct {
 	// Root is the repository, where the CRDs are read from.
@@ -78,6 +82,9 @@ func Start(ctx context.Context, opts Options) (*Plane, error) {
 		},
 		ErrorIfCRDPathMissing: true,
 	}}
+	// envtest's default range, a /24, has ClusterIPs for the Services of
+	// about a hundred Playbooks that Deploy made; the bench makes thousands.
+	p.Env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", ServiceCIDR)
 	cfg, err := p.Env.Start()
 	if err != nil {
 		return p, fmt.Errorf("start etcd and kube-apiserver: %w", err)
