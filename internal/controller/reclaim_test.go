@@ -105,7 +105,9 @@ func TestADeleteThatLeavesTheObjectInTerminatingIsAcceptedNotFailed(t *testing.T
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(testScheme(t)).Build(), interceptor.Funcs{
-				Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error { return tt.deleteErr },
+				Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error {
+					return tt.deleteErr
+				},
 			})
 			r := &ObjectReconciler{Client: c}
 			obj := newMetadata(gvk)
