@@ -160,7 +160,7 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 
 	// No label names an object: only these, whose values are policies,
 	// channels and fixed sets.
-	allowed := map[string]bool{"policy": true, "channel": true, "type": true, "result": true, "cap": true, "annotation": true, "within": true}
+	allowed := map[string]bool{"policy": true, "channel": true, "type": true, "result": true, "cap": true, "annotation": true, "within": true, "what": true}
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
