@@ -129,28 +129,32 @@ func TestSmoke(t *testing.T) {
 			t.Error("the JSON has an owned lag without -owned")
 		}
 	})
-	t.Run("with -owned, measures when each expiring Playbook's namespace is gone", func(t *testing.T) {
-		rep, out := smokeOwned(t)
-		if d := rep.Deletion; d.Observed != 5 || d.Missing != 0 || d.Early != 0 {
-			t.Errorf("deletion: observed %d, missing %d, early %d; want 5, 0, 0 (the finalizer's stand-in releases them)", d.Observed, d.Missing, d.Early)
+	t.Run("with -owned, measures when each expiring Playbook's namespace is gone", checkOwned)
+}
+
+// checkOwned runs the bench with -owned and checks what it reports of the
+// namespaces.
+func checkOwned(t *testing.T) {
+	rep, out := smokeOwned(t)
+	if d := rep.Deletion; d.Observed != 5 || d.Missing != 0 || d.Early != 0 {
+		t.Errorf("deletion: observed %d, missing %d, early %d; want 5, 0, 0 (the finalizer's stand-in releases them)", d.Observed, d.Missing, d.Early)
+	}
+	o := rep.Owned
+	if o == nil {
+		t.Fatal("no owned lag in the report")
+	}
+	if o.Expected != 5 || o.Observed != 5 || o.Missing != 0 || o.Early != 0 || o.Duplicates != 0 {
+		t.Errorf("owned: expected %d, observed %d, missing %d, early %d, duplicates %d; want 5, 5, 0, 0, 0",
+			o.Expected, o.Observed, o.Missing, o.Early, o.Duplicates)
+	}
+	if o.P50 < rep.Deletion.P50 || o.Max <= 0 {
+		t.Errorf("owned lag p50 %.1f ms, max %.1f ms: want the namespaces gone after the Playbooks (deletion p50 %.1f ms)", o.P50, o.Max, rep.Deletion.P50)
+	}
+	for _, want := range []string{"owned gone (namespace)", "owned namespaces", "kube-controller-manager"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table has no %q", want)
 		}
-		o := rep.Owned
-		if o == nil {
-			t.Fatal("no owned lag in the report")
-		}
-		if o.Expected != 5 || o.Observed != 5 || o.Missing != 0 || o.Early != 0 || o.Duplicates != 0 {
-			t.Errorf("owned: expected %d, observed %d, missing %d, early %d, duplicates %d; want 5, 5, 0, 0, 0",
-				o.Expected, o.Observed, o.Missing, o.Early, o.Duplicates)
-		}
-		if o.P50 < rep.Deletion.P50 || o.Max <= 0 {
-			t.Errorf("owned lag p50 %.1f ms, max %.1f ms: want the namespaces gone after the Playbooks (deletion p50 %.1f ms)", o.P50, o.Max, rep.Deletion.P50)
-		}
-		for _, want := range []string{"owned gone (namespace)", "owned namespaces", "kube-controller-manager"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("the table has no %q", want)
-			}
-		}
-	})
+	}
 }
 
 // smokeOwned runs the bench with -owned on a handful of Playbooks, each

@@ -17,6 +17,18 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/match"
 )
 
+// writeDeletion says that an object in Terminating is being deleted, and
+// what holds it; nothing when d is nil.
+func writeDeletion(w io.Writer, d *DeletionInfo, now time.Time) {
+	if d == nil {
+		return
+	}
+	since := time.Time(d.Since)
+	fmt.Fprintln(w, "\nDeletion:")
+	fmt.Fprintf(w, "  it is being deleted: in Terminating since %s (%s)\n", formatTime(since), relative(since, now))
+	fmt.Fprintln(w, "  "+heldBy(d.Finalizers))
+}
+
 func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 	o := x.Object
 	head := strings.ToLower(o.Kind) + "/" + o.Name
@@ -50,12 +62,7 @@ func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 		}
 	}
 	_ = tw.Flush()
-	if d := x.Deletion; d != nil {
-		since := time.Time(d.Since)
-		fmt.Fprintln(w, "\nDeletion:")
-		fmt.Fprintf(w, "  it is being deleted: in Terminating since %s (%s)\n", formatTime(since), relative(since, now))
-		fmt.Fprintln(w, "  "+heldBy(d.Finalizers))
-	}
+	writeDeletion(w, x.Deletion, now)
 	if x.Policy == "" {
 		fmt.Fprintln(w, "\nNo policy governs it: the timeout-controller leaves it alone.")
 		return

@@ -198,10 +198,10 @@ func RunFinalizer(ctx context.Context, cfg *rest.Config) (wait func(), err error
 // that the finalizers are still the ones it read; a conflict is followed
 // by the update that caused it, which brings another try.
 func removeFinalizer(ctx context.Context, mc metadata.Interface, pb *metav1.PartialObjectMetadata) {
-	rest := slices.DeleteFunc(slices.Clone(pb.Finalizers), func(f string) bool { return f == Finalizer })
+	others := slices.DeleteFunc(slices.Clone(pb.Finalizers), func(f string) bool { return f == Finalizer })
 	patch, _ := json.Marshal([]map[string]any{
 		{"op": "test", "path": "/metadata/finalizers", "value": pb.Finalizers},
-		{"op": "replace", "path": "/metadata/finalizers", "value": rest},
+		{"op": "replace", "path": "/metadata/finalizers", "value": others},
 	})
 	for attempt := 0; attempt < 5 && ctx.Err() == nil; attempt++ {
 		_, err := mc.Resource(Playbooks).Patch(ctx, pb.Name, types.JSONPatchType, patch, metav1.PatchOptions{})

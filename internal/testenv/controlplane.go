@@ -104,11 +104,14 @@ func (p *Plane) Stop() error {
 	var errs []error
 	if p.ControllerManager != nil {
 		_ = p.ControllerManager.Signal(syscall.SIGTERM)
+		// Its exit status after a signal of ours says nothing.
 		select {
-		case <-p.done:
+		case exit := <-p.done:
+			_ = exit
 		case <-time.After(10 * time.Second):
 			_ = p.ControllerManager.Kill()
-			<-p.done
+			exit := <-p.done
+			_ = exit
 		}
 	}
 	if p.Env != nil {
