@@ -18,7 +18,7 @@ import (
 // may be slow, but it must never delete early or remind twice.
 func TestSmoke(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, which builds etcd and kube-apiserver and sets it")
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, which builds the control plane (etcd, kube-apiserver, kube-controller-manager) and sets it")
 	}
 	cfg := config{
 		N: 200, Expiring: 150, Burst: 50, Window: 4 * time.Second, Reminders: 3 * time.Second,
@@ -28,18 +28,7 @@ func TestSmoke(t *testing.T) {
 		// under an idleTTL whose write window is a second.
 		Touch: 0.1, TouchEvery: 500 * time.Millisecond, TouchFor: 4 * time.Second, IdleTTL: 20 * time.Second,
 	}
-	var progress bytes.Buffer
-	rep, err := run(t.Context(), cfg, &progress)
-	t.Logf("progress:\n%s", progress.String())
-	if rep == nil {
-		t.Fatalf("run: %v", err)
-	}
-	var out bytes.Buffer
-	rep.print(&out)
-	t.Logf("report:\n%s", out.String())
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	rep, printed := runBench(t, cfg)
 
 	t.Run("deletes every expiring Playbook and none early", func(t *testing.T) {
 		d := rep.Deletion
@@ -98,7 +87,7 @@ func TestSmoke(t *testing.T) {
 	})
 	t.Run("prints one table and writes JSON with every field", func(t *testing.T) {
 		for _, want := range []string{"cold start", "controller idle", "live heap per object", "controller peak RSS", "controller CPU", "deletion", "reminder", "DELETE playbooks"} {
-			if !strings.Contains(out.String(), want) {
+			if !strings.Contains(printed, want) {
 				t.Errorf("the table has no %q", want)
 			}
 		}
@@ -168,6 +157,14 @@ func smokeOwned(t *testing.T) (*report, string) {
 		Characters: 3, Creators: 4, Log: filepath.Join(t.TempDir(), "controller.log"),
 		Owned: true, OwnedGrace: 2 * time.Minute,
 	}
+	return runBench(t, cfg)
+}
+
+// runBench runs the bench with cfg, logs its progress and report, and
+// returns the report and the printed table; it fails the test when the run
+// failed.
+func runBench(t *testing.T, cfg config) (*report, string) {
+	t.Helper()
 	var progress bytes.Buffer
 	rep, err := run(t.Context(), cfg, &progress)
 	t.Logf("progress:\n%s", progress.String())

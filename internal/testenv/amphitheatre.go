@@ -165,6 +165,10 @@ func deployActor(ctx context.Context, c client.Client, ns string, owner metav1.O
 // deleted: it removes its finalizer, and leaves any other. It runs until
 // ctx ends; the returned function waits for it to have stopped.
 func RunFinalizer(ctx context.Context, cfg *rest.Config) (wait func(), err error) {
+	// A controller of its own, not held back by client-go's default limit
+	// of 5 requests a second: a burst of deletions would wait on it.
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = -1, 0
 	mc, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return nil, err

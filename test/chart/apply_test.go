@@ -95,7 +95,7 @@ func apiServer(t *testing.T) {
 
 func startAPIServer() error {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return fmt.Errorf("KUBEBUILDER_ASSETS is not set: run `make test`, which builds etcd and kube-apiserver (make control-plane) and sets it")
+		return fmt.Errorf("KUBEBUILDER_ASSETS is not set: run `make test`, which builds the control plane (make control-plane) and sets it")
 	}
 	server.env = &envtest.Environment{
 		CRDDirectoryPaths: []string{

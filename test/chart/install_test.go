@@ -22,7 +22,7 @@ import (
 // its own, without the chart's CRD, so that Helm installs it from crds/.
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, which builds etcd and kube-apiserver (make control-plane) and sets it")
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, which builds the control plane (make control-plane) and sets it")
 	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(root, "third_party", "amphitheatre", "crds")},

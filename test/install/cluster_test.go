@@ -65,7 +65,7 @@ var saUser = "system:serviceaccount:" + namespace + ":" + serviceAccount
 // hand the Lease back, without one request being forbidden.
 func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, which builds etcd and kube-apiserver and sets it")
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, which builds the control plane (etcd, kube-apiserver, kube-controller-manager) and sets it")
 	}
 	manifests := decode(t, kustomize(t, "config/default"))
 	binary := buildController(t)

@@ -138,6 +138,10 @@ var (
 // until stopController.
 func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, error) {
 	restConfig, testScheme = cfg, scheme
+	// The client limits the controller ships with (--kube-api-qps and
+	// --kube-api-burst), not client-go's defaults.
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 200, 500
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
