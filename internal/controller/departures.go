@@ -15,9 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/decide"
 )
 
 // stuckAfter is how long an object may stay in Terminating before the
@@ -243,6 +246,10 @@ func (d departure) record(now time.Time, t audit.Type, detail string) audit.Reco
 // terminating follows an object in Terminating, and warns once when it
 // has been there for stuckAfter, naming the finalizers left.
 func (r *ObjectReconciler) terminating(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) ctrl.Result {
+	if !r.governed(ctx, key, obj) {
+		// Another's object: neither counted nor warned about.
+		return ctrl.Result{}
+	}
 	warn, again := r.departures.inTerminating(key, obj.DeletionTimestamp.Time, r.Clock.Now())
 	if !warn {
 		return ctrl.Result{RequeueAfter: again}
@@ -267,4 +274,16 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// governed reports whether a policy governs obj, as it stands: for an
+// object in Terminating, whether one did when it was deleted. An error
+// reading the policies counts as no.
+func (r *ObjectReconciler) governed(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) bool {
+	var policies v1alpha1.TimeoutPolicyList
+	if err := r.Client.List(ctx, &policies, client.UnsafeDisableDeepCopy); err != nil {
+		return false
+	}
+	c, err := decide.Governing(policies.Items, key.GVK, r.describe(ctx, obj))
+	return err == nil && c != nil
 }

@@ -356,6 +356,12 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 			wantResult: ctrl.Result{RequeueAfter: time.Second},
 		},
 		{
+			name:    "says nothing about an object no policy governs that is stuck in Terminating",
+			objects: []client.Object{newPolicy("dev", inNamespaces(dev)), newNamespace("team-a", map[string]string{"env": "prod"})},
+			object:  newConfigMap("scratch", ttl("1s"), deletingSince),
+			now:     t0.Add(1000 * time.Hour),
+		},
+		{
 			name:       "warns that an object in Terminating for longer than stuckAfter is stuck, and deletes nothing",
 			objects:    []client.Object{newPolicy("configmaps")},
 			object:     newConfigMap("scratch", ttl("1s"), deletingSince),
