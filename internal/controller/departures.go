@@ -15,12 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
-	"github.com/amphitheatre-app/timeout-controller/internal/decide"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
 // stuckAfter is how long an object may stay in Terminating before the
@@ -234,7 +232,7 @@ func (r *ObjectReconciler) reclaimed(ctx context.Context, d departure, now time.
 	lag := now.Sub(d.due)
 	goneLag.WithLabelValues("owned").Observe(lag.Seconds())
 	r.writeAudit(ctx, d.record(now, audit.Reclaimed, fmt.Sprintf("the last of %s it owned gone %s after it fell due",
-		plural(d.owned, "namespace"), lag.Round(time.Millisecond))))
+		notify.Plural(d.owned, "namespace"), lag.Round(time.Millisecond))))
 }
 
 // record is an audit record about d.
@@ -269,21 +267,10 @@ func (r *ObjectReconciler) terminating(ctx context.Context, key Key, obj *metav1
 	return ctrl.Result{}
 }
 
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
 // governed reports whether a policy governs obj, as it stands: for an
 // object in Terminating, whether one did when it was deleted. An error
 // reading the policies counts as no.
 func (r *ObjectReconciler) governed(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) bool {
-	var policies v1alpha1.TimeoutPolicyList
-	if err := r.Client.List(ctx, &policies, client.UnsafeDisableDeepCopy); err != nil {
-		return false
-	}
-	c, err := decide.Governing(policies.Items, key.GVK, r.describe(ctx, obj))
+	c, err := r.governing(ctx, key.GVK, obj)
 	return err == nil && c != nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -90,6 +91,18 @@ func (r *ObjectReconciler) decide(ctx context.Context, key Key, obj *metav1.Part
 	return ev, plan, nil
 }
 
+// governing returns the policy that governs obj of kind gvk, nil when none
+// does.
+func (r *ObjectReconciler) governing(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) (*match.Candidate, error) {
+	var policies v1alpha1.TimeoutPolicyList
+	// Read only: the evaluation keeps pointers into the list, and nothing
+	// changes them.
+	if err := r.Client.List(ctx, &policies, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list policies: %w", err)
+	}
+	return decide.Governing(policies.Items, gvk, r.describe(ctx, obj))
+}
+
 // evaluate finds the policy that governs obj and what it makes of obj. It
 // returns nil when no valid policy governs obj, which is then left alone.
 func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) (*evaluation, error) {
@@ -99,13 +112,7 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 		// them must not delete the messages they hold.
 		return nil, nil
 	}
-	var policies v1alpha1.TimeoutPolicyList
-	// Read only: the evaluation keeps pointers into the list, and nothing
-	// changes them.
-	if err := r.Client.List(ctx, &policies, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list policies: %w", err)
-	}
-	c, err := decide.Governing(policies.Items, gvk, r.describe(ctx, obj))
+	c, err := r.governing(ctx, gvk, obj)
 	if err != nil || c == nil {
 		return nil, err
 	}

@@ -94,7 +94,7 @@ func (r *Reclaimed) String() string {
 	cpu := resource.NewMilliQuantity(r.CPUMillis, resource.DecimalSI)
 	mem := resource.NewQuantity(r.MemoryBytes, resource.BinarySI)
 	return fmt.Sprintf("%s, %s (%s), %s CPU and %s of memory requested",
-		plural(len(r.Namespaces), "namespace"), plural(r.Objects, "object"), plural(r.Pods, "Pod"), cpu, mem)
+		Plural(len(r.Namespaces), "namespace"), Plural(r.Objects, "object"), Plural(r.Pods, "Pod"), cpu, mem)
 }
 
 // NewID returns the message ID for an object, expiry, event type and stage.

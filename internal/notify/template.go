@@ -84,13 +84,13 @@ func Relative(t, now time.Time) string {
 	var s string
 	switch {
 	case d >= 48*time.Hour:
-		s = plural(int((d+12*time.Hour)/(24*time.Hour)), "day")
+		s = Plural(int((d+12*time.Hour)/(24*time.Hour)), "day")
 	case d >= 2*time.Hour:
-		s = plural(int((d+30*time.Minute)/time.Hour), "hour")
+		s = Plural(int((d+30*time.Minute)/time.Hour), "hour")
 	case d >= 2*time.Minute:
-		s = plural(int((d+30*time.Second)/time.Minute), "minute")
+		s = Plural(int((d+30*time.Second)/time.Minute), "minute")
 	default:
-		s = plural(int((d+500*time.Millisecond)/time.Second), "second")
+		s = Plural(int((d+500*time.Millisecond)/time.Second), "second")
 	}
 	if past {
 		return s + " ago"
@@ -98,7 +98,8 @@ func Relative(t, now time.Time) string {
 	return "in " + s
 }
 
-func plural(n int, unit string) string {
+// Plural writes n and unit, with an s when n is not 1: "1 day", "3 days".
+func Plural(n int, unit string) string {
 	if n == 1 {
 		return "1 " + unit
 	}
