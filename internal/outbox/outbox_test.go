@@ -6,6 +6,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -468,5 +469,24 @@ func TestExportsTheGivenUpCountOfEachChannelAtZeroBeforeAnythingIsLost(t *testin
 				}
 			}
 		})
+	}
+}
+
+// A leader that takes over reads the deleted message as it was written,
+// with what the deleted object's namespaces held.
+func TestAnEntryReadBackKeepsWhatTheDeletionFreed(t *testing.T) {
+	f := newFixture(t)
+	e := entry("u1", "email")
+	freed := &notify.Reclaimed{Namespaces: []string{"amp-u1"}, Objects: 11, Pods: 3, CPUMillis: 1000, MemoryBytes: 1 << 30}
+	e.Messages[1].Message.Reclaimed = freed
+	f.prepare(e)
+
+	entries, errs, err := f.o.Store.List(context.Background())
+	if err != nil || len(errs) > 0 || len(entries) != 1 {
+		t.Fatalf("List = %d entries, %v, %v; want the one written", len(entries), errs, err)
+	}
+	got := entries[0].Messages[1].Message
+	if got.Type != v1alpha1.EventDeleted || got.Reclaimed == nil || !reflect.DeepEqual(*got.Reclaimed, *freed) {
+		t.Errorf("deleted message read back with %+v, want %+v", got.Reclaimed, freed)
 	}
 }
