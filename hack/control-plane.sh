@@ -2,8 +2,11 @@
 # Builds etcd, kube-apiserver and kube-controller-manager from their Go
 # modules into a version-keyed cache under bin/, reuses it when present, and
 # prints the directory last so callers can use it as KUBEBUILDER_ASSETS.
-# kube-apiserver and kube-controller-manager come from one k8s.io/kubernetes
-# module and one build, so they are always the same version.
+#
+# With --node it also builds kube-scheduler, kubelet, kube-proxy and
+# kubectl, what hack/cluster needs for a one-node cluster. Every Kubernetes
+# binary comes from one k8s.io/kubernetes module and one build, so they are
+# always the same version.
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.36.3}
@@ -12,7 +15,16 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir="$root/bin/control-plane/kube-${KUBE_VERSION}_etcd-${ETCD_VERSION}"
 
-if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/kube-controller-manager" ] && [ -x "$dir/etcd" ]; then
+commands=(kube-apiserver kube-controller-manager)
+if [ "${1:-}" = "--node" ]; then
+  commands+=(kube-scheduler kubelet kube-proxy kubectl)
+fi
+missing=()
+for c in "${commands[@]}"; do
+  [ -x "$dir/$c" ] || missing+=("$c")
+done
+
+if [ -x "$dir/etcd" ] && [ ${#missing[@]} -eq 0 ]; then
   echo "$dir"
   exit 0
 fi
@@ -34,10 +46,17 @@ if [ ! -x "$dir/etcd" ]; then
   mv "$dir/etcd.tmp" "$dir/etcd"
 fi
 
-if [ ! -x "$dir/kube-apiserver" ] || [ ! -x "$dir/kube-controller-manager" ]; then
-  echo "building kube-apiserver and kube-controller-manager $KUBE_VERSION (about six minutes)" >&2
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "building ${missing[*]} $KUBE_VERSION (about six minutes for the first two, four more for the node's)" >&2
   mkdir -p "$work/kube"
   staging=v0.${KUBE_VERSION#v1.}
+  pkgs=()
+  for c in "${missing[@]}"; do
+    case $c in
+      kubectl) pkgs+=(k8s.io/kubernetes/cmd/kubectl) ;;
+      *) pkgs+=("k8s.io/kubernetes/cmd/$c") ;;
+    esac
+  done
   (
     cd "$work/kube"
     go mod init local/kube-build >/dev/null 2>&1
@@ -48,16 +67,21 @@ if [ ! -x "$dir/kube-apiserver" ] || [ ! -x "$dir/kube-controller-manager" ]; th
       go mod edit -replace "$m=$m@$staging"
     done
     go mod edit -require "k8s.io/kubernetes@$KUBE_VERSION"
-    printf 'package main\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n)\n' > tools.go
+    {
+      printf 'package main\n\nimport (\n'
+      for p in "${pkgs[@]}"; do printf '\t_ "%s"\n' "$p"; done
+      printf ')\n'
+    } > tools.go
     go mod tidy >/dev/null 2>&1 || true
     minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
     pkg=k8s.io/component-base/version
     ldflags="-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
     mkdir -p "$work/out"
-    go build -trimpath -ldflags "$ldflags" -o "$work/out/" \
-      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+    go build -trimpath -ldflags "$ldflags" -o "$work/out/" "${pkgs[@]}"
   )
-  mv "$work/out/kube-apiserver" "$work/out/kube-controller-manager" "$dir/"
+  for c in "${missing[@]}"; do
+    mv "$work/out/$c" "$dir/"
+  done
 fi
 
 echo "$dir"

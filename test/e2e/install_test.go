@@ -1,0 +1,156 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
+)
+
+// actors are what each reclaimed Playbook runs on the node: small, so
+// that a two-core machine schedules them all.
+var actors = []testenv.Actor{
+	{Name: "web", Replicas: 2, CPU: "10m", Memory: "16Mi"},
+	{Name: "db", Replicas: 1, CPU: "10m", Memory: "16Mi"},
+}
+
+// The schedule of the suite's policy: one reminder 40s before expiry, and
+// at least 20s between it and the deletion.
+const (
+	reminderLead  = "40s"
+	minimumNotice = "20s"
+)
+
+// TestHelmChart installs the chart with two replicas under a release name
+// and in a namespace that are not the defaults, then reclaims a Playbook
+// that runs Pods, fails over, upgrades, and scrapes the metrics.
+func TestHelmChart(t *testing.T) {
+	const namespace, release = "platform-tc", "reclaimer"
+	ctx := t.Context()
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, fmt.Appendf(nil, `image:
+  tag: %s
+replicaCount: 2
+admissionPolicy:
+  enabled: true
+policy:
+  defaultTTL: 1h
+  reminders: [%s]
+  minimumNotice: %s
+  notifications:
+    email:
+      enabled: true
+      host: %q
+      port: %d
+      security: None
+      from: timeout@e2e.test
+      to: [platform@e2e.test]
+`, tagV1, reminderLead, minimumNotice, inbox.host, inbox.port), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	chart := filepath.Join(root, "charts", "timeout-controller")
+	if _, err := command(ctx, helm, "install", release, chart, "--namespace", namespace, "--create-namespace", "--values", values); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := command(context.Background(), helm, "uninstall", release, "--namespace", namespace, "--wait", "--timeout=2m"); err != nil {
+			t.Error(err)
+		}
+	})
+
+	pods := ready(t, namespace, 2, repository+":"+tagV1)
+	first := leader(t, namespace, "")
+	t.Logf("Ready: %s and %s; %s leads", pods[0].Name, pods[1].Name, first)
+	secured(t, pods)
+
+	d := watchDeletions(t)
+	// Reclaimed: a Playbook whose namespace runs Pods on the node.
+	reclaim := createPlaybook(t, "e2e-helm-reclaim", 75*time.Second, actors)
+	// Failover: the leader stops right after this one's reminder went out.
+	failover := createPlaybook(t, "e2e-helm-failover", 90*time.Second, nil)
+	// Upgrade: these expire while the new image rolls out.
+	var upgrade []*playbook
+	for i, ttl := range []time.Duration{130, 145, 160, 175} {
+		upgrade = append(upgrade, createPlaybook(t, fmt.Sprintf("e2e-helm-upgrade-%d", i), ttl*time.Second, nil))
+	}
+	podsRunning(t, reclaim.name, 3)
+
+	eventually(t, 2*time.Minute, "the reminder of "+failover.name, func(context.Context) error {
+		if n := len(inbox.received("reminder", failover.name)); n == 0 {
+			return fmt.Errorf("no reminder yet")
+		}
+		return nil
+	})
+	if _, err := kube(ctx, "-n", namespace, "delete", "pod", first, "--wait=false"); err != nil {
+		t.Fatal(err)
+	}
+	second := leader(t, namespace, first)
+	t.Logf("%s deleted; %s leads", first, second)
+
+	reclaim.gone(t, d, 2*time.Minute)
+	reclaimed(t, reclaim.name)
+	failover.gone(t, d, 2*time.Minute)
+
+	if _, err := command(ctx, helm, "upgrade", release, chart, "--namespace", namespace, "--values", values, "--set", "image.tag="+tagV2); err != nil {
+		t.Fatal(err)
+	}
+	pods = ready(t, namespace, 2, repository+":"+tagV2)
+	leader(t, namespace, "")
+	for _, p := range upgrade {
+		p.gone(t, d, 3*time.Minute)
+	}
+
+	all := append([]*playbook{reclaim, failover}, upgrade...)
+	var names []string
+	for _, p := range all {
+		names = append(names, p.name)
+		if n := len(inbox.received("reminder", p.name)); n != 1 {
+			t.Errorf("Playbook %s: %d reminders, want 1", p.name, n)
+		}
+		if l := inbox.received("reminder", p.name); len(l) == 1 && !strings.Contains(strings.Join(l[0].to, ","), "platform@e2e.test") {
+			t.Errorf("Playbook %s: its reminder went to %v", p.name, l[0].to)
+		}
+	}
+	inbox.noneTwice(t, names)
+
+	reader := token(t, namespace, "e2e-scraper", "timeout-controller-metrics-reader")
+	if code, body := scrape(t, namespace, reader); code != 200 || !strings.Contains(body, "timeout_controller_") {
+		t.Errorf("/metrics with a metrics-reader token: %d, want 200 with the controller's metrics", code)
+	}
+	stranger := token(t, namespace, "e2e-stranger", "")
+	if code, _ := scrape(t, namespace, stranger); code != 403 {
+		t.Errorf("/metrics with a token not allowed to read it: %d, want 403", code)
+	}
+	if code, _ := scrape(t, namespace, ""); code != 401 {
+		t.Errorf("/metrics with no token: %d, want 401", code)
+	}
+	secured(t, pods)
+	events(t, namespace)
+}
+
+// events logs the Warning Events of the controller's namespace, which
+// say what went wrong when a check above failed.
+func events(t *testing.T, namespace string) {
+	t.Helper()
+	var list corev1.EventList
+	if err := k8s.List(t.Context(), &list, client.InNamespace(namespace)); err != nil {
+		t.Log(err)
+		return
+	}
+	for _, e := range list.Items {
+		if e.Type == corev1.EventTypeWarning && e.Reason != "MissingClusterDNS" {
+			t.Logf("Warning %s %s/%s: %s", e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
+		}
+	}
+}
