@@ -252,9 +252,11 @@ func (p *playbook) gone(t *testing.T, d *deletions, timeout time.Duration) {
 	}
 	p.deleted = at
 	// Both times are whole seconds, as the controller reads them.
-	if expiry := p.created.Add(p.ttl); at.Before(expiry) {
+	expiry := p.created.Add(p.ttl)
+	if at.Before(expiry) {
 		t.Errorf("Playbook %s was deleted at %s, before its expiry at %s", p.name, at.Format(time.RFC3339), expiry.Format(time.RFC3339))
 	}
+	t.Logf("Playbook %s deleted %s after its expiry", p.name, at.Sub(expiry))
 }
 
 // podsRunning waits until every Pod of the Playbook's namespace runs.
