@@ -20,11 +20,12 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify/httpsend"
 )
 
 // DefaultTimeout bounds one post to the webhook, from dialling to the
 // end of the response.
-const DefaultTimeout = 10 * time.Second
+const DefaultTimeout = httpsend.DefaultTimeout
 
 // Kind is the Slack kind of channel: NotificationChannelSpec.Slack.
 var Kind = notify.Kind{Name: kindName, Build: factory}
@@ -93,21 +94,13 @@ type Option func(*notifier)
 // DefaultTimeout. A d of zero or less keeps the default: a post without a
 // bound could hold up the caller's retries for good.
 func WithTimeout(d time.Duration) Option {
-	return func(n *notifier) {
-		if d > 0 {
-			n.client.Timeout = d
-		}
-	}
+	return func(n *notifier) { httpsend.SetTimeout(n.client, d) }
 }
 
 // WithTLSConfig verifies the receiver with tc (a channel's own CA bundle
 // and server name) instead of the system roots.
 func WithTLSConfig(tc *tls.Config) Option {
-	return func(n *notifier) {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.TLSClientConfig = tc.Clone()
-		n.client.Transport = t
-	}
+	return func(n *notifier) { httpsend.SetTLS(n.client, tc) }
 }
 
 // New returns a notifier that posts to the incoming webhook at webhookURL
@@ -116,12 +109,8 @@ func New(webhookURL string, events []v1alpha1.EventType, opts ...Option) notify.
 	n := &notifier{
 		url:    webhookURL,
 		events: events,
-		client: &http.Client{
-			Timeout: DefaultTimeout,
-			// Slack's webhooks do not redirect; following a redirect would
-			// hand the message to a host the policy did not name.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
+		// Slack's webhooks do not redirect: the client follows none.
+		client: httpsend.NewClient(),
 	}
 	for _, o := range opts {
 		o(n)
@@ -188,9 +177,8 @@ func (n *notifier) post(ctx context.Context, msg *slackapi.WebhookMessage) error
 		err = limited
 	case errors.As(err, &uerr):
 		// Keep what went wrong (refused, timed out, cancelled) and drop
-		// the URL; the inner error still answers errors.Is for
-		// context.DeadlineExceeded and context.Canceled.
-		err = fmt.Errorf("%s: %w", uerr.Op, uerr.Err)
+		// the URL.
+		err = fmt.Errorf("%s: %w", uerr.Op, httpsend.WithoutURL(uerr))
 	}
 	if !n.leaks(err) {
 		return err

@@ -28,11 +28,12 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify/httpsend"
 )
 
 // DefaultTimeout bounds one delivery, from dialling to the end of the
 // response, so that a receiver that hangs cannot stall the queue.
-const DefaultTimeout = 10 * time.Second
+const DefaultTimeout = httpsend.DefaultTimeout
 
 // KeyPrefix marks a signing key in Standard Webhooks form: base64 after it.
 const KeyPrefix = "whsec_"
@@ -101,9 +102,10 @@ func ParseKey(value []byte) ([]byte, error) {
 // Option changes how a notifier built by New delivers.
 type Option func(*notifier)
 
-// WithTimeout bounds each delivery to d instead of DefaultTimeout.
+// WithTimeout bounds each delivery to d instead of DefaultTimeout. A d of
+// zero or less keeps the default.
 func WithTimeout(d time.Duration) Option {
-	return func(n *notifier) { n.client.Timeout = d }
+	return func(n *notifier) { httpsend.SetTimeout(n.client, d) }
 }
 
 // WithClock sets the clock that stamps the webhook-timestamp header.
@@ -114,11 +116,7 @@ func WithClock(c clock.PassiveClock) Option {
 // WithTLSConfig verifies the receiver with tc (a channel's own CA bundle
 // and server name) instead of the system roots.
 func WithTLSConfig(tc *tls.Config) Option {
-	return func(n *notifier) {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.TLSClientConfig = tc.Clone()
-		n.client.Transport = t
-	}
+	return func(n *notifier) { httpsend.SetTLS(n.client, tc) }
 }
 
 type notifier struct {
@@ -145,14 +143,9 @@ func New(name, rawURL string, key []byte, events []v1alpha1.EventType, opts ...O
 		name:   name,
 		key:    slices.Clone(key),
 		events: slices.Clone(events),
-		client: &http.Client{
-			Timeout: DefaultTimeout,
-			// A redirect is a failure: following it would send a signed
-			// event to a receiver nobody configured, and a 301 or 302
-			// would turn the POST into a GET without a body.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		clock: clock.RealClock{},
+		// A redirect is a failure: the client follows none.
+		client: httpsend.NewClient(),
+		clock:  clock.RealClock{},
 	}
 	n.url, n.urlErr = parseURL(rawURL)
 	if n.url != nil {
@@ -241,12 +234,7 @@ func (n *notifier) Send(ctx context.Context, m notify.Message, _ notify.Content)
 
 	resp, err := n.client.Do(req)
 	if err != nil {
-		// *url.Error quotes the whole URL, query and username included;
-		// keep only what it wraps.
-		if uerr, ok := errors.AsType[*url.Error](err); ok {
-			err = uerr.Err
-		}
-		return fmt.Errorf("%s: POST %s: %w", n.Name(), n.safeURL, err)
+		return fmt.Errorf("%s: POST %s: %w", n.Name(), n.safeURL, httpsend.WithoutURL(err))
 	}
 	defer resp.Body.Close()
 	// Read a bounded amount, to quote it and so that the connection can
