@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # Builds the controller image: `make docker-build IMG=...`.
-FROM golang:1.26 AS builder
+# The builder runs on the build machine and cross-compiles (no emulation).
+FROM --platform=$BUILDPLATFORM golang:1.26 AS builder
 WORKDIR /src
 # Modules first, so that the download layer survives source changes.
 COPY go.mod go.sum ./

@@ -11,6 +11,10 @@ HELM := bin/helm
 # hack/lint/go.mod builds a new one.
 GOLANGCI_LINT_VERSION := $(shell awk '$$1 == "github.com/golangci/golangci-lint/v2" {print $$2}' hack/lint/go.mod)
 GOLANGCI_LINT := bin/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
+# actionlint checks the GitHub workflows (and, with shellcheck on PATH, their
+# run scripts); pinned in its own module too (hack/actionlint), cached per version.
+ACTIONLINT_VERSION := $(shell awk '$$1 == "github.com/rhysd/actionlint" {print $$2}' hack/actionlint/go.mod)
+ACTIONLINT := bin/actionlint-$(ACTIONLINT_VERSION)/actionlint
 # promtool, built from the Prometheus module pinned in hack/promtool (its own
 # module: Prometheus's dependencies stay out of go.mod), cached per version.
 PROMTOOL_VERSION = $(shell awk '$$1 == "github.com/prometheus/prometheus" {print $$2}' hack/promtool/go.mod)
@@ -39,6 +43,7 @@ manifests: ## Generate the CRD and RBAC manifests under config/, and copy the CR
 	rm -f charts/timeout-controller/crds/*.yaml && cp config/crd/bases/*.yaml charts/timeout-controller/crds/
 	cp config/admission/component/policy.yaml config/admission/component/binding.yaml charts/timeout-controller/files/admission/
 	$(MAKE) --no-print-directory monitoring
+	$(MAKE) --no-print-directory docs
 
 .PHONY: fmt
 fmt: ## Format the Go code.
@@ -57,6 +62,16 @@ lint: vet $(GOLANGCI_LINT) ## Check formatting, run go vet and golangci-lint (.g
 $(GOLANGCI_LINT): hack/lint/go.mod hack/lint/go.sum
 	mkdir -p $(dir $(GOLANGCI_LINT))
 	cd hack/lint && go build -o ../../$(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+.PHONY: lint-workflows
+lint-workflows: $(ACTIONLINT) ## Check the GitHub workflows (.github/workflows) with actionlint, and their run scripts with shellcheck if it is installed.
+	@command -v shellcheck >/dev/null || echo "shellcheck not found: the workflows' run scripts are not checked (apt-get install shellcheck)"
+	$(ACTIONLINT)
+
+# Under half a minute from a cold module and build cache.
+$(ACTIONLINT): hack/actionlint/go.mod hack/actionlint/go.sum
+	mkdir -p $(dir $(ACTIONLINT))
+	cd hack/actionlint && go build -trimpath -o ../../$(ACTIONLINT) github.com/rhysd/actionlint/cmd/actionlint
 
 .PHONY: build
 build: ## Build bin/timeout-controller.
@@ -82,6 +97,23 @@ VERSION ?= $(shell git describe --tags --match 'v*' 2>/dev/null || awk '$$1 == "
 dist: ## Build kubectl-timeout for linux, darwin and windows on amd64 and arm64 into dist/ (tar.gz, checksums.txt) and the krew manifest dist/timeout.yaml.
 	hack/dist.sh $(VERSION)
 
+# The tag a release is made from: .github/workflows/release.yaml runs on a
+# pushed tag v*; before pushing one, run `make release-dry-run RELEASE_TAG=vX.Y.Z`.
+RELEASE_TAG ?= $(shell awk '$$1 == "appVersion:" {gsub(/"/, "", $$2); print $$2}' charts/timeout-controller/Chart.yaml)
+
+.PHONY: release-check
+release-check: ## Check that RELEASE_TAG (the chart's appVersion by default) is the version of the chart, its image and the install, and the release workflow against the chart.
+	RELEASE_TAG=$(RELEASE_TAG) go test -count=1 ./test/release
+
+.PHONY: chart-package
+chart-package: $(HELM) ## Lint the Helm chart and package it into dist/ (after `make dist`, which empties dist/).
+	$(HELM) lint --strict charts/timeout-controller
+	$(HELM) package charts/timeout-controller --destination dist
+
+.PHONY: release-dry-run
+release-dry-run: $(HELM) $(ACTIONLINT) ## Run the release workflow's build steps for RELEASE_TAG here, pushing nothing (hack/release-dry-run.sh).
+	hack/release-dry-run.sh $(RELEASE_TAG)
+
 .PHONY: docker-build
 docker-build: ## Build the controller image IMG with CONTAINER_TOOL (docker).
 	$(CONTAINER_TOOL) build -t $(IMG) .
@@ -102,13 +134,31 @@ RACE_PKGS = ./api/... ./cmd/... $(filter-out %/internal/sim,$(shell go list ./in
 # test/dist checks the archives of `make dist`: six cross builds, 28
 # CPU-minutes from a cold build cache (about 14 minutes on two idle cores),
 # 1 minute warm. `make test-dist` runs it; `make test` does not.
-OTHER_PKGS = ./hack/... $(filter-out %/test/dist,$(shell go list ./test/...))
+OTHER_PKGS = ./hack/... $(filter-out %/test/dist %/test/e2e,$(shell go list ./test/...))
 
 .PHONY: test
 test: tools test-rules ## Run every test: unit (with -race), fuzz seeds, the alert rules, and integration against a real API server and a real S3 server.
 	go test -race -count=1 $(RACE_PKGS)
 	go test -count=1 ./internal/sim
 	assets=$(ASSETS) && s3=$(S3_SERVER) && KUBEBUILDER_ASSETS="$$assets" TIMEOUT_S3_SERVER="$$s3" go test -count=1 $(OTHER_PKGS)
+	$(MAKE) --no-print-directory e2e
+
+# The one-node cluster: the control plane's binaries plus kube-scheduler,
+# kubelet, kube-proxy and kubectl (about four more minutes from a cold
+# cache), with Debian's containerd, runc and CNI plugins. Needs root.
+NODE_ASSETS = $$(hack/control-plane.sh --node | tail -n 1)
+
+.PHONY: cluster
+cluster: ## Start a one-node cluster built from source (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, containerd); Ctrl-C tears it down. Needs root.
+	assets=$(NODE_ASSETS) && go run ./hack/cluster -assets "$$assets"
+
+.PHONY: image
+image: ## Build the controller's image IMG from a static binary, with no container engine, into bin/timeout-controller-image.tar (docker-archive: `ctr images import` or `docker load`).
+	go run ./hack/image -tag $(IMG) -o bin/timeout-controller-image.tar
+
+.PHONY: e2e
+e2e: tools ## Install the image and the chart, then config/default, on the one-node cluster and check the whole job there (test/e2e). Needs root.
+	assets=$(NODE_ASSETS) && TIMEOUT_E2E_ASSETS="$$assets" go test -count=1 -timeout=30m -v ./test/e2e
 
 .PHONY: test-dist
 test-dist: dist ## Build the krew archives (make dist) and check them and the manifest.
@@ -122,6 +172,14 @@ monitoring: ## Generate the PrometheusRule of config/components/prometheus and t
 	mkdir -p charts/timeout-controller/files/prometheus charts/timeout-controller/files/grafana
 	cp config/prometheus/rules.yaml charts/timeout-controller/files/prometheus/
 	cp config/grafana/timeout-controller.json charts/timeout-controller/files/grafana/
+
+.PHONY: docs
+docs: ## Rewrite the tables of docs/reference that restate the code: flags, metrics, RBAC and the CRDs' fields (hack/docs).
+	go run ./hack/docs
+
+.PHONY: docs-check
+docs-check: ## Fail when a page is stale: a generated table, a link or anchor, or a flag, Event reason, metric, condition reason, annotation or CRD field the code and docs/reference disagree on.
+	go run ./hack/docs -check
 
 .PHONY: test-rules
 test-rules: $(PROMTOOL) ## Check the alert rules and run their unit tests (config/prometheus/rules_test.yaml) with promtool.
@@ -165,13 +223,15 @@ dashboard-png: ## Render docs/dashboard.png, the dashboard's panels, from the me
 	cd hack/dashboard && go run . -series $(abspath $(SERIES)) -out ../../docs/dashboard.png -title "$(TITLE)"
 
 .PHONY: verify
-verify: lint ## Fail when generated files are stale or go mod tidy would change anything.
+verify: lint lint-workflows ## Fail when generated files are stale or go mod tidy would change anything.
+	$(MAKE) --no-print-directory docs-check
 	$(MAKE) --no-print-directory generate manifests
 	@git diff --exit-code -- api config charts || { echo "generated files are stale: run make generate manifests and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api config charts)" || { git status --porcelain -- api config charts; echo "untracked generated files: commit them"; exit 1; }
 	go mod tidy -diff
 	cd hack/tools && go mod tidy -diff
 	cd hack/lint && go mod tidy -diff
+	cd hack/actionlint && go mod tidy -diff
 	cd hack/promtool && go mod tidy -diff
 	cd hack/dashboard && go mod tidy -diff
 	cd hack/s3 && go mod tidy -diff

@@ -50,7 +50,8 @@ type EmailChannel struct {
 	// +kubebuilder:validation:MinLength=1
 	Host string `json:"host"`
 
-	// Port of the SMTP server: 465 for TLS, 587 otherwise when unset.
+	// Port of the SMTP server. Unset, 465 with security TLS and 587
+	// otherwise.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
@@ -95,7 +96,10 @@ type WebhookChannel struct {
 // ChannelTLS says how a channel verifies its server.
 type ChannelTLS struct {
 	// CABundle is PEM certificates trusted, for this channel only, instead
-	// of the system roots: a private CA of an SMTP relay or receiver.
+	// of the system roots: a private CA of an SMTP relay or receiver. The
+	// ConfigMap or Secret must be in the namespace the controller reads
+	// Secrets from (--secret-namespace, its own by default): one elsewhere
+	// makes the channel, and the policies that name it, not Ready.
 	// +optional
 	CABundle *CABundleSource `json:"caBundle,omitempty"`
 
@@ -113,21 +117,29 @@ type ChannelTLS struct {
 }
 
 // CABundleSource is where a CA bundle is read from: a key of a ConfigMap
-// or of a Secret, in the controller's Secret namespace.
+// or of a Secret, in the namespace --secret-namespace names.
 // +kubebuilder:validation:XValidation:rule="has(self.configMapRef) != has(self.secretRef)",message="exactly one of configMapRef and secretRef must be set"
 type CABundleSource struct {
+	// ConfigMapRef selects the ConfigMap key holding the PEM bundle; the
+	// ConfigMap must be in the namespace --secret-namespace names.
 	// +optional
 	ConfigMapRef *KeySelector `json:"configMapRef,omitempty"`
+	// SecretRef selects the Secret key holding the PEM bundle; the Secret
+	// must be in the namespace --secret-namespace names.
 	// +optional
 	SecretRef *SecretKeySelector `json:"secretRef,omitempty"`
 }
 
 // KeySelector names one key of a ConfigMap.
 type KeySelector struct {
+	// Namespace of the ConfigMap: the one the controller reads Secrets
+	// from (--secret-namespace, its own by default).
 	// +kubebuilder:validation:MinLength=1
 	Namespace string `json:"namespace"`
+	// Name of the ConfigMap.
 	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
+	// Key of the ConfigMap's data that holds the value.
 	// +kubebuilder:validation:MinLength=1
 	Key string `json:"key"`
 }

@@ -46,7 +46,7 @@ type Deletion struct {
 	DryRun bool `json:"dryRun,omitempty"`
 
 	// Archive writes each object's full manifest to the controller's
-	// archive (--archive-dir) before deleting it. If the archive cannot be
+	// archive (--archive) before deleting it. If the archive cannot be
 	// written, the object is not deleted and the failure is reported.
 	// +optional
 	Archive bool `json:"archive,omitempty"`
@@ -60,6 +60,28 @@ type Deletion struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MaxPerMinute int32 `json:"maxPerMinute,omitempty"`
+}
+
+// Sleep says when a governed object is put to sleep (its workloads scaled
+// to zero) before it is deleted, and how long it sleeps before deletion.
+// +kubebuilder:validation:XValidation:rule="has(self.afterIdle) != has(self.after)",message="sleep needs exactly one of afterIdle and after"
+type Sleep struct {
+	// AfterIdle puts the object to sleep this long after its last activity
+	// (creation, the last-active annotation, a spec edit or a wake), the
+	// clock spec.idleTTL reads.
+	// +optional
+	AfterIdle Duration `json:"afterIdle,omitempty"`
+
+	// After puts the object to sleep this long after its creation, or
+	// after its last wake.
+	// +optional
+	After Duration `json:"after,omitempty"`
+
+	// DeleteAfter is how long the object sleeps before it is deleted: it
+	// is deleted no earlier than this long after it went to sleep, nor
+	// before the expiry its lifetime gives, and never past maxTTL. A
+	// governed object is deleted only asleep, or at maxTTL.
+	DeleteAfter Duration `json:"deleteAfter"`
 }
 
 // KeepPolicy says whether a policy honours the keep annotation.
@@ -126,6 +148,14 @@ type TimeoutPolicySpec struct {
 	// +optional
 	MaxTTL Duration `json:"maxTTL,omitempty"`
 
+	// Sleep, when set, puts objects to sleep before deleting them: a
+	// Playbook's Deployments and StatefulSets (in the namespaces it owns),
+	// or the object itself when its kind has a scale subresource, are
+	// scaled to zero, and restored exactly when the object is used again
+	// (see docs/guides/sleep.md). The keep annotation keeps from sleep too.
+	// +optional
+	Sleep *Sleep `json:"sleep,omitempty"`
+
 	// Keep says whether the keep annotation is honoured: Allowed (the
 	// default) or Forbidden, under which it is ignored with a Warning
 	// Event. maxTTL caps lifetimes, not keep: an allowed keep keeps an
@@ -179,10 +209,21 @@ const (
 	// Secret is missing, a template does not parse).
 	ReasonChannelsNotReady = "ChannelsNotReady"
 	// ReasonArchiveUnavailable: the policy archives before deleting but the
-	// controller has no archive (--archive-dir); nothing is deleted.
+	// controller has no archive (--archive); nothing is deleted.
 	ReasonArchiveUnavailable = "ArchiveUnavailable"
-	ReasonOutranked          = "Outranked"
-	ReasonNoOverlap          = "NoOverlap"
+	// ReasonForbidden: the API server does not let the controller get,
+	// list, watch, patch or delete the target kind. The message names the
+	// verbs it lacks (and the namespaces, when they are missing in some
+	// only); a policy whose kind the controller may not list or watch
+	// governs nothing until they are granted.
+	ReasonForbidden = "Forbidden"
+	// ReasonNoRecipients: objects the policy governs are owed notice that
+	// nobody can receive, so they are not deleted: every channel that
+	// carries reminders is an e-mail channel the policy gives no "to", and
+	// their notify annotation names no address such a channel sends to.
+	ReasonNoRecipients = "NoRecipients"
+	ReasonOutranked    = "Outranked"
+	ReasonNoOverlap    = "NoOverlap"
 )
 
 // TimeoutPolicyStatus is what the controller last saw of a policy's objects.
@@ -210,6 +251,10 @@ type TimeoutPolicyStatus struct {
 	// annotations or defaultTTL give.
 	// +optional
 	Idle int32 `json:"idle"`
+
+	// Asleep counts the tracked objects that sleep.
+	// +optional
+	Asleep int32 `json:"asleep"`
 
 	// ExpiringSoon counts tracked objects that expire within the longest
 	// reminder lead; it is 0 when the policy has no reminders.

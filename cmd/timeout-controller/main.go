@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -61,7 +63,7 @@ func run() error {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	flag.StringVar(&profileAddr, "profile-bind-address", "0", `Address Go's pprof profiles (/debug/pprof/) are served on, for performance work; "0" turns them off.`)
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader through a Lease so that only one replica acts at a time.")
-	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; the pod's own namespace when empty.")
+	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; the pod's own namespace when empty (required with --leader-elect out of a cluster).")
 	flag.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a standby waits after the leader's last renewal before it takes over.")
 	flag.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew its Lease before it stops acting.")
 	flag.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often replicas try to acquire or renew the Lease.")
@@ -88,7 +90,7 @@ func run() error {
 	flag.IntVar(&opts.Workers, "workers", 64, "Objects reconciled at once.")
 	flag.StringVar(&opts.ClusterEventNamespace, "cluster-event-namespace", "default", `Namespace that receives the Events about cluster-scoped objects such as Playbooks: "default" or "kube-system".`)
 	flag.StringVar(&opts.SecretNamespace, "secret-namespace", os.Getenv("POD_NAMESPACE"),
-		"The only namespace the Secrets named in TimeoutPolicies may be in (the pod's own, from POD_NAMESPACE, by default); empty allows any.")
+		"The only namespace the Secrets and CA bundle ConfigMaps that NotificationChannels name may be in (the pod's own, from POD_NAMESPACE, by default); a channel naming one elsewhere is not Ready. Empty allows any.")
 	flag.StringVar(&opts.OutboxNamespace, "outbox-namespace", os.Getenv("POD_NAMESPACE"),
 		"Namespace the expired and deleted messages are kept in, as ConfigMaps, until every channel accepted them (the pod's own, from POD_NAMESPACE, by default; else --leader-election-namespace, else \"default\").")
 	flag.DurationVar(&opts.NotificationGiveUpAfter, "notification-give-up-after", outbox.DefaultGiveUpAfter,
@@ -99,7 +101,7 @@ func run() error {
 	// three channels are slow at once, and is a number of connections
 	// an SMTP server or webhook receiver accepts from one client.
 	flag.IntVar(&opts.MaxSendsPerChannel, "max-sends-per-channel", 16,
-		"Messages each NotificationChannel sends at once; a reminder finding its channel at the limit is retried within a second, without backoff. 0 means no limit.")
+		"Messages each NotificationChannel sends at once, whichever policies use it; a reminder finding its channel at the limit frees its worker and is sent once a slot frees, without backoff or failure. 0 means no limit.")
 	flag.DurationVar(&opts.StatusInterval, "policy-status-interval", 30*time.Second, "How often TimeoutPolicy status counts are refreshed from the cache.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -122,6 +124,9 @@ func run() error {
 	// objects are read as metadata or unstructured and need no entry.
 	scheme := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(scheme))
+	// The workloads a sleep scales, and their scale subresource.
+	utilruntime.Must(appsv1.AddToScheme(scheme))
+	utilruntime.Must(autoscalingv1.AddToScheme(scheme))
 	utilruntime.Must(coordinationv1.AddToScheme(scheme))
 	utilruntime.Must(eventsv1.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))

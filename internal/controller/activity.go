@@ -94,7 +94,11 @@ func (r *ObjectReconciler) recordActivity(ctx context.Context, ev *evaluation, p
 	key, obj := ev.key, ev.obj
 	window := ev.Schedule.ActivityWindow()
 	recorded, _ := expiry.ParseActivity(obj.Annotations[expiry.AnnotationActivity])
-	if window <= 0 || ev.Life.Keep || obj.Generation <= recorded.Generation {
+	// An object asleep that was scaled itself changes generation with the
+	// controller's own writes: use of it is someone scaling it up, which
+	// observeWake sees.
+	selfAsleep := ev.Life.Asleep && ev.Life.Sleep.Replicas != nil
+	if window <= 0 || ev.Life.Keep || selfAsleep || obj.Generation <= recorded.Generation {
 		r.activity.forget(key)
 		return time.Time{}, false, nil
 	}
@@ -106,7 +110,7 @@ func (r *ObjectReconciler) recordActivity(ctx context.Context, ev *evaluation, p
 	if last.IsZero() {
 		last = obj.CreationTimestamp.Time
 	}
-	urgent := plan.Action == expiry.Notify || plan.Action == expiry.Delete
+	urgent := plan.Action == expiry.Notify || plan.Action == expiry.Delete || plan.Action == expiry.Sleep
 	if next := last.Add(window); ev.now.Before(next) && !urgent {
 		return next, false, nil
 	}

@@ -48,6 +48,51 @@ type channelSet struct {
 	// emailDomains restricts the addresses an object's notify annotation
 	// may name: nil when some e-mail channel of the policy takes any.
 	emailDomains []string
+	// remindersByAnnotation are, when every channel that carries
+	// reminders reaches only the addresses an object's notify annotation
+	// names, the allowed domains of each of them (nil for any domain);
+	// nil when some channel reaches someone whatever the object says.
+	remindersByAnnotation [][]string
+}
+
+// remindsNobody reports whether nobody can be reminded of an object with
+// these annotations, which is then never deleted while the policy owes
+// notice: every channel that carries reminders is an e-mail channel the
+// policy gives no "to" (a NotificationChannel names no recipients of its
+// own), and the object's notify annotation names no e-mail address that
+// one of them sends to. An address the annotation's parser refuses, or
+// one outside a channel's allowedEmailDomains, reaches nobody through it.
+// Slack and webhook channels always reach someone (the incoming webhook's
+// own channel, the receiver), an e-mail channel with a "to" reaches those
+// addresses, and where no channel carries reminders the Kubernetes Event
+// is the reminder.
+func (s *channelSet) remindsNobody(annotations map[string]string) bool {
+	if s == nil || len(s.remindersByAnnotation) == 0 {
+		return false
+	}
+	r, _ := notify.ParseRecipients(annotations[notify.AnnotationNotify], s.allowedEmailDomains())
+	for _, domains := range s.remindersByAnnotation {
+		for _, a := range r.Emails {
+			if notify.AddressAllowed(a, domains) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// byAnnotationOnly returns remindersByAnnotation for the channels named
+// that carry reminders, out of resolved.
+func byAnnotationOnly(names []string, resolved []notify.Channel) [][]string {
+	var out [][]string
+	for _, name := range names {
+		i := slices.IndexFunc(resolved, func(c notify.Channel) bool { return c.Name == name })
+		if i < 0 || resolved[i].Spec.Email == nil || len(resolved[i].To) > 0 {
+			return nil
+		}
+		out = append(out, resolved[i].Spec.AllowedEmailDomains)
+	}
+	return out
 }
 
 // allowedEmailDomains is what ParseRecipients checks the notify annotation
@@ -245,6 +290,7 @@ func (c *Channels) build(ctx context.Context, p *v1alpha1.TimeoutPolicy, chans [
 			set.names[t] = []string{notify.EventsChannel}
 		}
 	}
+	set.remindersByAnnotation = byAnnotationOnly(set.names[v1alpha1.EventReminder], resolved)
 	return set, nil
 }
 

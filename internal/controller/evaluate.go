@@ -44,6 +44,9 @@ type evaluation struct {
 	// rehearse says deletions are only rehearsed: the policy's dryRun or
 	// the controller's --dry-run.
 	rehearse bool
+	// wokeExternally says that what woke the sleeping object (WokeBy) was
+	// someone else scaling a workload up.
+	wokeExternally bool
 }
 
 // dryRun reports whether the object's expiry deletes nothing.
@@ -81,6 +84,10 @@ func (ev *evaluation) plan() expiry.Plan {
 func (r *ObjectReconciler) decide(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) (*evaluation, expiry.Plan, error) {
 	ev, err := r.evaluate(ctx, key, obj)
 	if err != nil || ev == nil {
+		return nil, expiry.Plan{}, err
+	}
+	// Use of a sleeping object that its annotations do not show.
+	if ev.WokeBy, ev.wokeExternally, err = r.observeWake(ctx, ev); err != nil {
 		return nil, expiry.Plan{}, err
 	}
 	plan := ev.plan()

@@ -58,6 +58,12 @@ const (
 const (
 	ReasonInvalidPolicy  = "InvalidPolicy"
 	ReasonTargetNotFound = "TargetNotFound"
+	// ReasonTargetForbidden: the controller may not use a verb it needs on
+	// the policy's target kind.
+	ReasonTargetForbidden = "Forbidden"
+	// ReasonNoRecipients: objects the policy governs have nobody to be
+	// reminded, so they are not deleted.
+	ReasonNoRecipients = "NoRecipients"
 )
 
 // Event actions, the events.k8s.io/v1 "action" field.

@@ -70,7 +70,7 @@ func (r *receiver) received() map[string][]notify.Message {
 // busy. The new leader starts with empty memory and its own limits: it
 // sends every reminder the old one had not recorded, once, and the one
 // under way again only if the receiver had taken it (with the same id,
-// as docs/operations.md says); and nothing is deleted before its expiry.
+// as docs/operations.md#high-availability says); and nothing is deleted before its expiry.
 func TestANewLeaderSendsWhatTheOldOneLeftMidSend(t *testing.T) {
 	tests := []struct {
 		name string

@@ -59,7 +59,8 @@ func idStage(t v1alpha1.EventType, stage string, at time.Time) string {
 // happens, with no record kept on the object.
 func oneOff(t v1alpha1.EventType) bool {
 	switch t {
-	case v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed, v1alpha1.EventWouldDelete:
+	case v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed, v1alpha1.EventWouldDelete,
+		v1alpha1.EventSlept, v1alpha1.EventWoke:
 		return false
 	}
 	return true

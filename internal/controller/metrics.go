@@ -15,7 +15,7 @@ import (
 
 // The controller's metrics, served with controller-runtime's on
 // --metrics-bind-address. No label holds an object's name: their number
-// stays that of policies, channels and outcomes. docs/operations.md
+// stays that of policies, channels and outcomes. docs/reference/metrics.md
 // documents them.
 var (
 	objectsTracked = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -150,6 +150,9 @@ func forgetPolicyMetrics(policy string) {
 	objectsKept.DeleteLabelValues(policy)
 	objectsExpiringSoon.DeleteLabelValues(policy)
 	objectsExpiring.DeletePartialMatch(prometheus.Labels{"policy": policy})
+	for _, g := range []*prometheus.GaugeVec{objectsAsleep, sleepFreedReplicas, sleepFreedCPU, sleepFreedMemory} {
+		g.DeleteLabelValues(policy)
+	}
 }
 
 // MetricsServerOptions serves metrics on addr, when secure (the default)

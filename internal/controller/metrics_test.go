@@ -32,7 +32,7 @@ func TestPolicyStatusCountsExpiriesAheadByHorizon(t *testing.T) {
 	if err := h.client.Get(context.Background(), types.NamespacedName{Name: "horizons"}, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.r.count(context.Background(), p, configMapGVK, true); err != nil {
+	if _, err := h.r.count(context.Background(), p, configMapGVK, true, nil); err != nil {
 		t.Fatalf("count: %v", err)
 	}
 	t.Cleanup(func() { forgetPolicyMetrics("horizons") })

@@ -171,6 +171,10 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		return ctrl.Result{RequeueAfter: expiry.After(plan.At, ev.now)}, nil
 	case expiry.Notify:
 		return r.notify(ctx, ev, plan)
+	case expiry.Sleep:
+		return r.sleep(ctx, ev)
+	case expiry.Wake:
+		return r.wake(ctx, ev, plan.WokeBy)
 	case expiry.Delete:
 		if wait := r.deletionTurn(ctx, ev); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,8 +27,10 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
+	"github.com/amphitheatre-app/timeout-controller/internal/decide"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/match"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
 // targetRetry is how often a policy whose target kind is not served yet
@@ -51,8 +54,15 @@ type PolicyReconciler struct {
 	// DryRun is the controller's --dry-run: nothing is deleted, so
 	// nothing is archived either.
 	DryRun bool
+	// Access says what the controller may do with each target kind; nil
+	// checks nothing.
+	Access *Access
 
 	watches *watches
+	// said holds, per policy, the Ready reason and message this process
+	// last logged as not ready, so that each is logged once, including
+	// one the status already showed when the process started.
+	said sync.Map
 }
 
 // Reconcile brings one policy's watch and status up to date.
@@ -61,6 +71,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Client.Get(ctx, req.NamespacedName, policy); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetPolicyMetrics(req.Name)
+			r.said.Delete(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -84,7 +95,20 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			fmt.Sprintf("The API server does not serve %s %s; looking again every %s", gvk.GroupVersion(), gvk.Kind, targetRetry))
 		return ctrl.Result{RequeueAfter: targetRetry}, r.patchStatus(ctx, orig, policy, ReasonTargetNotFound)
 	}
-	if _, err := r.Channels.get(ctx, policy); err != nil {
+	resource := mapping.Resource.GroupResource()
+	// Not watched before it may be: a watch the API server refuses is
+	// retried, and logged, for as long as the process runs.
+	lacking, err := r.Access.missing(ctx, resource, "", watchVerbs...)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(lacking) > 0 {
+		r.setReady(policy, metav1.ConditionFalse, v1alpha1.ReasonForbidden,
+			forbidden{resource: resource, everywhere: lacking}.message("this policy governs nothing"))
+		return ctrl.Result{RequeueAfter: targetRetry}, r.patchStatus(ctx, orig, policy, ReasonTargetForbidden)
+	}
+	channels, err := r.Channels.get(ctx, policy)
+	if err != nil {
 		// Without its channels the policy cannot give the notice it
 		// promises, so its objects wait (none is deleted) until this is fixed.
 		r.setReady(policy, metav1.ConditionFalse, channelReason(err),
@@ -103,9 +127,28 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if policy.Spec.Sleep != nil {
+		if err := r.watches.ensureWorkloads(); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 
-	if err := r.count(ctx, policy, watchedGVK, namespaced); err != nil {
+	found, err := r.count(ctx, policy, watchedGVK, namespaced, channels)
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	denied, err := r.Access.objectsAccess(ctx, resource, namespaced, found.namespaces)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !denied.none() {
+		r.setReady(policy, metav1.ConditionFalse, v1alpha1.ReasonForbidden,
+			denied.message("this policy's objects are not reminded and deleted as it says"))
+		return ctrl.Result{RequeueAfter: targetRetry}, r.patchStatus(ctx, orig, policy, ReasonTargetForbidden)
+	}
+	if found.unreminded > 0 {
+		r.setReady(policy, metav1.ConditionFalse, v1alpha1.ReasonNoRecipients, noRecipients(mapping.Resource.Resource, channels))
+		return ctrl.Result{RequeueAfter: r.StatusInterval}, r.patchStatus(ctx, orig, policy, ReasonNoRecipients)
 	}
 	msg := fmt.Sprintf("Governing %d %s", policy.Status.Tracked+policy.Status.Kept, mapping.Resource.Resource)
 	if !namespaced && policy.Spec.NamespaceSelector != nil {
@@ -132,13 +175,56 @@ func validate(p *v1alpha1.TimeoutPolicy) error {
 	return errors.Join(errs...)
 }
 
+// noRecipients is the Ready message of a policy whose objects have nobody
+// to remind: the rule is channelSet.remindsNobody's.
+func noRecipients(resource string, channels *channelSet) string {
+	names := channels.names[v1alpha1.EventReminder]
+	list := strings.Join(names, ", ")
+	sends, are, them := "sends", "is the only channel that carries", "it"
+	if len(names) > 1 {
+		sends, are, them = "send", "are the only channels that carry", "them"
+	}
+	return fmt.Sprintf("Nobody is reminded of the %s whose %s annotation names no e-mail address that %s %s to (in its allowedEmailDomains, when it has some), "+
+		"so they are not deleted: %s %s this policy's reminders and the policy gives %s no \"to\". "+
+		"Name recipients under spec.notifications.channels[].to, or in each object's %s annotation",
+		resource, notify.AnnotationNotify, list, sends, list, are, them, notify.AnnotationNotify)
+}
+
+// unreminded reports whether o is owed notice that nobody can receive
+// (channelSet.remindsNobody): a reminder stage applies to its lifetime,
+// the policy has a minimum notice, no reminder has reached anyone yet, and
+// none can. Such an object is never deleted until someone is named. The
+// notice is reckoned as the object reconciler reckons it (decide, expiry).
+func unreminded(c *match.Candidate, channels *channelSet, o *metav1.PartialObjectMetadata, now time.Time) bool {
+	if !channels.remindsNobody(o.Annotations) {
+		return false
+	}
+	d := decide.Evaluate(c, decide.Object{Created: o.CreationTimestamp.Time, Annotations: o.Annotations}, now, nil)
+	if d.Record == nil {
+		return false
+	}
+	n := expiry.NoticeOf(expiry.Input{Life: d.Life, Schedule: d.Schedule, Record: d.Record, Now: now})
+	return n.Owed && n.Given.IsZero()
+}
+
+// governed is what count found besides the status counts.
+type governed struct {
+	// namespaces hold the objects the policy governs, sorted; none for a
+	// cluster-scoped kind.
+	namespaces []string
+	// unreminded counts the tracked objects owed notice that nobody can
+	// receive: they are never deleted.
+	unreminded int
+}
+
 // count fills in the status counts from the cache: no API call.
-func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPolicy, gvk schema.GroupVersionKind, namespaced bool) error {
+func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPolicy, gvk schema.GroupVersionKind, namespaced bool, channels *channelSet) (governed, error) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
+	var found governed
 	var policies v1alpha1.TimeoutPolicyList
 	if err := r.Client.List(ctx, &policies); err != nil {
-		return fmt.Errorf("list policies: %w", err)
+		return found, fmt.Errorf("list policies: %w", err)
 	}
 	ranked := match.Candidates(policies.Items, gvk)
 	var self match.Candidate
@@ -148,8 +234,10 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 		}
 	}
 
+	namespaces := map[string]bool{}
 	now := r.Clock.Now()
-	var tracked, kept, soon, idle int32
+	var tracked, kept, soon, idle, asleep int32
+	var freedReplicas, freedCPU, freedMemory int64
 	ahead := make([]int, len(horizons))
 	var next time.Time
 	outranked := map[string]int{}
@@ -188,8 +276,20 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 			return nil
 		}
 		tracked++
+		if namespaced {
+			namespaces[o.Namespace] = true
+		}
+		if unreminded(&self, channels, o, now) {
+			found.unreminded++
+		}
 		if life.Idle() {
 			idle++
+		}
+		if life.Asleep {
+			asleep++
+			freedReplicas += int64(life.Sleep.Freed)
+			freedCPU += life.Sleep.FreedCPUMillis
+			freedMemory += life.Sleep.FreedMemoryBytes
 		}
 		if lead := self.Schedule.LongestReminder(); lead > 0 && life.ExpiresAt.Sub(now) <= lead {
 			soon++
@@ -205,10 +305,16 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 		return nil
 	})
 	if err != nil {
-		return err
+		return found, err
 	}
+	found.namespaces = slices.Sorted(maps.Keys(namespaces))
 
 	policy.Status.Tracked, policy.Status.Kept, policy.Status.ExpiringSoon, policy.Status.Idle = tracked, kept, soon, idle
+	policy.Status.Asleep = asleep
+	objectsAsleep.WithLabelValues(policy.Name).Set(float64(asleep))
+	sleepFreedReplicas.WithLabelValues(policy.Name).Set(float64(freedReplicas))
+	sleepFreedCPU.WithLabelValues(policy.Name).Set(float64(freedCPU) / 1000)
+	sleepFreedMemory.WithLabelValues(policy.Name).Set(float64(freedMemory))
 	objectsTracked.WithLabelValues(policy.Name).Set(float64(tracked))
 	objectsKept.WithLabelValues(policy.Name).Set(float64(kept))
 	objectsExpiringSoon.WithLabelValues(policy.Name).Set(float64(soon))
@@ -225,7 +331,7 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 			Reason: v1alpha1.ReasonNoOverlap, Message: "No object this policy selects is governed by another policy",
 			ObservedGeneration: policy.Generation,
 		})
-		return nil
+		return found, nil
 	}
 	var parts []string
 	for _, name := range slices.Sorted(maps.Keys(outranked)) {
@@ -237,7 +343,7 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 			strings.Join(parts, ", "),
 		ObservedGeneration: policy.Generation,
 	})
-	return nil
+	return found, nil
 }
 
 func (r *PolicyReconciler) setReady(p *v1alpha1.TimeoutPolicy, status metav1.ConditionStatus, reason, msg string) {
@@ -248,8 +354,16 @@ func (r *PolicyReconciler) setReady(p *v1alpha1.TimeoutPolicy, status metav1.Con
 }
 
 // patchStatus writes the status when it changed, and emits a Warning with
-// warnReason when the Ready condition has just turned False.
+// warnReason when the Ready condition has just turned False. It logs why a
+// policy is not ready once per process and message: after a restart too,
+// when the status already said so.
 func (r *PolicyReconciler) patchStatus(ctx context.Context, orig, p *v1alpha1.TimeoutPolicy, warnReason string) error {
+	now := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+	if warnReason == "" {
+		r.said.Delete(p.Name)
+	} else if said := now.Reason + ": " + now.Message; !r.saidBefore(p.Name, said) {
+		logf.FromContext(ctx).Info("policy not ready", "reason", now.Reason, "message", now.Message)
+	}
 	if equality.Semantic.DeepEqual(orig.Status, p.Status) {
 		return nil
 	}
@@ -260,10 +374,15 @@ func (r *PolicyReconciler) patchStatus(ctx context.Context, orig, p *v1alpha1.Ti
 		return fmt.Errorf("patch status of policy %s: %w", p.Name, err)
 	}
 	was := meta.FindStatusCondition(orig.Status.Conditions, v1alpha1.ConditionReady)
-	now := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
 	if warnReason != "" && (was == nil || was.Reason != now.Reason || was.Message != now.Message) {
 		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, warnReason, actionEvaluate, "%s", now.Message)
-		logf.FromContext(ctx).Info("policy not ready", "reason", now.Reason, "message", now.Message)
 	}
 	return nil
+}
+
+// saidBefore reports whether this process logged said about the policy
+// last, and remembers that it has now.
+func (r *PolicyReconciler) saidBefore(policy, said string) bool {
+	prev, _ := r.said.Swap(policy, said)
+	return prev == said
 }

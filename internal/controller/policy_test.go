@@ -477,7 +477,7 @@ func TestPolicyReconcilerCount(t *testing.T) {
 			if err := h.client.Get(context.Background(), types.NamespacedName{Name: tt.policy}, p); err != nil {
 				t.Fatal(err)
 			}
-			if err := h.r.count(context.Background(), p, configMapGVK, true); err != nil {
+			if _, err := h.r.count(context.Background(), p, configMapGVK, true, nil); err != nil {
 				t.Fatalf("count: %v", err)
 			}
 			s := p.Status
@@ -515,7 +515,7 @@ func TestPolicyReconcilerCount(t *testing.T) {
 		p := newPolicy("configmaps")
 		p.Status.NextExpiry = &metav1.Time{Time: t0}
 		p.Status.Tracked = 4
-		if err := h.r.count(context.Background(), p, configMapGVK, true); err != nil {
+		if _, err := h.r.count(context.Background(), p, configMapGVK, true, nil); err != nil {
 			t.Fatal(err)
 		}
 		if p.Status.NextExpiry != nil || p.Status.Tracked != 0 {
@@ -533,7 +533,7 @@ func TestPolicyReconcilerCount(t *testing.T) {
 		counting := countingGets{WithWatch: c, gets: &gets}
 		r := &PolicyReconciler{Client: counting, Clock: clocktesting.NewFakePassiveClock(now), watches: &watches{reader: counting}}
 		p := newPolicy("dev", inNamespaces(map[string]string{"env": "dev"}))
-		if err := r.count(context.Background(), p, configMapGVK, true); err != nil {
+		if _, err := r.count(context.Background(), p, configMapGVK, true, nil); err != nil {
 			t.Fatal(err)
 		}
 		if p.Status.Tracked != 3 || gets != 1 {

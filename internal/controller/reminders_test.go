@@ -483,7 +483,7 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 		{"reminds an object recreated under the name of one reminded, before deleting it", func(t *testing.T) {
 			// Recreated when its stage falls due: one created later lives
 			// less than the lead and is owed no reminder
-			// (docs/notifications.md).
+			// (docs/concepts.md#stages-and-notice).
 			h, cm := recreatedDuringASend(t, t0.Add(30*time.Minute))
 			mustReconcile(t, h, cm)
 			h.scripted.set(nil, nil)

@@ -8,13 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -45,6 +45,10 @@ import (
 // +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=timeoutpolicies/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=notificationchannels,verbs=get;list;watch
 // +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=notificationchannels/status,verbs=get;patch;update
+// Who may write the reminders record annotation, which the admission
+// policy (config/admission) lets no one else write: a verb on a resource
+// no API serves, so that it names this permission and nothing else.
+// +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=reminders,verbs=record
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // Who scrapes the metrics is checked with the API server:
@@ -136,6 +140,13 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
+	reviews, err := authorizationv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("create SelfSubjectAccessReview client: %w", err)
+	}
+	// What runs on the leader is added to held, which holds it back until
+	// the API server serves the controller's own CRDs (the gate below).
+	held := &heldManager{Manager: mgr}
 
 	if opts.OutboxNamespace == "" {
 		return errors.New("no outbox namespace: the expired and deleted messages need a namespace to be kept in until they are out")
@@ -158,7 +169,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	}
 	objects.Outbox = objects.NewOutbox(mgr.GetClient(), mgr.GetAPIReader(), opts.OutboxNamespace,
 		opts.NotificationGiveUpAfter, mgr.GetLogger().WithValues("controller", "outbox"))
-	if err := mgr.Add(objects.Outbox); err != nil {
+	if err := held.Add(objects.Outbox); err != nil {
 		return fmt.Errorf("add the outbox: %w", err)
 	}
 	// Built once: every WithValues copies the logger's encoder and its
@@ -168,7 +179,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	// The objects' next looks are kept outside the work queue, which gets
 	// only what is due, up to twice the workers at a time.
 	wakes := newWakeups(clock.RealClock{}, 2*opts.Workers)
-	c, err := controller.NewTyped("object", mgr, controller.TypedOptions[Key]{
+	c, err := controller.NewTyped("object", held, controller.TypedOptions[Key]{
 		Reconciler:              wakingReconciler{inner: objects, wakes: wakes},
 		MaxConcurrentReconciles: opts.Workers,
 		LogConstructor: func(k *Key) logr.Logger {
@@ -215,9 +226,10 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Channels:       channels,
 		Archive:        opts.Archive,
 		DryRun:         opts.DryRun,
+		Access:         NewAccess(reviews.SelfSubjectAccessReviews(), clock.RealClock{}),
 		watches:        w,
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
+	err = ctrl.NewControllerManagedBy(held).
 		Named("policy").
 		// Labels decide which channels a policy may use.
 		For(&v1alpha1.TimeoutPolicy{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
@@ -229,7 +241,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("create policy controller: %w", err)
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
+	err = ctrl.NewControllerManagedBy(held).
 		Named("channel").
 		For(&v1alpha1.NotificationChannel{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(&ChannelReconciler{Client: mgr.GetClient(), Secrets: secrets})
@@ -242,37 +254,33 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		}
 	}
 
-	// Runs where the controllers run: on the leader, once elected.
+	// Runs where the controllers run: on the leader, once elected and the
+	// CRDs are served.
 	var leading atomic.Bool
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	if err := held.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		leading.Store(true)
 		<-ctx.Done()
 		return nil
 	})); err != nil {
 		return err
 	}
-	return mgr.AddReadyzCheck("controllers", readiness(mgr, &leading))
-}
-
-// readiness is ready once the caches have synced and, on the leader, the
-// controllers' group has started. A standby holds no watch until it leads,
-// so it is ready as soon as it runs.
-func readiness(mgr manager.Manager, leading *atomic.Bool) healthz.Checker {
-	return func(req *http.Request) error {
-		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
-		defer cancel()
-		if !mgr.GetCache().WaitForCacheSync(ctx) {
-			return errors.New("caches not synced yet")
-		}
-		select {
-		case <-mgr.Elected():
-			if !leading.Load() {
-				return errors.New("elected leader, controllers not started yet")
-			}
-		default:
-		}
-		return nil
+	gate := &crdGate{mgr: mgr, mapper: mgr.GetRESTMapper(), held: held.held, log: mgr.GetLogger().WithValues("controller", "crds")}
+	if err := mgr.Add(gate); err != nil {
+		return fmt.Errorf("add the CRD gate: %w", err)
 	}
+	// Three checks, so that /readyz names the one that fails (its reason
+	// is at /readyz/<name>): the controller's own CRDs, the controllers,
+	// and the CRDs of the kinds the policies target.
+	for name, check := range map[string]healthz.Checker{
+		"crds":        crdsReadiness(mgr.GetRESTMapper()),
+		"controllers": readiness(mgr, &leading),
+		"targets":     targetsReadiness(mgr.GetClient(), mgr.GetRESTMapper(), &leading),
+	} {
+		if err := mgr.AddReadyzCheck(name, check); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pruneArchive removes archived manifests older than retention, at start

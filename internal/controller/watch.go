@@ -46,6 +46,10 @@ type watches struct {
 	// kinds maps each watched kind to the version it is watched at.
 	kinds      map[schema.GroupKind]watched
 	namespaces bool
+	// workloads says Deployments and StatefulSets are watched, for sleep;
+	// workloadsOnce serializes starting that watch.
+	workloads     bool
+	workloadsOnce sync.Mutex
 }
 
 type watched struct {

@@ -53,6 +53,9 @@ type Decision struct {
 	// expiry the old one was about.
 	Replaced bool
 	Previous time.Time
+	// WokeBy is use of a sleeping object the caller saw that its
+	// annotations do not show (a spec edit, a workload scaled up).
+	WokeBy string
 }
 
 // Unwritten returns shown with the deliveries the caller made about an
@@ -92,7 +95,7 @@ func Evaluate(c *match.Candidate, obj Object, now time.Time, unwritten Unwritten
 // channels are the names of the channels that carry each recorded message
 // type, and rehearse says deletions are only rehearsed (dry run).
 func (d Decision) Plan(channels map[v1alpha1.EventType][]string, rehearse bool, now time.Time) expiry.Plan {
-	return expiry.Next(expiry.Input{Life: d.Life, Schedule: d.Schedule, Record: d.Record, Channels: channels, DryRun: rehearse, Now: now})
+	return expiry.Next(expiry.Input{Life: d.Life, Schedule: d.Schedule, Record: d.Record, Channels: channels, DryRun: rehearse, WokeBy: d.WokeBy, Now: now})
 }
 
 // titled is the only kind whose spec.title names its objects: of the

@@ -116,6 +116,18 @@ func (s Schedule) Lifetime(created time.Time, annotations map[string]string) Lif
 	if act, err := ParseActivity(annotations[AnnotationActivity]); err == nil && act.At.After(l.LastActive) {
 		l.LastActive, l.ActiveBy = act.At, SourceGeneration
 	}
+	// A wake is activity: it restarts the idle clock.
+	if st, err := ParseSleep(annotations[AnnotationSleep]); err == nil {
+		l.Sleep = st
+		if st.Woke.After(l.LastActive) {
+			l.LastActive, l.ActiveBy = st.Woke, SourceWoke
+		}
+	} else {
+		l.Invalid = append(l.Invalid, Invalid{
+			Annotation: AnnotationSleep, Value: annotations[AnnotationSleep],
+			Expected: "the controller's sleep state", Fallback: "the object counts as awake",
+		})
+	}
 	if l.Keep {
 		return l
 	}
@@ -127,13 +139,16 @@ func (s Schedule) Lifetime(created time.Time, annotations map[string]string) Lif
 			l.ExpiresAt, l.Source = l.IdleAt, SourceIdle
 		}
 	}
+	if s.Sleeps() {
+		s.sleepTimes(created, &l)
+	}
 	if s.MaxTTL > 0 {
 		l.Max = created.Add(s.MaxTTL)
 		if l.Base.After(l.Max) && l.Source != SourceDefault {
 			// Activity reaching the maximum is the ordinary end of a busy
 			// object; an annotation asking for more is worth a word.
 			source := l.Source
-			if source == SourceIdle {
+			if source == SourceIdle || source == SourceSleep {
 				source = l.baseSource(a)
 			}
 			l.Invalid = append(l.Invalid, Invalid{
@@ -169,6 +184,8 @@ func (l Lifetime) Clock() string {
 		return "idle"
 	case SourceMax:
 		return "maximum"
+	case SourceSleep:
+		return "sleep"
 	}
 	return "creation"
 }
@@ -176,7 +193,10 @@ func (l Lifetime) Clock() string {
 // Idle reports whether the idle clock has moved the expiry past what the
 // creation clock gives: the object is alive because it was used.
 func (l Lifetime) Idle() bool {
-	return !l.Keep && !l.IdleAt.IsZero() && l.IdleAt.After(l.Base)
+	if l.Keep {
+		return false
+	}
+	return (!l.IdleAt.IsZero() && l.IdleAt.After(l.Base)) || (l.Source == SourceSleep && l.SleepByUse)
 }
 
 // Follows reports whether the record For gives r for the lifetime l is the
@@ -185,7 +205,7 @@ func (l Lifetime) Idle() bool {
 // Since. Such a record need not be written.
 func (r *Record) Follows(l Lifetime) bool {
 	return r != nil && !r.ExpiresAt.IsZero() && l.Idle() && l.ExpiresAt.After(r.ExpiresAt) &&
-		len(r.Sent) == 0 && r.NoticeAt.IsZero()
+		onlyCycleKeys(r.Sent) && r.NoticeAt.IsZero()
 }
 
 // ForLife is For, for the lifetime l. An expiry moved later by activity
@@ -193,7 +213,9 @@ func (r *Record) Follows(l Lifetime) bool {
 // old date: otherwise every recorded use would announce one.
 func (r *Record) ForLife(l Lifetime, created, now time.Time) *Record {
 	next := r.For(l.ExpiresAt, created, now)
-	if next == r || r == nil || !l.Idle() || !l.ExpiresAt.After(r.ExpiresAt) || next.ExtendedFrom.IsZero() {
+	// A sleep moves the expiry to the time asleep: no extension either.
+	moved := l.Idle() || l.Source == SourceSleep
+	if next == r || r == nil || !moved || !l.ExpiresAt.After(r.ExpiresAt) || next.ExtendedFrom.IsZero() {
 		return next
 	}
 	if _, told := r.Sent[KeyExtended]; told && !hasStage(r.Sent) {

@@ -81,6 +81,15 @@ type Lifetime struct {
 	// KeepRefused says the object asks to be kept and its policy forbids
 	// it.
 	KeepRefused bool
+
+	// Sleep is the object's sleep state (the sleep annotation). Under a
+	// policy that puts objects to sleep, SleepAt is when the object sleeps
+	// (or went to sleep, when Asleep), and SleepByUse says that SleepAt
+	// follows its last activity.
+	Sleep      SleepState
+	SleepAt    time.Time
+	Asleep     bool
+	SleepByUse bool
 }
 
 // Compute works out an object's lifetime from its creation time, its
@@ -167,7 +176,7 @@ var userKeys = []string{"ttl", "expires-at", "keep", "notify", "last-active"}
 
 // KnownAnnotations are the annotations under Prefix that the controller
 // reads or writes; any other key under Prefix is a mistake.
-var KnownAnnotations = []string{AnnotationTTL, AnnotationExpiresAt, AnnotationKeep, Prefix + "notify", AnnotationReminders, AnnotationLastActive, AnnotationActivity}
+var KnownAnnotations = []string{AnnotationTTL, AnnotationExpiresAt, AnnotationKeep, Prefix + "notify", AnnotationReminders, AnnotationLastActive, AnnotationActivity, AnnotationSleep, AnnotationReplicas}
 
 // unknownKeys reports the keys under Prefix that the controller does not
 // know, in the order of their names. They change nothing, but a misspelt

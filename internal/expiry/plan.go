@@ -22,6 +22,11 @@ const (
 	Notify
 	// Delete: the object has expired and people have had their notice.
 	Delete
+	// Sleep: the object's sleep is due (or under way): scale it down.
+	Sleep
+	// Wake: the object is asleep and was used (or may no longer sleep):
+	// restore what its sleep changed. Plan.WokeBy says why.
+	Wake
 )
 
 func (a Action) String() string {
@@ -34,6 +39,10 @@ func (a Action) String() string {
 		return "Notify"
 	case Delete:
 		return "Delete"
+	case Sleep:
+		return "Sleep"
+	case Wake:
+		return "Wake"
 	}
 	return "Unknown"
 }
@@ -56,6 +65,8 @@ type Plan struct {
 	// failed delivery is retried no later than that, so that retries
 	// never delay a reminder or a deletion.
 	Deadline time.Time
+	// WokeBy says, for Wake, what woke the object.
+	WokeBy string
 }
 
 // Notice is what an object's record says of the reminders and the notice
@@ -90,7 +101,7 @@ func NoticeOf(in Input) Notice {
 		// Under the idle clock, a reminder due at the last use or before
 		// would warn people in the middle of using the object: a lead of
 		// idleTTL or more does not apply.
-		if in.Life.Source == SourceIdle && !due.After(in.Life.LastActive) {
+		if (in.Life.Source == SourceIdle || in.Life.Source == SourceSleep) && !due.After(in.Life.LastActive) {
 			continue
 		}
 		if !due.Before(rec.Since) {
@@ -135,6 +146,10 @@ type Input struct {
 	// DryRun says the deletion is only rehearsed (the policy's dryRun, or
 	// the controller's --dry-run).
 	DryRun bool
+	// WokeBy is use of a sleeping object that the caller saw and the
+	// annotations do not show: a spec edit, a workload scaled up by
+	// someone else. Empty when none.
+	WokeBy string
 	Now    time.Time
 }
 
@@ -153,6 +168,17 @@ type Input struct {
 // partly delivered messages never hold up a deletion that is due. Under a
 // dry run a deletion that is due is reported instead (see deletion).
 func Next(in Input) Plan {
+	if p, ok := nextSleep(in); ok {
+		return p
+	}
+	p := next(in)
+	if p.Action != Wait {
+		return p
+	}
+	return sleepMessages(in, p)
+}
+
+func next(in Input) Plan {
 	l, rec, now := in.Life, in.Record, in.Now
 	if l.Keep {
 		return Plan{Action: Keep}
@@ -288,4 +314,77 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// Wake reasons the planner gives.
+const (
+	WokeByUse    = "use"
+	WokeByKeep   = "the keep annotation"
+	WokeByPolicy = "the policy no longer puts it to sleep"
+)
+
+// nextSleep plans a sleep or a wake, when one is due.
+//
+// A sleep or a wake under way is completed first. An object that sleeps
+// wakes when it is used (the annotations show activity after it went to
+// sleep, or the caller saw some: WokeBy), when it is kept, and when its
+// policy no longer puts objects to sleep. An awake object is put to sleep
+// at its SleepAt, never before, unless its deletion is due first (maxTTL);
+// nothing sleeps under a dry run, which changes nothing.
+func nextSleep(in Input) (Plan, bool) {
+	l, s, now := in.Life, in.Schedule, in.Now
+	st := l.Sleep
+	if st.Phase == PhaseWaking {
+		return Plan{Action: Wake, WokeBy: st.WokeBy, At: now}, true
+	}
+	if st.Sleeping() {
+		switch {
+		case l.Keep:
+			return Plan{Action: Wake, WokeBy: WokeByKeep, At: now}, true
+		case !s.Sleeps():
+			return Plan{Action: Wake, WokeBy: WokeByPolicy, At: now}, true
+		case !l.Asleep:
+			return Plan{Action: Wake, WokeBy: WokeByUse + " (" + l.ActiveBy + ")", At: now}, true
+		case in.WokeBy != "":
+			return Plan{Action: Wake, WokeBy: in.WokeBy, At: now}, true
+		case st.Phase == PhaseSleeping:
+			return Plan{Action: Sleep, At: l.SleepAt}, true
+		}
+		return Plan{}, false
+	}
+	// An awake object is deleted only at its maximum: until then, a sleep
+	// that is due (or keeps failing) comes first.
+	if l.Keep || !s.Sleeps() || in.DryRun || now.Before(l.SleepAt) || (!l.Max.IsZero() && !now.Before(l.Max)) {
+		return Plan{}, false
+	}
+	return Plan{Action: Sleep, At: l.SleepAt}, true
+}
+
+// sleepMessages returns, for an object with nothing else to do before
+// p.At, the slept or woke message still owed, or p moved to the sleep
+// when that comes first.
+func sleepMessages(in Input, p Plan) Plan {
+	l, rec := in.Life, in.Record
+	if rec != nil {
+		deadline := p.At
+		switch {
+		case l.Asleep && l.Sleep.Phase == PhaseAsleep:
+			key := KeySlept(l.Sleep.Since)
+			if missing := rec.missing(key, in.Channels[v1alpha1.EventSlept]); len(missing) > 0 {
+				return Plan{Action: Notify, Event: v1alpha1.EventSlept, Key: key, At: l.ExpiresAt, Channels: missing, Deadline: deadline}
+			}
+		case l.Sleep.Phase == PhaseAwake && !l.Sleep.Woke.IsZero():
+			key := KeyWoke(l.Sleep.Woke)
+			if missing := rec.missing(key, in.Channels[v1alpha1.EventWoke]); len(missing) > 0 {
+				return Plan{Action: Notify, Event: v1alpha1.EventWoke, Key: key, At: l.ExpiresAt, Channels: missing, Deadline: deadline}
+			}
+		}
+	}
+	// Only a sleep that can still come: none does at or past the maximum
+	// (nextSleep), and waiting for one there would be a hot loop.
+	if in.Schedule.Sleeps() && !l.Asleep && !l.Keep && !in.DryRun && l.SleepAt.Before(p.At) &&
+		(l.Max.IsZero() || in.Now.Before(l.Max) && l.SleepAt.Before(l.Max)) {
+		p.At = l.SleepAt
+	}
+	return p
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -32,6 +33,9 @@ const (
 // IsStage reports whether the Record key names a reminder stage rather
 // than another message.
 func IsStage(key string) bool {
+	if _, ok := cycleKey(key); ok {
+		return false
+	}
 	switch key {
 	case KeyExtended, KeyPostponed, KeyWouldDelete, KeyLive:
 		return false
@@ -275,6 +279,17 @@ func (r *Record) delivered() Earlier {
 	return e
 }
 
+// onlyCycleKeys reports whether sent holds nothing but slept and woke
+// messages.
+func onlyCycleKeys(sent map[string]Delivery) bool {
+	for k := range sent {
+		if _, ok := cycleKey(k); !ok {
+			return false
+		}
+	}
+	return true
+}
+
 func hasStage(sent map[string]Delivery) bool {
 	for k := range sent {
 		if IsStage(k) {
@@ -310,6 +325,19 @@ func (r *Record) moveTo(at, created, now time.Time) *Record {
 	next := r.moveExpiry(at, created, now)
 	if next != r && r != nil && len(r.Warned) > 0 {
 		next.Warned = maps.Clone(r.Warned)
+	}
+	// The slept and woke messages are about a sleep, not an expiry: they
+	// come along too, so that each is said once.
+	if next != r && r != nil {
+		for k, d := range r.Sent {
+			if _, ok := cycleKey(k); ok {
+				if next.Sent == nil {
+					next.Sent = map[string]Delivery{}
+				}
+				d.Channels = slices.Clone(d.Channels)
+				next.Sent[k] = d
+			}
+		}
 	}
 	return next
 }
@@ -362,6 +390,14 @@ func (r *Record) Delivered(key string, reminder bool, channels []string, now tim
 	}
 	if r.Sent == nil {
 		r.Sent = map[string]Delivery{}
+	}
+	// The messages of an earlier sleep or wake are no longer needed.
+	if p, ok := cycleKey(key); ok {
+		for k := range r.Sent {
+			if k != key && strings.HasPrefix(k, p) {
+				delete(r.Sent, k)
+			}
+		}
 	}
 	d, ok := r.Sent[key]
 	if !ok {

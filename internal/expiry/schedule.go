@@ -27,15 +27,24 @@ type Schedule struct {
 	MaxTTL time.Duration
 	// KeepForbidden says the keep annotation is ignored.
 	KeepForbidden bool
+	// SleepAfterIdle or SleepAfter (one of them) say when an object is put
+	// to sleep, and SleepDeleteAfter how long it sleeps before deletion;
+	// all zero when the policy does not put objects to sleep.
+	SleepAfterIdle, SleepAfter, SleepDeleteAfter time.Duration
 }
 
 // ActivityWindow is how stale a recorded activity may be before new
 // activity is worth a write: idleTTL/20, so that an object used every
 // second costs one write an hour under a one-day idleTTL, and the idle
 // expiry it gives is never more than 5% of idleTTL short of the true one.
-// Zero when lifetimes do not follow use.
+// Zero when lifetimes do not follow use. A sleep after idle follows use
+// too: the shorter of its clock and idleTTL sets the window.
 func (s Schedule) ActivityWindow() time.Duration {
-	return s.IdleTTL / 20
+	idle := s.IdleTTL
+	if s.Sleeps() && s.SleepAfterIdle > 0 && (idle == 0 || s.SleepAfterIdle < idle) {
+		idle = s.SleepAfterIdle
+	}
+	return idle / 20
 }
 
 // LongestReminder is the earliest a reminder can be due before expiry, or 0.
@@ -101,6 +110,22 @@ func NewSchedule(spec v1alpha1.TimeoutPolicySpec) (Schedule, error) {
 		errs = append(errs, fmt.Errorf("spec.maxTTL: %q is shorter than spec.defaultTTL %q", spec.MaxTTL, ttl))
 	}
 	s.KeepForbidden = spec.Keep == v1alpha1.KeepForbidden
+	if sl := spec.Sleep; sl != nil {
+		s.SleepAfterIdle = positive(sl.AfterIdle, "spec.sleep.afterIdle", &errs)
+		s.SleepAfter = positive(sl.After, "spec.sleep.after", &errs)
+		s.SleepDeleteAfter = positive(sl.DeleteAfter, "spec.sleep.deleteAfter", &errs)
+		switch {
+		case (sl.AfterIdle == "") == (sl.After == ""):
+			errs = append(errs, errors.New("spec.sleep: needs exactly one of afterIdle and after"))
+		case sl.DeleteAfter == "":
+			errs = append(errs, errors.New("spec.sleep.deleteAfter: required"))
+		case s.SleepAfterIdle+s.SleepAfter < time.Second:
+			errs = append(errs, errors.New("spec.sleep: afterIdle or after must be at least 1s"))
+		case s.MaxTTL > 0 && s.SleepAfterIdle+s.SleepAfter >= s.MaxTTL:
+			// Nothing would ever sleep: maxTTL deletes it first.
+			errs = append(errs, fmt.Errorf("spec.sleep: objects would reach spec.maxTTL %q before they sleep", spec.MaxTTL))
+		}
+	}
 
 	return s, errors.Join(errs...)
 }

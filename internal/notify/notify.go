@@ -227,7 +227,7 @@ const EventsChannel = "events"
 
 // Recorded are the message types whose deliveries the record on the
 // object keeps.
-var Recorded = []v1alpha1.EventType{v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed, v1alpha1.EventWouldDelete}
+var Recorded = []v1alpha1.EventType{v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed, v1alpha1.EventWouldDelete, v1alpha1.EventSlept, v1alpha1.EventWoke}
 
 // ChannelNames returns, per recorded message type, the names of the
 // channels spec names that carry it (the names their Notifiers have), or

@@ -48,6 +48,16 @@ Its namespaces ({{join .Namespaces ", "}}) held {{.}}; garbage collection remove
 		subject: `Deleting {{.Object.Kind}} {{display .Object}} failed`,
 		text:    `Your {{.Object.Kind}} {{display .Object}} expired on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}), but deleting it failed: {{.Detail}}. It will be tried again.`,
 	},
+	v1alpha1.EventSlept: {
+		subject: `{{.Object.Kind}} {{display .Object}} is asleep`,
+		text: `Your {{.Object.Kind}} {{display .Object}} was idle and has been put to sleep: its workloads are scaled to zero. Using it wakes it, and restores them.
+
+If it stays asleep, it will be deleted {{relative .ExpiresAt .Time}}, on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}).`,
+	},
+	v1alpha1.EventWoke: {
+		subject: `{{.Object.Kind}} {{display .Object}} woke`,
+		text: `Your {{.Object.Kind}} {{display .Object}} woke{{with .Detail}} ({{.}}){{end}}: its workloads are restored. It will not be deleted before {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}).`,
+	},
 	v1alpha1.EventWouldDelete: {
 		subject: `{{.Object.Kind}} {{display .Object}} would have been deleted`,
 		text:    `Your {{.Object.Kind}} {{display .Object}} expired on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}). It was not deleted because policy {{.Policy}} is in dry-run mode.`,

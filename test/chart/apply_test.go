@@ -129,7 +129,7 @@ func startAPIServer() error {
 	_, err = clients.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: namespace,
-			// As docs/helm.md recommends; the API server then warns about
+			// As docs/guides/install-helm.md recommends; the API server then warns about
 			// every pod template that would not run here.
 			Labels: map[string]string{
 				"pod-security.kubernetes.io/enforce": "restricted",

@@ -469,6 +469,38 @@ func TestSecretsAndReferencesStayInTheReleaseNamespace(t *testing.T) {
 	}
 }
 
+func TestTheEmailPortFollowsTheSecurity(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		flags    []string
+		wantPort int64
+	}{
+		{"uses 465 for implicit TLS", []string{"--set", "policy.notifications.email.security=TLS"}, 465},
+		{"uses 587 for STARTTLS", []string{"--set", "policy.notifications.email.security=StartTLS"}, 587},
+		{"uses 587 for a plain relay", []string{"--set", "policy.notifications.email.security=None"}, 587},
+		{"keeps a port given with TLS", []string{"--set", "policy.notifications.email.security=TLS", "--set", "policy.notifications.email.port=2465"}, 2465},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := render(t, "", append([]string{
+				"--set", "policy.notifications.email.enabled=true",
+				"--set", "policy.notifications.email.host=smtp.example.com",
+				"--set", "policy.notifications.email.from=bot@example.com",
+			}, tc.flags...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch := find(objects(t, out), "NotificationChannel", release+"-email")
+			if ch == nil {
+				t.Fatal("no e-mail NotificationChannel rendered")
+			}
+			port, _, _ := unstructured.NestedFieldNoCopy(ch.Object, "spec", "email", "port")
+			if fmt.Sprint(port) != fmt.Sprint(tc.wantPort) {
+				t.Errorf("spec.email.port = %v, want %d", port, tc.wantPort)
+			}
+		})
+	}
+}
+
 // walk calls f with every object under v and its path.
 func walk(v any, f func(path string, m map[string]any)) {
 	var rec func(path string, v any)

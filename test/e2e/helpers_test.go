@@ -109,9 +109,9 @@ type session struct {
 	rcpts []string
 }
 
-func (s *session) Reset()                                  { s.rcpts = nil }
-func (s *session) Logout() error                           { return nil }
-func (s *session) Mail(string, *smtp.MailOptions) error    { return nil }
+func (s *session) Reset()                               { s.rcpts = nil }
+func (s *session) Logout() error                        { return nil }
+func (s *session) Mail(string, *smtp.MailOptions) error { return nil }
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	s.rcpts = append(s.rcpts, to)
 	return nil

@@ -71,11 +71,11 @@ func TestAdmissionPolicy(t *testing.T) {
 					switch {
 					case slices.Contains(tc.letThrough, v):
 						if !policyAccepts || controllerAccepts {
-							t.Errorf("%s: policy accepts %t, controller accepts %t; it is listed as let through by the policy and refused by the controller: update the list and docs/annotations.md", short(v), policyAccepts, controllerAccepts)
+							t.Errorf("%s: policy accepts %t, controller accepts %t; it is listed as let through by the policy and refused by the controller: update the list and docs/guides/admission-policy.md", short(v), policyAccepts, controllerAccepts)
 						}
 					case slices.Contains(tc.stricter, v):
 						if policyAccepts || !controllerAccepts {
-							t.Errorf("%s: policy accepts %t, controller accepts %t; it is listed as refused by the policy and accepted by the controller: update the list and docs/annotations.md", short(v), policyAccepts, controllerAccepts)
+							t.Errorf("%s: policy accepts %t, controller accepts %t; it is listed as refused by the policy and accepted by the controller: update the list and docs/guides/admission-policy.md", short(v), policyAccepts, controllerAccepts)
 						}
 					case policyAccepts != controllerAccepts:
 						t.Errorf("%s: policy accepts %t, controller accepts %t (policy said: %v)", short(v), policyAccepts, controllerAccepts, err)
@@ -192,9 +192,24 @@ func TestAdmissionPolicy(t *testing.T) {
 			}
 			mustContain(t, err.Error(), "playbook "+name, expiry.AnnotationReminders, "only the controller writes it")
 		}
-		mustForbid("anyone else forging the reminders record", patch(forged))
+		// Someone who may patch Playbooks, as Amphitheatre's users may.
+		user := asPlaybookEditor(t)
+		patchAs := func(d *dynamic.DynamicClient, body string) error {
+			_, err := d.Resource(playbooks).Patch(ctx, name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
+			return err
+		}
+		mustForbid("anyone else forging the reminders record", patchAs(user, forged))
 		mustForbid("anyone else removing the reminders record",
-			patch(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, expiry.AnnotationReminders)))
+			patchAs(user, fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, expiry.AnnotationReminders)))
+		mustAccept("the same user's edit of something else", patchAs(user, `{"metadata":{"labels":{"edited-by":"mallory"}}}`))
+		// The policy names no user: the controller installed in another
+		// namespace, under another name, writes its record too.
+		recordOf := func(expiresAt string) string {
+			return fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, expiry.AnnotationReminders, `{"expiresAt":"`+expiresAt+`","sent":{}}`)
+		}
+		mustAccept("another install's controller changing its record",
+			patchAs(asServiceAccount(t, "admission-elsewhere", "amp-timeout"), recordOf("2026-11-28T14:00:00Z")))
+		mustAccept("the controller changing it back", patchAs(asController(t), recordOf("2026-11-27T14:00:00Z")))
 
 		// A whole-object update that leaves the bad values as they are.
 		cur, err = res.Get(ctx, name, metav1.GetOptions{})
@@ -330,7 +345,7 @@ type admissionCase struct {
 	values            []string
 	// letThrough are values the policy accepts and the controller refuses;
 	// stricter are values the policy refuses and the controller accepts.
-	// docs/annotations.md lists both.
+	// docs/guides/admission-policy.md lists both.
 	letThrough, stricter []string
 }
 
@@ -433,29 +448,82 @@ func admissionCases() []admissionCase {
 }
 
 // asController returns a client that acts as the controller's ServiceAccount
-// as the shipped manifests name it, allowed to patch Playbooks.
+// as the shipped manifests name it, with the ClusterRole `make manifests`
+// generates for it.
 func asController(t *testing.T) *dynamic.DynamicClient {
 	t.Helper()
+	return asServiceAccount(t, "timeout-system", "timeout-controller")
+}
+
+// asServiceAccount returns a client that acts as the ServiceAccount
+// namespace/name bound to the controller's generated ClusterRole, as an
+// install in that namespace binds it.
+func asServiceAccount(t *testing.T, namespace, name string) *dynamic.DynamicClient {
+	t.Helper()
 	ctx := context.Background()
-	role := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-controller-patches-playbooks"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"amphitheatre.app"}, Resources: []string{"playbooks"}, Verbs: []string{"get", "list", "patch"}}},
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	var role *rbacv1.ClusterRole
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		r := &rbacv1.ClusterRole{}
+		if err := yaml.Unmarshal([]byte(doc), r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Kind == "ClusterRole" {
+			role = r
+		}
+	}
+	if role == nil {
+		t.Fatal("config/rbac/role.yaml has no ClusterRole: run `make manifests`")
+	}
+	role.Name = "e2e-controller-" + namespace + "-" + name
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "timeout-system", Name: "timeout-controller"}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
 	}
 	for _, o := range []client.Object{role, binding} {
 		if err := k8s.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}
+	user := "system:serviceaccount:" + namespace + ":" + name
+	return impersonating(t, rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:authenticated"}})
+}
+
+// asPlaybookEditor returns a client that acts as a user who may get, list
+// and patch Playbooks and nothing more of this controller's.
+func asPlaybookEditor(t *testing.T) *dynamic.DynamicClient {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-playbook-editor"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"amphitheatre.app"}, Resources: []string{"playbooks"}, Verbs: []string{"get", "list", "patch"}}},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "mallory@example.com"}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := k8s.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	return impersonating(t, rest.ImpersonationConfig{UserName: "mallory@example.com", Groups: []string{"system:authenticated"}})
+}
+
+// impersonating returns a client that acts as who, once RBAC lets it list
+// Playbooks.
+func impersonating(t *testing.T, who rest.ImpersonationConfig) *dynamic.DynamicClient {
+	t.Helper()
 	cfg := rest.CopyConfig(restConfig)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:timeout-system:timeout-controller"}
+	cfg.Impersonate = who
 	d := dynamic.NewForConfigOrDie(cfg)
-	eventually(t, 10*time.Second, "the controller's test role in force", func() (bool, error) {
-		_, err := d.Resource(playbooks).List(ctx, metav1.ListOptions{Limit: 1})
+	eventually(t, 10*time.Second, who.UserName+"'s role in force", func() (bool, error) {
+		_, err := d.Resource(playbooks).List(context.Background(), metav1.ListOptions{Limit: 1})
 		return err == nil || !apierrors.IsForbidden(err), err
 	})
 	return d

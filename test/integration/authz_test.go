@@ -115,7 +115,7 @@ func TestAPolicyAuthorCannotPointCredentialsElsewhere(t *testing.T) {
 			_ = k8s.Delete(context.Background(), &v1alpha1.TimeoutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "inline-exfiltrate"}})
 			t.Fatal("the API server took a policy with its own e-mail server")
 		}
-		mustContain(t, err.Error(), `unknown field "spec.notifications.email"`)
+		mustContain(t, err.Error(), "notifications.email was removed")
 	})
 
 	t.Run("cannot use a webhook key with a URL of their choosing", func(t *testing.T) {

@@ -6,6 +6,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -30,11 +31,18 @@ type docExample struct {
 }
 
 // docExamples returns the TimeoutPolicies and NotificationChannels that the
-// ```yaml blocks of README.md and docs/*.md show whole (with apiVersion and
-// kind); fragments and other kinds are left out.
+// ```yaml blocks of README.md and every page under docs/ show whole (with
+// apiVersion and kind); fragments and other kinds are left out.
 func docExamples(t *testing.T) []docExample {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	docs := filepath.Join("..", "..", "docs")
+	var files []string
+	err := filepath.WalkDir(docs, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			files = append(files, path)
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +63,8 @@ func docExamples(t *testing.T) []docExample {
 					(u.GetKind() != "TimeoutPolicy" && u.GetKind() != "NotificationChannel") {
 					continue
 				}
-				where := fmt.Sprintf("%s block %d object %d (%s %s)", filepath.Base(f), i+1, j+1, u.GetKind(), u.GetName())
+				page, _ := filepath.Rel(docs, f)
+				where := fmt.Sprintf("%s block %d object %d (%s %s)", filepath.ToSlash(page), i+1, j+1, u.GetKind(), u.GetName())
 				out = append(out, docExample{where: where, obj: &u})
 			}
 		}
@@ -67,7 +76,7 @@ func TestTheDocsExamplesAreAcceptedByTheAPIServer(t *testing.T) {
 	examples := docExamples(t)
 	// The pages that explain each kind of channel must each show a channel
 	// and a policy; a regexp that stopped matching would pass vacuously.
-	for _, page := range []string{"notifications-email.md", "notifications-slack.md", "notifications-webhooks.md", "notifications.md"} {
+	for _, page := range []string{"guides/email.md", "guides/slack.md", "guides/webhooks.md", "guides/notifications.md", "guides/upgrade.md"} {
 		kinds := map[string]bool{}
 		for _, e := range examples {
 			if strings.HasPrefix(e.where, page+" ") {

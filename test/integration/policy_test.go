@@ -62,6 +62,64 @@ func TestAdmissionRejectsBadPolicies(t *testing.T) {
 	}
 }
 
+// TestAPolicyWithTheOldInlineChannelsIsRefused applies policies written
+// before NotificationChannel as client-go does by default, without strict
+// field validation: the API server would otherwise drop the old fields and
+// the policy would give notice by Events alone, without a word.
+func TestAPolicyWithTheOldInlineChannelsIsRefused(t *testing.T) {
+	t.Parallel()
+	const upgradePage = "docs/guides/upgrade.md"
+	if _, err := os.Stat(filepath.Join("..", "..", upgradePage)); err != nil {
+		t.Fatalf("the refusal points to %s: %v", upgradePage, err)
+	}
+	for _, tc := range []struct {
+		name, notifications, field string
+	}{
+		{"refuses an inline e-mail server", `
+email:
+  host: smtp.example.com
+  from: timeout-bot@example.com
+  to: [platform-team@example.com]
+  credentialsSecretRef: {namespace: timeout-system, name: smtp-credentials}`, "notifications.email was removed"},
+		{"refuses an inline Slack webhook", `
+slack:
+  webhookURLSecretRef: {namespace: timeout-system, name: slack-webhook, key: url}`, "notifications.slack was removed"},
+		{"refuses inline webhook receivers", `
+webhooks:
+- name: audit
+  url: https://audit.example.com/hooks/timeout
+  secretRef: {namespace: timeout-system, name: audit-webhook, key: key}`, "notifications.webhooks was removed"},
+		{"refuses inline allowed e-mail domains", `
+allowedEmailDomains: [example.com]`, "notifications.allowedEmailDomains was removed"},
+	} {
+		for _, validation := range []string{"", metav1.FieldValidationIgnore, metav1.FieldValidationWarn} {
+			name := tc.name + " with field validation " + validation
+			if validation == "" {
+				name = tc.name + " with client-go's default field validation"
+			}
+			t.Run(name, func(t *testing.T) {
+				var u unstructured.Unstructured
+				manifest := "apiVersion: timeout.amphitheatre.app/v1alpha1\nkind: TimeoutPolicy\nmetadata:\n  generateName: inline-\nspec:\n  notifications:" +
+					strings.ReplaceAll(tc.notifications, "\n", "\n    ")
+				if err := yaml.Unmarshal([]byte(manifest), &u.Object); err != nil {
+					t.Fatal(err)
+				}
+				var opts []client.CreateOption
+				if validation != "" {
+					opts = append(opts, client.FieldValidation(validation))
+				}
+				err := k8s.Create(context.Background(), &u, opts...)
+				if err == nil {
+					_ = k8s.Delete(context.Background(), &u)
+					t.Fatalf("created a policy with %s; want it refused", strings.TrimSpace(tc.notifications))
+				}
+				t.Logf("refused: %v", err)
+				mustContain(t, err.Error(), "spec.notifications", tc.field, upgradePage)
+			})
+		}
+	}
+}
+
 // selecting is a spec whose selector has the one requirement r.
 func selecting(r metav1.LabelSelectorRequirement) v1alpha1.TimeoutPolicySpec {
 	return v1alpha1.TimeoutPolicySpec{Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{r}}}

@@ -810,6 +810,33 @@ func built(n notify.Notifier) []notify.Notifier {
 	return []notify.Notifier{n}
 }
 
+// TestAChannelWithoutAPortConnectsToThePortOfItsSecurity builds channels
+// as the API server stores them, with no port: the port follows security,
+// so that implicit TLS does not speak TLS to the submission port.
+func TestAChannelWithoutAPortConnectsToThePortOfItsSecurity(t *testing.T) {
+	for _, tc := range []struct {
+		name, security string
+		wantAddr       string
+	}{
+		{"connects to 465 for implicit TLS", "TLS", "smtp.example.com:465"},
+		{"connects to 587 for STARTTLS", "StartTLS", "smtp.example.com:587"},
+		{"connects to 587 when security is left to its default", "", "smtp.example.com:587"},
+		{"connects to 587 for a plain relay", "None", "smtp.example.com:587"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ch := notify.Channel{Name: "team-mail", Spec: v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{
+				Host: "smtp.example.com", Security: tc.security, From: "timeout@example.com"}}}
+			n, err := factory(t.Context(), ch, fakeSecrets{})
+			if err != nil {
+				t.Fatalf("factory: %v", err)
+			}
+			if got := n.(*notifier).addr; got != tc.wantAddr {
+				t.Errorf("connects to %s, want %s", got, tc.wantAddr)
+			}
+		})
+	}
+}
+
 func TestKindBuildsAnEmailChannelNamedAfterIt(t *testing.T) {
 	ch := notify.Channel{Name: "team-mail", Spec: v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{Host: "smtp.example.com", From: "timeout@example.com"}}}
 	ns, err := notify.Kinds{Kind}.Build(t.Context(), []notify.Channel{ch}, fakeSecrets{})

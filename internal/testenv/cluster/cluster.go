@@ -260,12 +260,12 @@ func (c *Cluster) writeCertificates(context.Context) error {
 		return err
 	}
 	c.pki, c.CA = p, p.caPEM()
-	if _, _, err := p.issue("apiserver", "kube-apiserver", nil,
+	if err := p.issue("apiserver", "kube-apiserver", nil,
 		HostIP, "127.0.0.1", "10.0.0.1", "localhost",
 		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"); err != nil {
 		return err
 	}
-	if _, _, err := p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}); err != nil {
+	if err := p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}); err != nil {
 		return err
 	}
 	if _, _, err := p.serviceAccountKey(); err != nil {
@@ -282,7 +282,7 @@ func (c *Cluster) writeCertificates(context.Context) error {
 		if u.group != "" {
 			groups = []string{u.group}
 		}
-		if _, _, err := p.issue(u.name, u.user, groups); err != nil {
+		if err := p.issue(u.name, u.user, groups); err != nil {
 			return err
 		}
 	}

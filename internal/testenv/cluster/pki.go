@@ -67,14 +67,14 @@ func (p *pki) caPEM() []byte {
 // issue writes name.crt and name.key: a certificate for a client (user and
 // groups) when hosts is empty, else for a server with those names and
 // addresses.
-func (p *pki) issue(name, user string, groups []string, hosts ...string) (certFile, keyFile string, err error) {
+func (p *pki) issue(name, user string, groups []string, hosts ...string) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return "", "", err
+		return err
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
-		return "", "", err
+		return err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
@@ -96,12 +96,9 @@ func (p *pki) issue(name, user string, groups []string, hosts ...string) (certFi
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
 	if err != nil {
-		return "", "", fmt.Errorf("sign %s: %w", name, err)
+		return fmt.Errorf("sign %s: %w", name, err)
 	}
-	if err := p.write(name, der, key); err != nil {
-		return "", "", err
-	}
-	return filepath.Join(p.dir, name+".crt"), filepath.Join(p.dir, name+".key"), nil
+	return p.write(name, der, key)
 }
 
 // serviceAccountKey writes the RSA key that signs service account tokens

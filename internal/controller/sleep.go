@@ -1,0 +1,440 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+)
+
+// Sleep RBAC: the workloads in the namespaces a sleeping object owns are
+// watched (as metadata), read, annotated with their replicas, and scaled
+// through their scale subresource.
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments/scale;statefulsets/scale,verbs=get;update;patch
+
+// Events of sleep.
+const (
+	ReasonSlept          = "Slept"
+	ReasonWoke           = "Woke"
+	ReasonWokeExternally = "WokeExternally"
+	actionSleep          = "Sleep"
+	actionWake           = "Wake"
+)
+
+var (
+	sleeps = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "timeout_controller_sleeps_total",
+		Help: "Objects put to sleep (their workloads scaled to zero).",
+	})
+	wakes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "timeout_controller_wakes_total",
+		Help: "Sleeping objects woken, by what woke them: use (activity, a spec edit, kubectl timeout wake), external (a workload scaled up by someone else), keep, policy (it no longer sleeps).",
+	}, []string{"by"})
+	objectsAsleep = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "timeout_controller_objects_asleep",
+		Help: "Objects a policy governs that sleep, as of its last status refresh.",
+	}, []string{"policy"})
+	sleepFreedReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "timeout_controller_sleep_freed_replicas",
+		Help: "Replicas that sleeping objects of a policy scaled to zero, as of its last status refresh.",
+	}, []string{"policy"})
+	sleepFreedCPU = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "timeout_controller_sleep_freed_cpu_cores",
+		Help: "CPU requested by the replicas that sleeping objects of a policy scaled to zero (their pod templates' requests), as of its last status refresh.",
+	}, []string{"policy"})
+	sleepFreedMemory = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "timeout_controller_sleep_freed_memory_bytes",
+		Help: "Memory requested by the replicas that sleeping objects of a policy scaled to zero, as of its last status refresh.",
+	}, []string{"policy"})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(sleeps, wakes, objectsAsleep, sleepFreedReplicas, sleepFreedCPU, sleepFreedMemory)
+}
+
+// workloadKinds are the kinds scaled to zero in the namespaces a sleeping
+// object owns.
+var workloadKinds = []schema.GroupVersionKind{
+	appsv1.SchemeGroupVersion.WithKind("Deployment"),
+	appsv1.SchemeGroupVersion.WithKind("StatefulSet"),
+}
+
+// workload is one Deployment or StatefulSet, as sleep and wake see it.
+type workload struct {
+	obj      client.Object
+	kind     string
+	replicas int32
+	// saved is the replicas annotation, when the workload has one.
+	saved    int32
+	hasSaved bool
+	template corev1.PodSpec
+}
+
+func (w workload) String() string {
+	return w.kind + " " + w.obj.GetNamespace() + "/" + w.obj.GetName()
+}
+
+// workloads reads, from the API server, the Deployments and StatefulSets
+// in the namespaces the object owns.
+func (r *ObjectReconciler) workloads(ctx context.Context, uid types.UID) ([]workload, error) {
+	namespaces, err := ownedNamespaces(ctx, r.Client, uid)
+	if err != nil {
+		return nil, err
+	}
+	var out []workload
+	for _, ns := range namespaces {
+		var deps appsv1.DeploymentList
+		if err := r.APIReader.List(ctx, &deps, client.InNamespace(ns)); err != nil {
+			return nil, fmt.Errorf("list the deployments in %s: %w", ns, err)
+		}
+		for i := range deps.Items {
+			d := &deps.Items[i]
+			out = append(out, newWorkload(d, "Deployment", d.Spec.Replicas, d.Spec.Template.Spec))
+		}
+		var sets appsv1.StatefulSetList
+		if err := r.APIReader.List(ctx, &sets, client.InNamespace(ns)); err != nil {
+			return nil, fmt.Errorf("list the statefulsets in %s: %w", ns, err)
+		}
+		for i := range sets.Items {
+			s := &sets.Items[i]
+			out = append(out, newWorkload(s, "StatefulSet", s.Spec.Replicas, s.Spec.Template.Spec))
+		}
+	}
+	return out, nil
+}
+
+func newWorkload(obj client.Object, kind string, replicas *int32, template corev1.PodSpec) workload {
+	w := workload{obj: obj, kind: kind, replicas: 1, template: template}
+	if replicas != nil {
+		w.replicas = *replicas
+	}
+	if v, ok := obj.GetAnnotations()[expiry.AnnotationReplicas]; ok {
+		w.saved, w.hasSaved = expiry.ParseReplicas(v)
+	}
+	return w
+}
+
+// selfScaled reports whether the object is scaled itself, through its
+// scale subresource, and its replicas. A kind without one answers
+// NotFound (or MethodNotSupported): it owns its workloads, or has none.
+func (r *ObjectReconciler) selfScaled(ctx context.Context, key Key) (bool, int32, error) {
+	scale := newScale()
+	err := r.Client.SubResource("scale").Get(ctx, parent(key), scale)
+	switch {
+	case err == nil:
+		n, _, _ := unstructured.NestedInt64(scale.Object, "spec", "replicas")
+		return true, int32(n), nil
+	case apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
+		return false, 0, nil
+	}
+	return false, 0, fmt.Errorf("get the scale of %s: %w", key, err)
+}
+
+func newScale() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(autoscalingv1.SchemeGroupVersion.WithKind("Scale"))
+	return u
+}
+
+// parent is the object as the scale subresource's parent.
+func parent(key Key) client.Object {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(key.GVK)
+	u.SetNamespace(key.Namespace)
+	u.SetName(key.Name)
+	return u
+}
+
+func scaleTo(ctx context.Context, c client.Client, obj client.Object, replicas int32) error {
+	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
+	var body client.Object = &autoscalingv1.Scale{}
+	if _, ok := obj.(*unstructured.Unstructured); ok {
+		body = newScale()
+	}
+	return c.SubResource("scale").Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch),
+		client.WithSubResourceBody(body))
+}
+
+// annotate merge-patches the annotations of obj (nil values remove them),
+// locked on the resourceVersion it was read at.
+func annotate(ctx context.Context, c client.Client, obj client.Object, annotations map[string]any) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": obj.GetResourceVersion(),
+		"annotations":     annotations,
+	}})
+	if err != nil {
+		return err
+	}
+	return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+}
+
+// observeWake says what woke a sleeping object that its annotations do
+// not show: a spec edit, or a workload someone else scaled up (Argo CD,
+// an HPA, a person, Amphitheatre re-applying an Actor's Deployment).
+// Either is use; the second is reported as external.
+func (r *ObjectReconciler) observeWake(ctx context.Context, ev *evaluation) (string, bool, error) {
+	st := ev.Life.Sleep
+	if st.Phase != expiry.PhaseAsleep || !ev.Life.Asleep {
+		return "", false, nil
+	}
+	if st.Replicas != nil {
+		// Scaled itself: someone scaling it up wakes it. Its generation
+		// says nothing: a Deployment's changes with every annotation
+		// written on it, the controller's own included.
+		_, replicas, err := r.selfScaled(ctx, ev.key)
+		if err != nil || replicas == 0 {
+			return "", false, err
+		}
+		return fmt.Sprintf("scaled up to %d by someone else", replicas), true, nil
+	}
+	if st.Generation != 0 && ev.obj.Generation != st.Generation {
+		return fmt.Sprintf("a spec edit (generation %d)", ev.obj.Generation), false, nil
+	}
+	ws, err := r.workloads(ctx, ev.obj.UID)
+	if err != nil {
+		return "", false, err
+	}
+	for _, w := range ws {
+		if w.replicas > 0 {
+			return fmt.Sprintf("%s scaled up to %d by someone else", w, w.replicas), true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// sleep puts the object to sleep, or completes a sleep under way.
+//
+// The order makes a crash at any point leave what the next leader
+// completes: first the object says Sleeping (with when, and for an object
+// scaled itself its replicas), then each workload gets its replicas
+// annotation before it is scaled to zero, and last the object says
+// Asleep. A crash before the first write changes nothing; after it, the
+// next pass finds Sleeping and goes on: a workload that has its
+// annotation keeps it (it holds the replicas from before the sleep) and
+// is scaled to zero again, one that has none is annotated first. A
+// workload is never scaled down without its replicas written down first,
+// and a wake restores only workloads that carry them.
+func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Result, error) {
+	key, now := ev.key, ev.now
+	log := logf.FromContext(ctx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+
+	obj := ev.obj.DeepCopy()
+	st := ev.Life.Sleep
+	self, replicas, err := r.selfScaled(ctx, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if st.Phase != expiry.PhaseSleeping {
+		st = expiry.SleepState{Phase: expiry.PhaseSleeping, Since: now.UTC(), Woke: st.Woke, WokeBy: st.WokeBy, Generation: obj.Generation}
+		if self {
+			st.Replicas = &replicas
+		}
+		if err := annotate(ctx, r.Client, obj, map[string]any{expiry.AnnotationSleep: st.String()}); err != nil {
+			return r.sleepWriteFailed(key, err)
+		}
+	}
+
+	var freed int32
+	var cpu, mem int64
+	if self {
+		if replicas > 0 {
+			if err := scaleTo(ctx, r.Client, parent(key), 0); err != nil {
+				return ctrl.Result{}, fmt.Errorf("scale %s to zero: %w", key, err)
+			}
+		}
+		if st.Replicas != nil {
+			freed = *st.Replicas
+		}
+	} else {
+		ws, err := r.workloads(ctx, obj.UID)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		for _, w := range ws {
+			n := w.replicas
+			if w.hasSaved {
+				n = w.saved
+			} else if w.replicas > 0 {
+				if err := annotate(ctx, r.Client, w.obj, map[string]any{expiry.AnnotationReplicas: strconv.Itoa(int(w.replicas))}); err != nil {
+					return ctrl.Result{}, fmt.Errorf("record the replicas of %s: %w", w, err)
+				}
+			}
+			if w.replicas > 0 {
+				if err := scaleTo(ctx, r.Client, w.obj, 0); err != nil {
+					return ctrl.Result{}, fmt.Errorf("scale %s to zero: %w", w, err)
+				}
+			}
+			freed += n
+			c, m := podSpecRequests(w.template)
+			cpu += c * int64(n)
+			mem += m * int64(n)
+		}
+	}
+
+	// Asleep, at the generation the object has now: an object scaled
+	// itself changed generation with its scale, which is not use; its
+	// activity annotation takes the new generation for the same reason.
+	fresh := newMetadata(key.GVK)
+	if err := r.APIReader.Get(ctx, key.NamespacedName, fresh); err != nil {
+		return ctrl.Result{}, fmt.Errorf("get %s: %w", key, err)
+	}
+	if fresh.UID != obj.UID {
+		return ctrl.Result{}, nil
+	}
+	st.Phase, st.Generation, st.Freed = expiry.PhaseAsleep, fresh.Generation, freed
+	st.FreedCPUMillis, st.FreedMemoryBytes = cpu, mem
+	annotations := map[string]any{expiry.AnnotationSleep: st.String()}
+	if self {
+		act, _ := expiry.ParseActivity(fresh.Annotations[expiry.AnnotationActivity])
+		act.Generation = fresh.Generation
+		annotations[expiry.AnnotationActivity] = act.String()
+	}
+	if err := annotate(ctx, r.Client, fresh, annotations); err != nil {
+		return r.sleepWriteFailed(key, err)
+	}
+	sleeps.Inc()
+	log.Info("slept", "since", st.Since, "replicas", freed, "policy", ev.policy.Name)
+	r.Recorder.Eventf(reference(key.GVK, fresh), nil, corev1.EventTypeNormal, ReasonSlept, actionSleep,
+		"Asleep since %s (policy %s): %d replicas scaled to zero; use wakes it; deleted at %s unless used",
+		st.Since.Format(time.RFC3339), ev.policy.Name, freed, st.Since.Add(ev.Schedule.SleepDeleteAfter).Format(time.RFC3339))
+	return ctrl.Result{}, nil
+}
+
+// wake restores what the sleep changed, or completes a wake under way.
+//
+// The order mirrors sleep's: first the object says Waking (with when and
+// why, which restarts its idle clock), then each workload that carries
+// its replicas annotation and is still at zero is scaled back to them,
+// and its annotation removed; last the object says Awake. A crash at any
+// point leaves Waking or annotated workloads, which the next pass
+// restores; a workload someone else scaled up meanwhile keeps its
+// replicas: a wake never fights them.
+func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy string) (ctrl.Result, error) {
+	key, now := ev.key, ev.now
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+
+	obj := ev.obj.DeepCopy()
+	st := ev.Life.Sleep
+	if st.Phase != expiry.PhaseWaking {
+		st.Phase, st.Woke, st.WokeBy, st.External = expiry.PhaseWaking, now.UTC(), wokeBy, ev.wokeExternally
+		if err := annotate(ctx, r.Client, obj, map[string]any{expiry.AnnotationSleep: st.String()}); err != nil {
+			return r.sleepWriteFailed(key, err)
+		}
+	}
+
+	self, replicas, err := r.selfScaled(ctx, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if self {
+		if st.Replicas != nil && replicas == 0 && *st.Replicas > 0 {
+			if err := scaleTo(ctx, r.Client, parent(key), *st.Replicas); err != nil {
+				return ctrl.Result{}, fmt.Errorf("scale %s back to %d: %w", key, *st.Replicas, err)
+			}
+		}
+	} else {
+		ws, err := r.workloads(ctx, obj.UID)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		for _, w := range ws {
+			if !w.hasSaved {
+				continue
+			}
+			if w.replicas == 0 && w.saved > 0 {
+				if err := scaleTo(ctx, r.Client, w.obj, w.saved); err != nil {
+					return ctrl.Result{}, fmt.Errorf("scale %s back to %d: %w", w, w.saved, err)
+				}
+				// The scale changed the resourceVersion the annotation
+				// patch is locked on.
+				if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(w.obj), w.obj); err != nil {
+					return ctrl.Result{}, fmt.Errorf("get %s: %w", w, err)
+				}
+			}
+			if err := annotate(ctx, r.Client, w.obj, map[string]any{expiry.AnnotationReplicas: nil}); err != nil {
+				return ctrl.Result{}, fmt.Errorf("remove the replicas annotation of %s: %w", w, err)
+			}
+		}
+	}
+
+	fresh := newMetadata(key.GVK)
+	if err := r.APIReader.Get(ctx, key.NamespacedName, fresh); err != nil {
+		return ctrl.Result{}, fmt.Errorf("get %s: %w", key, err)
+	}
+	if fresh.UID != obj.UID {
+		return ctrl.Result{}, nil
+	}
+	external := st.External
+	st.Phase, st.Replicas, st.Freed, st.FreedCPUMillis, st.FreedMemoryBytes, st.External = expiry.PhaseAwake, nil, 0, 0, 0, false
+	annotations := map[string]any{expiry.AnnotationSleep: st.String()}
+	if self {
+		act, _ := expiry.ParseActivity(fresh.Annotations[expiry.AnnotationActivity])
+		act.Generation = fresh.Generation
+		annotations[expiry.AnnotationActivity] = act.String()
+	}
+	if err := annotate(ctx, r.Client, fresh, annotations); err != nil {
+		return r.sleepWriteFailed(key, err)
+	}
+	by, reason := wakeLabel(st.WokeBy, external), ReasonWoke
+	if external {
+		reason = ReasonWokeExternally
+	}
+	wakes.WithLabelValues(by).Inc()
+	logf.FromContext(ctx).Info("woke", "by", st.WokeBy, "external", external, "policy", ev.policy.Name)
+	r.Recorder.Eventf(reference(key.GVK, fresh), nil, corev1.EventTypeNormal, reason, actionWake,
+		"Woke: %s; what the sleep since %s scaled down is restored", st.WokeBy, st.Since.Format(time.RFC3339))
+	return ctrl.Result{}, nil
+}
+
+func wakeLabel(wokeBy string, external bool) string {
+	switch {
+	case external:
+		return "external"
+	case wokeBy == expiry.WokeByKeep:
+		return "keep"
+	case wokeBy == expiry.WokeByPolicy:
+		return "policy"
+	}
+	return "use"
+}
+
+// sleepWriteFailed handles a failed write of the sleep state: a conflict
+// means the object changed (used, extended), and it is looked at again.
+func (r *ObjectReconciler) sleepWriteFailed(key Key, err error) (ctrl.Result, error) {
+	switch {
+	case apierrors.IsConflict(err):
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case apierrors.IsNotFound(err):
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, fmt.Errorf("write the sleep state of %s: %w", key, err)
+}
+
+// podSpecRequests is a pod template's CPU (millicores) and memory
+// requests, as podRequests counts them.
+func podSpecRequests(spec corev1.PodSpec) (int64, int64) {
+	return podRequests(&corev1.Pod{Spec: spec})
+}

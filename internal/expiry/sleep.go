@@ -1,0 +1,171 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package expiry
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Annotations of sleep.
+const (
+	// AnnotationSleep holds a governed object's SleepState. The controller
+	// owns it.
+	AnnotationSleep = Prefix + "sleep"
+	// AnnotationReplicas is written on each workload a sleep scaled to zero
+	// (a Deployment or StatefulSet in a namespace the sleeping object
+	// owns): its replicas before, which the wake restores. The controller
+	// owns it.
+	AnnotationReplicas = Prefix + "replicas"
+)
+
+// Phases of a SleepState. Sleeping and Waking are the phases of a sleep or
+// a wake under way: a controller that finds one completes it.
+const (
+	PhaseSleeping = "Sleeping"
+	PhaseAsleep   = "Asleep"
+	PhaseWaking   = "Waking"
+	PhaseAwake    = "Awake"
+)
+
+// SourceSleep is Lifetime.Source when the time asleep (sleep plus the
+// policy's sleep.deleteAfter) sets the expiry; SourceWoke is
+// Lifetime.ActiveBy when the last wake is the latest activity.
+const (
+	SourceSleep = "sleep"
+	SourceWoke  = "wake"
+)
+
+// SleepState is what the controller wrote on an object of its sleep: the
+// phase, when it went to sleep and last woke, and, for an object scaled
+// itself, the replicas to restore.
+type SleepState struct {
+	Phase string `json:"phase"`
+	// Since is when the object went to sleep.
+	Since time.Time `json:"since,omitzero"`
+	// Woke is when the object last woke, and WokeBy what woke it.
+	Woke   time.Time `json:"woke,omitzero"`
+	WokeBy string    `json:"wokeBy,omitempty"`
+	// Generation is the object's metadata.generation once asleep: a change
+	// of it is a spec edit, which wakes the object.
+	Generation int64 `json:"generation,omitempty"`
+	// Replicas are the replicas of an object that was scaled itself (it
+	// has a scale subresource), before the sleep.
+	Replicas *int32 `json:"replicas,omitempty"`
+	// Freed counts the replicas the sleep scaled down, and
+	// FreedCPUMillis and FreedMemoryBytes what their pod templates
+	// request.
+	Freed            int32 `json:"freed,omitempty"`
+	FreedCPUMillis   int64 `json:"freedCPUMillis,omitempty"`
+	FreedMemoryBytes int64 `json:"freedMemoryBytes,omitempty"`
+	// External says the wake under way was someone else scaling a
+	// workload up.
+	External bool `json:"external,omitempty"`
+}
+
+// ParseSleep reads the sleep annotation; an empty value is an object that
+// never slept.
+func ParseSleep(value string) (SleepState, error) {
+	if value == "" {
+		return SleepState{}, nil
+	}
+	var s SleepState
+	if err := json.Unmarshal([]byte(value), &s); err != nil {
+		return SleepState{}, fmt.Errorf("annotation %s: %w", AnnotationSleep, err)
+	}
+	switch s.Phase {
+	case PhaseSleeping, PhaseAsleep, PhaseWaking, PhaseAwake:
+	default:
+		return SleepState{}, fmt.Errorf("annotation %s: unknown phase %q", AnnotationSleep, s.Phase)
+	}
+	return s, nil
+}
+
+// String is the annotation value.
+func (s SleepState) String() string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// Sleeping reports whether the state says the object is asleep or going
+// to sleep: its workloads are (being) scaled down.
+func (s SleepState) Sleeping() bool {
+	return s.Phase == PhaseSleeping || s.Phase == PhaseAsleep
+}
+
+// Changed reports whether the state says anything was (or is being)
+// changed by a sleep that a wake must restore.
+func (s SleepState) Changed() bool {
+	return s.Sleeping() || s.Phase == PhaseWaking
+}
+
+// ParseReplicas reads a workload's replicas annotation.
+func ParseReplicas(value string) (int32, bool) {
+	n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 32)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return int32(n), true
+}
+
+// Sleeps reports whether the schedule puts objects to sleep.
+func (s Schedule) Sleeps() bool {
+	return s.SleepDeleteAfter > 0 && (s.SleepAfterIdle > 0 || s.SleepAfter > 0)
+}
+
+// sleepTimes works out, for an object whose lifetime l is computed up to
+// its idle clock, when it sleeps (or slept) and whether it is asleep, and
+// moves its expiry to no earlier than deleteAfter past the sleep.
+//
+// An object is asleep when its state says so and no use came after it
+// went to sleep: use since then (the last-active annotation, a recorded
+// spec edit) makes it awake for planning, and the planner wakes it. An
+// awake object sleeps afterIdle past its last activity (which includes its
+// last wake), or after its creation or last wake; its expiry is then no
+// earlier than that plus deleteAfter, so that an object is deleted only
+// asleep, whatever the creation clock says, unless maxTTL comes first.
+func (s Schedule) sleepTimes(created time.Time, l *Lifetime) {
+	st := l.Sleep
+	// Use is written to the second (last-active is RFC 3339): a use in
+	// the second the object went to sleep wakes it. A sleep comes at
+	// least a second (afterIdle) after the last use, so that this never
+	// takes the use that led to the sleep for a new one.
+	if st.Sleeping() && !st.Since.IsZero() && l.LastActive.Before(st.Since.Truncate(time.Second)) {
+		l.Asleep, l.SleepAt = true, st.Since
+	} else {
+		switch {
+		case s.SleepAfterIdle > 0:
+			l.SleepAt = l.LastActive.Add(s.SleepAfterIdle)
+			l.SleepByUse = true
+		case st.Woke.After(created):
+			l.SleepAt = st.Woke.Add(s.SleepAfter)
+		default:
+			l.SleepAt = created.Add(s.SleepAfter)
+		}
+	}
+	if t := l.SleepAt.Add(s.SleepDeleteAfter); t.After(l.ExpiresAt) {
+		l.ExpiresAt, l.Source = t, SourceSleep
+	}
+}
+
+// KeySlept and KeyWoke are the Record keys of the slept and woke messages
+// of one sleep: said once for each, whatever the expiry does meanwhile.
+func KeySlept(since time.Time) string { return "slept/" + strconv.FormatInt(since.Unix(), 10) }
+
+// KeyWoke is the Record key of the woke message of the wake at woke.
+func KeyWoke(woke time.Time) string { return "woke/" + strconv.FormatInt(woke.Unix(), 10) }
+
+// cycleKey reports whether key is a slept or woke message's, and returns
+// its prefix.
+func cycleKey(key string) (string, bool) {
+	for _, p := range []string{"slept/", "woke/"} {
+		if strings.HasPrefix(key, p) {
+			return p, true
+		}
+	}
+	return "", false
+}

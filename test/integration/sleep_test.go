@@ -1,0 +1,327 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
+)
+
+// sleepPolicy sleeps the test's Playbooks afterIdle past their last use
+// and deletes them deleteAfter later; no reminders.
+var deploymentsGVR = appsv1.SchemeGroupVersion.WithResource("deployments")
+
+func sleepPolicy(test string, afterIdle, deleteAfter v1alpha1.Duration) v1alpha1.TimeoutPolicySpec {
+	spec := playbookPolicy(test, "1s")
+	spec.Reminders = []v1alpha1.Duration{}
+	spec.MinimumNotice = "0s"
+	spec.Sleep = &v1alpha1.Sleep{AfterIdle: afterIdle, DeleteAfter: deleteAfter}
+	return spec
+}
+
+// deploySleepy deploys a Playbook as Amphitheatre does (its namespace,
+// an Actor "web" with a Deployment of 2 replicas) and a StatefulSet "db"
+// of 3 replicas beside it.
+func deploySleepy(t *testing.T, test string) (*tracked, string) {
+	t.Helper()
+	ctx := context.Background()
+	pb := newPlaybook(test, test, nil)
+	if err := testenv.Deploy(ctx, k8s, pb, []testenv.Actor{{Name: "web", Replicas: 2, CPU: "100m", Memory: "64Mi"}}); err != nil {
+		t.Fatal(err)
+	}
+	ns := testenv.Namespace(pb.GetName())
+	labels := map[string]string{"app": "db"}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			// Its Pods never get ready here (no kubelet): all at once.
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "registry.k8s.io/pause:3.10"}}}},
+		},
+	}
+	if err := k8s.Create(ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pb) })
+	tr := &tracked{Unstructured: pb, gone: make(chan time.Time, 1)}
+	watchGone(t, tr)
+	return tr, ns
+}
+
+// watchGone reports on tr.gone when the Playbook goes.
+func watchGone(t *testing.T, tr *tracked) {
+	t.Helper()
+	go func() {
+		for {
+			err := k8s.Get(context.Background(), types.NamespacedName{Name: tr.GetName()}, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "amphitheatre.app/v1", "kind": "Playbook"}})
+			if err != nil {
+				tr.gone <- time.Now()
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+}
+
+func sleepStateOf(t *testing.T, name string) expiry.SleepState {
+	t.Helper()
+	pb, err := dyn.Resource(playbooks).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := expiry.ParseSleep(pb.GetAnnotations()[expiry.AnnotationSleep])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func awaitPhase(t *testing.T, name, phase string, within time.Duration) expiry.SleepState {
+	t.Helper()
+	var st expiry.SleepState
+	eventually(t, within, name+" "+phase, func() (bool, error) {
+		st = sleepStateOf(t, name)
+		return st.Phase == phase, nil
+	})
+	return st
+}
+
+// replicasOf returns a workload's spec.replicas and replicas annotation.
+func replicasOf(t *testing.T, obj client.Object) (int32, string) {
+	t.Helper()
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	saved := obj.GetAnnotations()[expiry.AnnotationReplicas]
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return *o.Spec.Replicas, saved
+	case *appsv1.StatefulSet:
+		return *o.Spec.Replicas, saved
+	}
+	t.Fatalf("not a workload: %T", obj)
+	return 0, ""
+}
+
+func expectReplicas(t *testing.T, obj client.Object, want int32, wantSaved string) {
+	t.Helper()
+	eventually(t, 10*time.Second, fmt.Sprintf("%s at %d replicas (saved %q)", obj.GetName(), want, wantSaved), func() (bool, error) {
+		n, saved := replicasOf(t, obj)
+		return n == want && saved == wantSaved, nil
+	})
+}
+
+func web(ns string) *appsv1.Deployment {
+	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
+}
+
+func db(ns string) *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}}
+}
+
+// podsIn counts the Pods kube-controller-manager made in ns.
+func podsIn(t *testing.T, ns string) int {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func TestSleepScalesAPlaybooksWorkloadsToZeroAndUseRestoresThem(t *testing.T) {
+	t.Parallel()
+	createPolicy(t, "sleep-wake", sleepPolicy("sleep-wake", "3s", "1h"))
+	pb, ns := deploySleepy(t, "sleep-wake")
+
+	st := awaitPhase(t, pb.GetName(), expiry.PhaseAsleep, 15*time.Second)
+	if early := pb.GetCreationTimestamp().Add(3 * time.Second).Sub(st.Since); early > 0 {
+		t.Fatalf("slept at %s, %s before its idle time", st.Since, early)
+	}
+	expectReplicas(t, web(ns), 0, "2")
+	expectReplicas(t, db(ns), 0, "3")
+	eventually(t, 20*time.Second, "no pods left", func() (bool, error) { return podsIn(t, ns) == 0, nil })
+	mustContain(t, findEvent(t, eventNamespace, pb.GetName(), "Slept").Note, "5 replicas scaled to zero")
+	if st.Freed != 5 {
+		t.Errorf("freed %d replicas, want 5", st.Freed)
+	}
+
+	touch(t, pb.GetName())
+	st = awaitPhase(t, pb.GetName(), expiry.PhaseAwake, 10*time.Second)
+	mustContain(t, st.WokeBy, "use")
+	expectReplicas(t, web(ns), 2, "")
+	expectReplicas(t, db(ns), 3, "")
+	eventually(t, 20*time.Second, "pods back", func() (bool, error) { return podsIn(t, ns) > 0, nil })
+	findEvent(t, eventNamespace, pb.GetName(), "Woke")
+}
+
+func TestAWorkloadScaledUpBySomeoneElseWakesThePlaybookWithoutAFight(t *testing.T) {
+	t.Parallel()
+	createPolicy(t, "sleep-external", sleepPolicy("sleep-external", "3s", "1h"))
+	pb, ns := deploySleepy(t, "sleep-external")
+	awaitPhase(t, pb.GetName(), expiry.PhaseAsleep, 15*time.Second)
+	expectReplicas(t, web(ns), 0, "2")
+
+	// As Amphitheatre re-applying the Actor's Deployment, or an HPA.
+	scaled := time.Now()
+	if err := k8s.SubResource("scale").Patch(context.Background(), web(ns),
+		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":1}}`))); err != nil {
+		t.Fatal(err)
+	}
+	st := awaitPhase(t, pb.GetName(), expiry.PhaseAwake, 10*time.Second)
+	findEvent(t, eventNamespace, pb.GetName(), "WokeExternally")
+	mustContain(t, st.WokeBy, "Deployment "+ns+"/web scaled up to 1")
+	// Its replicas are left as they were set; the others come back.
+	expectReplicas(t, web(ns), 1, "")
+	expectReplicas(t, db(ns), 3, "")
+	// No fight: it stays up until a fresh idle period is over.
+	for time.Since(scaled) < 2500*time.Millisecond {
+		if n, _ := replicasOf(t, web(ns)); n != 1 {
+			t.Fatalf("web scaled to %d %s after someone else scaled it up", n, time.Since(scaled))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	again := awaitPhase(t, pb.GetName(), expiry.PhaseAsleep, 10*time.Second)
+	if again.Since.Before(st.Woke.Add(3 * time.Second)) {
+		t.Fatalf("slept again at %s, before a fresh idle period from the wake at %s", again.Since, st.Woke)
+	}
+	expectReplicas(t, web(ns), 0, "1")
+}
+
+func TestASleepingPlaybookIsDeletedNoEarlierThanDeleteAfterAsleep(t *testing.T) {
+	t.Parallel()
+	createPolicy(t, "sleep-delete", sleepPolicy("sleep-delete", "2s", "4s"))
+	pb, ns := deploySleepy(t, "sleep-delete")
+	st := awaitPhase(t, pb.GetName(), expiry.PhaseAsleep, 15*time.Second)
+	expectReplicas(t, web(ns), 0, "2")
+	pb.expectDeletedOnTime(t, st.Since.Add(4*time.Second))
+}
+
+func TestSleepAndWakeCompleteAcrossARestart(t *testing.T) {
+	// Not parallel: it stops the suite's controller.
+	ctx := context.Background()
+	if err := stopController(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	start := func() {
+		if _, err := startController(restConfig, testScheme); err != nil {
+			t.Fatal(err)
+		}
+		restarted = true
+	}
+	t.Cleanup(func() {
+		if !restarted {
+			start()
+		}
+	})
+	createPolicy(t, "sleep-restart", sleepPolicy("sleep-restart", "1h", "1h"))
+	pb, ns := deploySleepy(t, "sleep-restart")
+
+	// What a leader that crashed in the middle of a sleep leaves: the
+	// Playbook says Sleeping, web is annotated (its replicas written down)
+	// but not scaled yet, db untouched.
+	// A sleep comes at least a second after the last use (here, the
+	// creation).
+	time.Sleep(time.Until(pb.GetCreationTimestamp().Add(1100 * time.Millisecond)))
+	since := time.Now().UTC()
+	mergePatch(t, playbooks, "", pb.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`,
+		expiry.AnnotationSleep, expiry.SleepState{Phase: expiry.PhaseSleeping, Since: since, Generation: 1}.String()))
+	mergePatch(t, deploymentsGVR, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"2"}}}`, expiry.AnnotationReplicas))
+
+	start()
+	st := awaitPhase(t, pb.GetName(), expiry.PhaseAsleep, 15*time.Second)
+	if !st.Since.Equal(since) {
+		t.Errorf("asleep since %s, want the since of the sleep under way %s", st.Since, since)
+	}
+	expectReplicas(t, web(ns), 0, "2")
+	expectReplicas(t, db(ns), 0, "3")
+
+	// And a wake cut short: the Playbook says Waking, web is back but
+	// still annotated, db still at zero.
+	if err := stopController(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = false
+	st.Phase, st.Woke, st.WokeBy = expiry.PhaseWaking, time.Now().UTC(), "use"
+	mergePatch(t, playbooks, "", pb.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, expiry.AnnotationSleep, st.String()))
+	if err := k8s.SubResource("scale").Patch(ctx, web(ns), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`))); err != nil {
+		t.Fatal(err)
+	}
+	start()
+	awaitPhase(t, pb.GetName(), expiry.PhaseAwake, 15*time.Second)
+	expectReplicas(t, web(ns), 2, "")
+	expectReplicas(t, db(ns), 3, "")
+}
+
+func TestADeploymentWithAScaleSubresourceSleepsItself(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const test = "sleep-self"
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: test}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+	spec := sleepPolicy(test, "3s", "1h")
+	spec.Target = v1alpha1.Target{APIVersion: "apps/v1", Kind: "Deployment"}
+	createPolicy(t, test, spec)
+	labels := map[string]string{"app": "self"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: test, Name: "self", Labels: map[string]string{testLabel: test}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}}},
+		},
+	}
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	state := func() expiry.SleepState {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := expiry.ParseSleep(d.Annotations[expiry.AnnotationSleep])
+		return st
+	}
+	eventually(t, 15*time.Second, "the deployment asleep", func() (bool, error) { return state().Phase == expiry.PhaseAsleep, nil })
+	if st := state(); st.Replicas == nil || *st.Replicas != 3 || *d.Spec.Replicas != 0 {
+		t.Fatalf("asleep with %d replicas, saved %v; want 0, saved 3", *d.Spec.Replicas, st.Replicas)
+	}
+	// Asleep, it stays asleep: its own scale-down is no use of it.
+	time.Sleep(time.Second)
+	if st := state(); st.Phase != expiry.PhaseAsleep {
+		t.Fatalf("woke by its own scale-down: %+v", st)
+	}
+	mergePatch(t, deploymentsGVR, test, "self", fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`,
+		expiry.AnnotationLastActive, time.Now().UTC().Format(time.RFC3339)))
+	eventually(t, 10*time.Second, "the deployment awake at 3", func() (bool, error) {
+		st := state()
+		return st.Phase == expiry.PhaseAwake && *d.Spec.Replicas == 3, nil
+	})
+}
