@@ -175,9 +175,14 @@ Amphitheatre's API server or any other client may. Under a policy with
 idleTTL the object then lives at least idleTTL from now (but never past the
 policy's maxTTL).
 
-Like the controller, it writes at most once per idleTTL/20: when the object's
-last activity is more recent than that, nothing is written. Under a policy
-without idleTTL, use does not change an expiry and the command exits with 7.`,
+Under a policy with spec.sleep, use also puts off the sleep (sleep.afterIdle)
+and wakes an object asleep (see wake).
+
+Like the controller, it writes at most once per idleTTL/20 (or
+sleep.afterIdle/20, when that is shorter): when the object's
+last activity is more recent than that, nothing is written (unless the object
+is asleep). Under a policy without idleTTL or sleep.afterIdle, use does not
+change an expiry and the command exits with 7, unless the object is asleep.`,
 		Example: `  kubectl timeout touch 2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10
   kubectl timeout touch "Weekend demo"`,
 	}, nameArgs{run: func(ctx context.Context, n *named) error {
@@ -188,20 +193,28 @@ without idleTTL, use does not change an expiry and the command exits with 7.`,
 // touchPatch records use now, under the controller's throttling rule.
 func touchPatch(ev *Evaluation) (*patch, error) {
 	s := ev.Governing.Schedule
-	if s.IdleTTL <= 0 {
-		return nil, withCode(ExitRefused, "policy %s has no idleTTL: use does not move the expiry of %s; nothing was written", ev.Governing.Name, describe(ev))
+	// Use wakes an object asleep, whatever the policy's clocks.
+	asleep := ev.SleepState() == SleepAsleep
+	if s.IdleTTL <= 0 && s.SleepAfterIdle <= 0 && !asleep {
+		return nil, withCode(ExitRefused, "policy %s has no idleTTL (nor sleep.afterIdle): use does not move the expiry of %s; nothing was written", ev.Governing.Name, describe(ev))
 	}
-	if since := ev.Now.Sub(ev.Life.LastActive); since < s.ActivityWindow() {
-		return &patch{none: true, verb: fmt.Sprintf("was last active at %s, less than idleTTL/20 (%s) ago: nothing written",
+	if since := ev.Now.Sub(ev.Life.LastActive); !asleep && since < s.ActivityWindow() {
+		return &patch{none: true, verb: fmt.Sprintf("was last active at %s, less than %s ago (idleTTL/20, or sleep.afterIdle/20 when shorter): nothing written",
 			formatTime(ev.Life.LastActive), expiry.FormatDuration(s.ActivityWindow()))}, nil
 	}
+	return usePatch(ev, "touched"), nil
+}
+
+// usePatch records use now in the last-active annotation, as
+// Amphitheatre's API server does: touch and wake write it.
+func usePatch(ev *Evaluation, verb string) *patch {
 	// Rounded up: the annotation holds whole seconds, and use must not
 	// count a fraction early.
 	now := ceilSecond(ev.Now)
 	return &patch{
 		set:  map[string]*string{expiry.AnnotationLastActive: ptr(now.UTC().Format(time.RFC3339))},
-		verb: "touched: last active " + formatTime(now),
-	}, nil
+		verb: verb + ": last active " + formatTime(now),
+	}
 }
 
 // patch is a change to an object's annotations; a nil value removes one.
@@ -221,69 +234,76 @@ func change(ctx context.Context, o *Options, r ref, all bool, output string, dec
 	if err != nil {
 		return err
 	}
+	_, err = s.change(ctx, r, output, decide)
+	return err
+}
+
+// change is change in s, and returns the object it found.
+func (s *session) change(ctx context.Context, r ref, output string, decide func(*Evaluation) (*patch, error)) (found, error) {
+	o := s.o
 	if err := s.loadPolicies(ctx); err != nil {
-		return err
+		return found{}, err
 	}
 	f, err := s.find(ctx, r)
 	if err != nil {
-		return err
+		return found{}, err
 	}
 	obj := f.obj
 	for attempt := 1; ; attempt++ {
 		if obj.GetDeletionTimestamp() != nil {
-			return withCode(ExitGone, "%s is being deleted (since %s): it was not changed", f, formatTime(obj.GetDeletionTimestamp().Time))
+			return f, withCode(ExitGone, "%s is being deleted (since %s): it was not changed", f, formatTime(obj.GetDeletionTimestamp().Time))
 		}
 		ev, err := s.evaluate(ctx, f.kind, obj)
 		if err != nil {
-			return err
+			return f, err
 		}
 		if ev.Governing == nil {
-			return withCode(ExitNotGoverned, "%s is not governed by any TimeoutPolicy: nothing will delete it (`kubectl timeout explain` says why)", f)
+			return f, withCode(ExitNotGoverned, "%s is not governed by any TimeoutPolicy: nothing will delete it (`kubectl timeout explain` says why)", f)
 		}
 		if ev.Governing.SpecErr != nil {
-			return withCode(ExitError, "%s is governed by policy %s, whose spec cannot be used: %v", f, ev.Governing.Name, ev.Governing.SpecErr)
+			return f, withCode(ExitError, "%s is governed by policy %s, whose spec cannot be used: %v", f, ev.Governing.Name, ev.Governing.SpecErr)
 		}
 		p, err := decide(ev)
 		if err != nil {
-			return err
+			return f, err
 		}
 		if p.none {
-			return report(o.Out, output, ev, describe(ev)+" "+p.verb)
+			return f, report(o.Out, output, ev, describe(ev)+" "+p.verb)
 		}
 		body, err := json.Marshal(map[string]any{"metadata": map[string]any{
 			"resourceVersion": obj.GetResourceVersion(),
 			"annotations":     p.set,
 		}})
 		if err != nil {
-			return err
+			return f, err
 		}
 		updated, err := s.dyn.Resource(f.kind.resource).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, body,
 			metav1.PatchOptions{FieldManager: fieldManager})
 		switch {
 		case apierrors.IsNotFound(err):
-			return withCode(ExitGone, "%s was deleted before the change could be written: it was not changed", f)
+			return f, withCode(ExitGone, "%s was deleted before the change could be written: it was not changed", f)
 		case apierrors.IsConflict(err) && attempt < conflictAttempts:
 			// Someone wrote the object (the controller's record, or its
 			// delete) since it was read: decide again from what it is now.
 			obj, err = s.fresh(ctx, f)
 			if apierrors.IsNotFound(err) {
-				return withCode(ExitGone, "%s was deleted before the change could be written: it was not changed", f)
+				return f, withCode(ExitGone, "%s was deleted before the change could be written: it was not changed", f)
 			}
 			if err != nil {
-				return err
+				return f, err
 			}
 			continue
 		case err != nil:
-			return fmt.Errorf("update %s: %w", f, err)
+			return f, fmt.Errorf("update %s: %w", f, err)
 		}
 		if updated.GetDeletionTimestamp() != nil {
-			return withCode(ExitGone, "%s is being deleted: the change came too late", f)
+			return f, withCode(ExitGone, "%s is being deleted: the change came too late", f)
 		}
 		after, err := s.evaluate(ctx, f.kind, updated)
 		if err != nil {
-			return err
+			return f, err
 		}
-		return report(o.Out, output, after, describe(after)+" "+p.verb)
+		return f, report(o.Out, output, after, describe(after)+" "+p.verb)
 	}
 }
 
@@ -299,6 +319,9 @@ func report(w io.Writer, output string, ev *Evaluation, what string) error {
 		return nil
 	}
 	fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(ev.Life.ExpiresAt), relative(ev.Life.ExpiresAt, ev.Now))
+	if si := sleepOf(ev); si != nil {
+		fmt.Fprintln(w, "  "+sleepSentence(si, ev.Now))
+	}
 	d := ev.DeleteAt()
 	switch {
 	case d.IsZero():

@@ -48,8 +48,11 @@ type Evaluation struct {
 	// it, as the controller names them.
 	Channels map[v1alpha1.EventType][]string
 	// Steps are what the controller will do, in order, if every message
-	// is accepted at once: reminders, messages, and the deletion last.
+	// is accepted at once and nobody uses the object: sleeps, wakes,
+	// reminders, messages, and the deletion last.
 	Steps []Step
+	// Plan is what the controller's planner does about the object now.
+	Plan expiry.Plan
 }
 
 // Step is one thing the controller will do.
@@ -63,10 +66,16 @@ type Step struct {
 	// Announces is the deletion time a message announces.
 	Announces time.Time
 	Channels  []string
+	// WokeBy says, for a wake, what wakes the object.
+	WokeBy string
 }
 
-// ActionDelete is the Step.Action of the deletion.
-const ActionDelete = "delete"
+// Step.Action of the deletion, a sleep and a wake.
+const (
+	ActionDelete = "delete"
+	ActionSleep  = "sleep"
+	ActionWake   = "wake"
+)
 
 // maxSteps bounds the simulation; a policy has at most ten reminders.
 const maxSteps = 64
@@ -91,25 +100,42 @@ func Evaluate(obj *unstructured.Unstructured, gvk schema.GroupVersionKind, names
 	if ev.Terminating() || ev.Governing.SpecErr != nil {
 		return ev, nil
 	}
-	d := decide.Evaluate(ev.Governing, decide.Object{Created: obj.GetCreationTimestamp().Time, Annotations: obj.GetAnnotations()}, now, nil)
+	o := decide.Object{Created: obj.GetCreationTimestamp().Time, Annotations: obj.GetAnnotations()}
+	d := decide.Evaluate(ev.Governing, o, now, nil)
 	ev.Life = d.Life
 	if ev.Life.Keep {
+		// A kept object that sleeps is woken: that is all there is to plan.
+		ev.Plan = d.Plan(nil, ev.Governing.Spec.Deletion.DryRun, now)
 		return ev, nil
 	}
 	ev.Channels = notify.ChannelNames(ev.Governing.Spec.Notifications)
 	ev.RecordUnreadable = d.RecordErr != nil
 	ev.Record = d.Record
-	ev.Steps = simulate(d, ev.Channels, now)
+	ev.Plan = d.Plan(ev.Channels, ev.Governing.Spec.Deletion.DryRun, now)
+	ev.Steps = simulate(ev.Governing, o, d, ev.Channels, now)
 	return ev, nil
 }
 
 // simulate runs the controller's planner forward from now, as if every
-// message were accepted by every channel the moment it falls due.
-func simulate(d decide.Decision, channels map[v1alpha1.EventType][]string, now time.Time) []Step {
+// message were accepted by every channel the moment it falls due and
+// nobody used the object. A sleep or a wake is followed by deciding again
+// (decide.Evaluate) from the sleep annotation the controller writes then.
+func simulate(c *match.Candidate, obj decide.Object, d decide.Decision, channels map[v1alpha1.EventType][]string, now time.Time) []Step {
 	rec := d.Record.Clone()
 	d.Record = rec
 	t := now
 	var steps []Step
+	// redecide is the decision once the controller has written st at t.
+	redecide := func(st expiry.SleepState) {
+		a := maps.Clone(obj.Annotations)
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[expiry.AnnotationSleep] = st.String()
+		obj.Annotations = a
+		d = decide.Evaluate(c, obj, t, func(*expiry.Record, time.Time) *expiry.Record { return rec })
+		rec = d.Record
+	}
 	for range maxSteps {
 		// Deletions are planned as if they were real: what a dry run
 		// rehearses is shown by the dry-run flag.
@@ -119,6 +145,23 @@ func simulate(d decide.Decision, channels map[v1alpha1.EventType][]string, now t
 			return steps
 		case expiry.Delete:
 			return append(steps, Step{At: t, Action: ActionDelete})
+		case expiry.Sleep:
+			// What the controller writes once the workloads are down.
+			st := d.Life.Sleep
+			if st.Phase != expiry.PhaseSleeping {
+				st = expiry.SleepState{Since: t.UTC(), Woke: st.Woke, WokeBy: st.WokeBy}
+			}
+			st.Phase = expiry.PhaseAsleep
+			steps = append(steps, Step{At: t, Action: ActionSleep})
+			redecide(st)
+		case expiry.Wake:
+			st := d.Life.Sleep
+			if st.Phase != expiry.PhaseWaking {
+				st.Woke, st.WokeBy = t.UTC(), p.WokeBy
+			}
+			st.Phase, st.Replicas, st.Freed, st.FreedCPUMillis, st.FreedMemoryBytes, st.External = expiry.PhaseAwake, nil, 0, 0, 0, false
+			steps = append(steps, Step{At: t, Action: ActionWake, WokeBy: st.WokeBy})
+			redecide(st)
 		case expiry.Wait:
 			if !p.At.After(t) {
 				// Never expected; a planner that does not move on would
@@ -159,10 +202,12 @@ func (ev *Evaluation) DeleteAt() time.Time {
 }
 
 // Postponed reports whether the deletion waits past the expiry for the
-// minimum notice.
+// minimum notice. A wake planned before it moves the expiry itself (a
+// wake restarts the idle clock): that is no postponement.
 func (ev *Evaluation) Postponed() bool {
 	d := ev.DeleteAt()
-	return !d.IsZero() && d.After(ev.Life.ExpiresAt)
+	return !d.IsZero() && d.After(ev.Life.ExpiresAt) &&
+		!slices.ContainsFunc(ev.Steps, func(s Step) bool { return s.Action == ActionWake })
 }
 
 // SentStages are the reminder stages the record shows delivered for the
@@ -197,6 +242,12 @@ func (ev *Evaluation) Flags() []string {
 	}
 	if ev.Terminating() {
 		return append(f, "terminating")
+	}
+	switch ev.SleepState() {
+	case SleepAsleep:
+		f = append(f, "asleep")
+	case SleepWaking:
+		f = append(f, "waking")
 	}
 	if ev.Governing.SpecErr != nil {
 		f = append(f, "inactive")

@@ -30,7 +30,11 @@ type Explanation struct {
 	// notice, reminders and next steps are then absent.
 	Deletion *DeletionInfo `json:"deletion,omitempty"`
 	// Lifetime is absent when no policy with a usable spec governs it.
-	Lifetime  *LifetimeInfo   `json:"lifetime,omitempty"`
+	Lifetime *LifetimeInfo `json:"lifetime,omitempty"`
+	// Sleep is the object's sleep, under a policy with spec.sleep; WakesOn
+	// says what wakes it.
+	Sleep     *SleepInfo      `json:"sleep,omitempty"`
+	WakesOn   string          `json:"wakesOn,omitempty"`
 	Notice    *NoticeInfo     `json:"notice,omitempty"`
 	Reminders []ReminderState `json:"reminders,omitempty"`
 	// Next is what the controller will do, in order, if every message
@@ -161,6 +165,8 @@ type NextStep struct {
 	Stage     string   `json:"stage,omitempty"`
 	Announces *Time    `json:"announces,omitempty"`
 	Channels  []string `json:"channels,omitempty"`
+	// WokeBy says, for a wake, what wakes the object.
+	WokeBy string `json:"wokeBy,omitempty"`
 }
 
 func newExplainCommand(o *Options) *cobra.Command {
@@ -172,7 +178,8 @@ why the others do not, which annotation or default set its expiry, what
 the minimum notice requires, which reminders were sent and which are due,
 and what the controller will do next, and when. For an object in
 Terminating, it says since when it is being deleted and which finalizers
-still hold it.
+still hold it. Under a policy with spec.sleep, it says when the object goes
+to sleep (or since when it sleeps), what wakes it, and when it is deleted.
 
 NAME is the object's name or, for a Playbook, its title. KIND/NAME
 (playbook/2b1e7c9e-...) picks the kind when several are governed.`,
@@ -239,6 +246,9 @@ func Explain(ev *Evaluation) Explanation {
 		return x
 	}
 	x.Lifetime = lifetimeOf(ev)
+	if x.Sleep = sleepOf(ev); x.Sleep != nil && ev.Governing.Schedule.Sleeps() && !ev.Life.Keep {
+		x.WakesOn = wakesOn
+	}
 	if ev.Life.Keep {
 		x.Notes = append(x.Notes, "The object is kept: it never expires. `kubectl timeout unkeep` puts it back under its policy.")
 		return x
@@ -309,6 +319,8 @@ func sourceValue(ev *Evaluation) string {
 		return expiry.FormatDuration(s.IdleTTL)
 	case expiry.SourceMax:
 		return expiry.FormatDuration(s.MaxTTL)
+	case expiry.SourceSleep:
+		return expiry.FormatDuration(s.SleepDeleteAfter)
 	}
 	return ev.Object.GetAnnotations()[ev.Life.Source]
 }
@@ -382,8 +394,8 @@ func reminderOf(ev *Evaluation, state expiry.Notice, lead time.Duration, schedul
 func nextOf(ev *Evaluation) []NextStep {
 	var out []NextStep
 	for _, s := range ev.Steps {
-		ns := NextStep{At: Time(s.At), Action: s.Action, Stage: s.Stage, Channels: s.Channels}
-		if s.Action != ActionDelete {
+		ns := NextStep{At: Time(s.At), Action: s.Action, Stage: s.Stage, Channels: s.Channels, WokeBy: s.WokeBy}
+		if s.Action != ActionDelete && s.Action != ActionSleep && s.Action != ActionWake {
 			ns.Announces = timePtr(s.Announces)
 		}
 		if s.Action == ActionDelete && ev.Governing.Spec.Deletion.DryRun {

@@ -241,6 +241,24 @@ func TestExplainGolden(t *testing.T) {
 			now:      t0.Add(14*day + 2*time.Hour),
 		},
 		{
+			name:     "it sleeps after it is idle and is deleted after it slept",
+			obj:      playbook(nil),
+			policies: []v1alpha1.TimeoutPolicy{playbookPolicy("playbooks", sleepy)},
+			now:      t0.Add(time.Hour),
+		},
+		{
+			name:     "it is asleep",
+			obj:      playbook(asleep(t0.Add(3 * time.Hour))),
+			policies: []v1alpha1.TimeoutPolicy{playbookPolicy("playbooks", sleepy)},
+			now:      t0.Add(6 * time.Hour),
+		},
+		{
+			name:     "it was used since it went to sleep and wakes now",
+			obj:      playbook(annotated(asleep(t0.Add(3*time.Hour)), expiry.AnnotationLastActive, "2026-03-01T14:00:00Z")),
+			policies: []v1alpha1.TimeoutPolicy{playbookPolicy("playbooks", sleepy)},
+			now:      t0.Add(6 * time.Hour),
+		},
+		{
 			name:       "a namespaced object without a title",
 			obj:        configMap,
 			gvk:        configMap.GroupVersionKind(),

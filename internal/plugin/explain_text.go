@@ -79,6 +79,9 @@ func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 		case l.Source == expiry.SourceIdle:
 			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
 			fmt.Fprintf(w, "  set by the idle clock: idleTTL %s after its last use, which is later than its annotations or defaultTTL give\n", l.Value)
+		case l.Source == expiry.SourceSleep:
+			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
+			fmt.Fprintf(w, "  set by the sleep: the policy's sleep.deleteAfter %s after it goes to sleep, which is later than its annotations or defaultTTL give\n", l.Value)
 		case l.Source == expiry.SourceMax:
 			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
 			fmt.Fprintf(w, "  set by the maximum: the policy's maxTTL %s from creation caps a later expiry; no annotation, extension or use goes past it\n", l.Value)
@@ -104,6 +107,8 @@ func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 			fmt.Fprintf(w, "  invalid: %s=%q: expected %s; %s\n", inv.Annotation, inv.Value, inv.Expected, inv.Fallback)
 		}
 	}
+
+	writeSleep(w, x, now)
 
 	if n := x.Notice; n != nil {
 		fmt.Fprintln(w, "\nMinimum notice:")
@@ -146,17 +151,7 @@ func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		for _, s := range x.Next {
 			when := formatTime(time.Time(s.At)) + "\t(" + relative(time.Time(s.At), now) + ")"
-			var what string
-			switch s.Action {
-			case ActionDelete:
-				what = "deleted"
-			case "would-delete":
-				what = "WouldDelete Event (dry run; not deleted)"
-			case string(v1alpha1.EventReminder):
-				what = fmt.Sprintf("%s reminder via %s, announcing deletion at %s", s.Stage, strings.Join(s.Channels, ", "), formatTime(time.Time(*s.Announces)))
-			default:
-				what = fmt.Sprintf("%s message via %s, announcing deletion at %s", s.Action, strings.Join(s.Channels, ", "), formatTime(time.Time(*s.Announces)))
-			}
+			what := nextWhat(s)
 			fmt.Fprintf(tw, "  %s\t%s\n", when, what)
 		}
 		_ = tw.Flush()
@@ -166,6 +161,61 @@ func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 		for _, n := range x.Notes {
 			fmt.Fprintln(w, "Note: "+n)
 		}
+	}
+}
+
+// nextWhat says what a step of the plan does.
+func nextWhat(s NextStep) string {
+	switch s.Action {
+	case ActionDelete:
+		return "deleted"
+	case ActionSleep:
+		return "put to sleep: its workloads scaled to 0"
+	case ActionWake:
+		return "woken by " + s.WokeBy + ": what its sleep scaled down is restored"
+	case "would-delete":
+		return "WouldDelete Event (dry run; not deleted)"
+	case string(v1alpha1.EventReminder):
+		return fmt.Sprintf("%s reminder via %s, announcing deletion at %s", s.Stage, strings.Join(s.Channels, ", "), formatTime(time.Time(*s.Announces)))
+	default:
+		return fmt.Sprintf("%s message via %s, announcing deletion at %s", s.Action, strings.Join(s.Channels, ", "), formatTime(time.Time(*s.Announces)))
+	}
+}
+
+// writeSleep says when the object sleeps or since when it sleeps, what
+// wakes it, and when it is deleted; nothing without a sleep.
+func writeSleep(w io.Writer, x Explanation, now time.Time) {
+	si := x.Sleep
+	if si == nil {
+		return
+	}
+	fmt.Fprintln(w, "\nSleep:")
+	switch {
+	case si.AfterIdle != "":
+		fmt.Fprintf(w, "  the policy puts it to sleep %s after its last use, and deletes it %s after it went to sleep\n", si.AfterIdle, si.DeleteAfter)
+	case si.After != "":
+		fmt.Fprintf(w, "  the policy puts it to sleep %s after its creation or last wake, and deletes it %s after it went to sleep\n", si.After, si.DeleteAfter)
+	default:
+		fmt.Fprintln(w, "  the policy no longer puts objects to sleep")
+	}
+	fmt.Fprintln(w, "  "+sleepSentence(si, now))
+	if si.State == SleepAsleep && si.FreedReplicas > 0 {
+		fmt.Fprintln(w, "  its sleep freed "+freed(si))
+	}
+	if si.Woke != nil && si.State != SleepWaking {
+		fmt.Fprintf(w, "  last woke %s (%s), by %s\n", formatTime(time.Time(*si.Woke)), relative(time.Time(*si.Woke), now), si.WokeBy)
+	}
+	if x.WakesOn != "" {
+		fmt.Fprintln(w, "  wakes on "+x.WakesOn)
+	}
+	switch d := x.DeleteAt; {
+	case x.Lifetime != nil && x.Lifetime.Keep:
+		fmt.Fprintln(w, "  kept: it neither sleeps nor is deleted")
+	case d == nil:
+	case si.State == SleepAsleep:
+		fmt.Fprintf(w, "  deleted %s (%s) if it sleeps until then\n", formatTime(time.Time(*d)), relative(time.Time(*d), now))
+	default:
+		fmt.Fprintf(w, "  deleted %s (%s) if nobody uses it\n", formatTime(time.Time(*d)), relative(time.Time(*d), now))
 	}
 }
 

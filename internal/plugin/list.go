@@ -50,6 +50,9 @@ type Item struct {
 	RemindersSent []string `json:"remindersSent"`
 	Policy        string   `json:"policy"`
 	Flags         []string `json:"flags"`
+	// Sleep is set under a policy with spec.sleep, and for an object
+	// whose sleep annotation says it sleeps.
+	Sleep *SleepInfo `json:"sleep,omitempty"`
 }
 
 // Time is a time written in UTC, RFC 3339.
@@ -92,6 +95,7 @@ func itemOf(ev *Evaluation) Item {
 		RemindersSent: ev.SentStages(),
 		Flags:         ev.Flags(),
 		Deletion:      deletionOf(ev),
+		Sleep:         sleepOf(ev),
 	}
 	if it.RemindersSent == nil {
 		it.RemindersSent = []string{}
@@ -145,7 +149,13 @@ Terminating, how long ago its deletion began. FLAGS:
   postponed   expired, and deleted once the minimum notice has passed
   dry-run     the policy reports instead of deleting
   not-ready   the policy is not Ready: nothing is deleted under it now
-  inactive    the policy's spec cannot be used: nothing expires under it`,
+  inactive    the policy's spec cannot be used: nothing expires under it
+  asleep      its policy put it to sleep: its workloads are scaled to zero
+  waking      the controller is waking it (or does so now): it was used
+
+SLEEP, shown when a policy puts objects to sleep (spec.sleep), says since
+when an object sleeps ("asleep since 3h ago"), or when it goes to sleep if
+nobody uses it ("sleeps in 2h"), or "waking".`,
 		Example: `  kubectl timeout list
   kubectl timeout list playbooks --expiring-within 3d
   kubectl timeout list configmaps -n dev --policy scratch -l app=demo
@@ -310,7 +320,13 @@ func writeTable(w io.Writer, evs []*Evaluation, wide bool) error {
 	if anyNamespaced {
 		header = append(header, "NAMESPACE")
 	}
-	header = append(header, "NAME", "TITLE", "CREATED", "EXPIRES (UTC)", "LEFT", "REMINDERS", "POLICY", "FLAGS")
+	header = append(header, "NAME", "TITLE", "CREATED", "EXPIRES (UTC)", "LEFT")
+	// SLEEP only when something sleeps, or may.
+	sleeps := slices.ContainsFunc(evs, func(ev *Evaluation) bool { return ev.SleepState() != "" })
+	if sleeps {
+		header = append(header, "SLEEP")
+	}
+	header = append(header, "REMINDERS", "POLICY", "FLAGS")
 	if wide {
 		header = append(header, "SOURCE", "DELETE AT", "NEXT", "LAST ACTIVE", "MAX")
 	}
@@ -340,8 +356,11 @@ func writeTable(w io.Writer, evs []*Evaluation, wide bool) error {
 		case it.DeleteAt != nil:
 			left = Left(time.Time(*it.DeleteAt).Sub(ev.Now))
 		}
-		row = append(row, strings.ToLower(it.Kind)+"/"+it.Name, dash(truncate(it.Title, 32)), created, expires, left,
-			dash(strings.Join(it.RemindersSent, ",")), it.Policy, dash(strings.Join(it.Flags, ",")))
+		row = append(row, strings.ToLower(it.Kind)+"/"+it.Name, dash(truncate(it.Title, 32)), created, expires, left)
+		if sleeps {
+			row = append(row, sleepColumn(it.Sleep, ev.Now))
+		}
+		row = append(row, dash(strings.Join(it.RemindersSent, ",")), it.Policy, dash(strings.Join(it.Flags, ",")))
 		if wide {
 			deleteAt, next := "-", nextStep(ev)
 			switch {

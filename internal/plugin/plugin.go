@@ -1,7 +1,7 @@
 // Copyright 2026 The Amphitheatre Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package plugin is the kubectl plugin kubectl-timeout: it lists, explains, extends, keeps and restores governed objects.
+// Package plugin is the kubectl plugin kubectl-timeout: it lists, explains, extends, keeps, wakes and restores governed objects.
 package plugin
 
 import (
@@ -153,7 +153,7 @@ Exit codes:
   4  the object is not governed by any TimeoutPolicy
   5  the API server refused access (RBAC Forbidden, or Unauthorized)
   6  the name is ambiguous: more than one object matches
-  7  refused: it would shorten a lifetime (see --allow-shorten), restore over an existing object, or touch an object whose policy has no idleTTL
+  7  refused: it would shorten a lifetime (see --allow-shorten), restore over an existing object, touch an object whose policy has neither idleTTL nor sleep.afterIdle, or wake one whose policy has no sleep
   8  the object was deleted, or is being deleted, before the change landed
   9  refused: the new expiry is past the policy's maximum lifetime (maxTTL)
   10 refused: the policy forbids keep (spec.keep: Forbidden)`
@@ -186,6 +186,7 @@ func newRootCommand(o *Options) *cobra.Command {
 		newExtendCommand(o),
 		newKeepCommand(o, true),
 		newTouchCommand(o),
+		newWakeCommand(o),
 		newKeepCommand(o, false),
 		newRestoreCommand(o),
 	)
