@@ -56,7 +56,7 @@ If it stays asleep, it will be deleted {{relative .ExpiresAt .Time}}, on {{human
 	},
 	v1alpha1.EventWoke: {
 		subject: `{{.Object.Kind}} {{display .Object}} woke`,
-		text: `Your {{.Object.Kind}} {{display .Object}} woke{{with .Detail}} ({{.}}){{end}}: its workloads are restored. It will not be deleted before {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}).`,
+		text:    `Your {{.Object.Kind}} {{display .Object}} woke{{with .Detail}} ({{.}}){{end}}: its workloads are restored. It will not be deleted before {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}).`,
 	},
 	v1alpha1.EventWouldDelete: {
 		subject: `{{.Object.Kind}} {{display .Object}} would have been deleted`,
