@@ -36,11 +36,6 @@ type History struct {
 	Excused time.Time
 	// Settled says the channels have been healthy for the delivery bound.
 	Settled bool
-	// SleepStarts, ScaleDowns and CycleEvents are the sleeps the
-	// controller started, its scale-downs, and its Slept and Woke Events.
-	SleepStarts []SleepStart
-	ScaleDowns  []ScaleDown
-	CycleEvents []CycleEvent
 }
 
 // Facts is the world's reading of one object at one moment: the policy
@@ -70,17 +65,6 @@ type Facts struct {
 	// DueBy is the latest the expiry may be: ExpiresAt, or later where
 	// the controller may count a use from when it saw it.
 	DueBy time.Time
-	// Sleeps: the policy puts objects to sleep, for SleepDeleteAfter
-	// before deleting them, after SleepPeriod (afterIdle or after).
-	// SleepAt is the earliest the object may sleep, or when it went to
-	// sleep; SleptAt is when it went to sleep (zero when the state says it
-	// is awake), and UsedAsleep (MaybeUsedAsleep) says it was surely
-	// (perhaps) used since.
-	Sleeps                      bool
-	SleepDeleteAfter            time.Duration
-	SleepPeriod                 time.Duration
-	SleepAt, SleptAt            time.Time
-	UsedAsleep, MaybeUsedAsleep bool
 }
 
 // Deletion is one accepted delete.
@@ -102,9 +86,6 @@ type Send struct {
 	// Accepted: the receiver took it. Reported: the controller was told
 	// so (a reset is accepted but not reported).
 	Accepted, Reported bool
-	// Cycle is, for a slept or woke message, the sleep or wake it is
-	// about, as the object said when it went out.
-	Cycle time.Time
 	// IdleAt is, for a reminder, the object's last use plus idleTTL as
 	// the world knew it when the message went out, where the controller's
 	// cache showed that use too; zero otherwise.
@@ -147,10 +128,6 @@ var checks = []check{
 	{"oneOffDelivered", oneOffDelivered},
 	{"deletedPromptly", deletedPromptly},
 	{"auditIntentAndOutcome", auditIntentAndOutcome},
-	{"notAsleepEarly", notAsleepEarly},
-	{"deletedOnlyAsleep", deletedOnlyAsleep},
-	{"noFight", noFight},
-	{"sleptWokeOnce", sleptWokeOnce},
 }
 
 func violation(name, format string, args ...any) Violation {
@@ -345,8 +322,7 @@ func extendedOnlyAfterNotice(h *History) []Violation {
 		}
 		told := false
 		for _, e := range h.Sends {
-			// A slept or woke message gives the deletion time too.
-			if e.UID == s.UID && e.Accepted && e.Type != v1alpha1.EventExtended && (!oneOffType(e.Type) || cycleType(e.Type)) && !e.At.After(s.At) {
+			if e.UID == s.UID && e.Accepted && e.Type != v1alpha1.EventExtended && !oneOffType(e.Type) && !e.At.After(s.At) {
 				told = true
 				break
 			}
@@ -377,7 +353,7 @@ func oneOffDelivered(h *History) []Violation {
 	seen := map[key]bool{}
 	for _, s := range h.Sends {
 		k := key{s.ID, s.Channel}
-		if s.Accepted || seen[k] || !oneOffType(s.Type) || cycleType(s.Type) || accepted[k] {
+		if s.Accepted || seen[k] || !oneOffType(s.Type) || accepted[k] {
 			continue
 		}
 		seen[k] = true
@@ -385,13 +361,6 @@ func oneOffDelivered(h *History) []Violation {
 			s.Type, s.UID, s.Channel, s.At.Format(time.RFC3339Nano)))
 	}
 	return out
-}
-
-// cycleType reports whether messages of type t tell of a sleep or a
-// wake: recorded and retried while the sleep (or wake) lasts, dropped
-// once it is over.
-func cycleType(t v1alpha1.EventType) bool {
-	return t == v1alpha1.EventSlept || t == v1alpha1.EventWoke
 }
 
 // oneOffType reports whether messages of type t go out once, after the
@@ -426,14 +395,6 @@ func deletedPromptly(h *History) []Violation {
 		if f.DueBy.After(due) {
 			due = f.DueBy
 		}
-		if f.Sleeps && (f.SleptAt.IsZero() || f.MaybeUsedAsleep) {
-			// Awake, it must sleep first, for deleteAfter, unless its
-			// maximum comes first.
-			if f.MaxAt.IsZero() {
-				continue
-			}
-			due = later(due, f.MaxAt)
-		}
 		if noticeOwed(h, f) {
 			first := firstReminder(h, f.UID)
 			if first.IsZero() {
@@ -457,13 +418,6 @@ func deletedPromptly(h *History) []Violation {
 		}
 	}
 	return out
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
 
 // intentType is the audit record written before each delete.

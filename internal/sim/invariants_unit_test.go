@@ -45,22 +45,6 @@ func fullAudit(deleteAt time.Duration) []audit.Record {
 	return []audit.Record{{Time: at(deleteAt), Type: intentType, Object: o}, {Time: at(deleteAt), Type: audit.Deleted, Object: o}}
 }
 
-// sleepy is an object of a policy that sleeps 30 minutes after creation
-// and deletes an hour after the sleep.
-func sleepy(edit func(*Facts)) Facts {
-	f := governed()
-	f.Sleeps, f.SleepAt, f.SleepPeriod, f.SleepDeleteAfter = true, at(30*time.Minute), 30*time.Minute, time.Hour
-	if edit != nil {
-		edit(&f)
-	}
-	return f
-}
-
-func sleptSent(d time.Duration, reported bool) Send {
-	return Send{At: at(d), ID: "s", UID: "u1", Type: v1alpha1.EventSlept, Channel: "sim-0", Cycle: at(30 * time.Minute),
-		Accepted: true, Reported: reported}
-}
-
 // Each check must be able to fail: a history that breaks it, and one
 // that keeps it, per check.
 func TestEachCheckFailsOnItsViolationAndOnlyThen(t *testing.T) {
@@ -146,28 +130,6 @@ func TestEachCheckFailsOnItsViolationAndOnlyThen(t *testing.T) {
 			broken: History{Deletions: []Deletion{deletedAt(time.Hour, nil)}, Audit: fullAudit(time.Hour)[1:]},
 			kept:   History{Deletions: []Deletion{deletedAt(time.Hour, nil)}, Audit: fullAudit(time.Hour)},
 		},
-		{
-			check:  "notAsleepEarly",
-			broken: History{SleepStarts: []SleepStart{{At: at(29 * time.Minute), Facts: sleepy(nil)}}},
-			kept:   History{SleepStarts: []SleepStart{{At: at(30 * time.Minute), Facts: sleepy(nil)}}},
-		},
-		{
-			check: "deletedOnlyAsleep",
-			// Asleep since 30m, for deleteAfter 1h.
-			broken: History{Deletions: []Deletion{{At: at(89 * time.Minute), Facts: sleepy(func(f *Facts) { f.SleptAt = at(30 * time.Minute) })}}},
-			kept:   History{Deletions: []Deletion{{At: at(90 * time.Minute), Facts: sleepy(func(f *Facts) { f.SleptAt = at(30 * time.Minute) })}}},
-		},
-		{
-			check:  "noFight",
-			broken: History{ScaleDowns: []ScaleDown{{At: at(40 * time.Minute), ScaledUp: at(20 * time.Minute), Facts: sleepy(nil)}}},
-			kept:   History{ScaleDowns: []ScaleDown{{At: at(50 * time.Minute), ScaledUp: at(20 * time.Minute), Facts: sleepy(nil)}}},
-		},
-		{
-			check:  "sleptWokeOnce",
-			broken: History{Sends: []Send{sleptSent(40*time.Minute, true), sleptSent(41*time.Minute, true)}},
-			// A repeat after a reset is the at-least-once edge.
-			kept: History{Sends: []Send{sleptSent(40*time.Minute, false), sleptSent(41*time.Minute, true)}},
-		},
 	}
 	for _, c := range cases {
 		var fn func(*History) []Violation
@@ -196,7 +158,7 @@ func TestEachCheckFailsOnItsViolationAndOnlyThen(t *testing.T) {
 }
 
 func TestOneSeedPlaysTheSameHistoryTwice(t *testing.T) {
-	for _, seed := range []uint64{3, 380} {
+	for _, seed := range []uint64{7, 380} {
 		steps := generate(seed, nil)
 		histories := [2]*History{}
 		for i := range histories {

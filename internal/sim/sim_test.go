@@ -328,44 +328,6 @@ var regressions = []struct {
 			{Kind: "use", WaitMS: 1000},
 		},
 	},
-	{
-		// The activity window was idleTTL/20: without idleTTL, spec edits
-		// were never recorded, and sleep.afterIdle counted from creation.
-		name:  "a spec edit keeps an object awake afterIdle longer under a policy without idleTTL",
-		check: "notAsleepEarly", schedule: []Step{ // seed 439
-			{Kind: "policyCreate", Val: "ttl=2h,rem=,notice=10m,sel=,prio=2,dry=0,cap=0,arch=1,sleep=idle:1h:10m", WaitMS: 1000},
-			{Kind: "create", Obj: 3, Val: "b", WaitMS: 300000},
-			{Kind: "use", Obj: 3, WaitMS: 900000},
-			{Kind: "wait", WaitMS: 1800000},
-		},
-	},
-	{
-		// Past its maximum, an awake object whose deletion waits for the
-		// notice was requeued for its sleep time, long past: every 1 ms.
-		name:  "an awake object past its maximum waiting for its notice does not wait for a sleep that cannot come",
-		check: "noHotLoop", schedule: []Step{ // seed 259
-			{Kind: "policyCreate", Val: "ttl=10m,rem=20m,notice=0s,sel=,prio=3,dry=0,cap=0", WaitMS: 200},
-			{Kind: "selectorChange", Val: "a", WaitMS: 1000},
-			{Kind: "create", Obj: 2, Val: "b", WaitMS: 200},
-			{Kind: "wait", WaitMS: 3600000},
-			{Kind: "policyEdit", Val: "ttl=1h,rem=20m;5m,notice=10m,sel=b,prio=3,dry=0,cap=0,idle=15m,max=1h,keep=Forbidden,sleep=idle:10m:10m"},
-		},
-	},
-	{
-		// Written from a focused run's near miss: the process dies after
-		// scaling the workload to zero and before writing Asleep; during
-		// the failover someone scales it up; the next leader finds
-		// Sleeping, which observeWake does not look at, and completes the
-		// sleep by scaling the workload down again.
-		name:        "a workload scaled up while a sleep is half done is not scaled down again",
-		knownDefect: "sleep-completion fight (issue 23 point 4 report)",
-		check:       "noFight", schedule: []Step{
-			{Kind: "policyCreate", Val: "ttl=10m,rem=,notice=0s,sel=,prio=1,dry=0,cap=0,sleep=after:10m:2h", WaitMS: 1000},
-			{Kind: "create", Val: "a", WaitMS: 5 * 60_000},
-			{Kind: "crash", DurMS: 4, Val: "10m", WaitMS: 6 * 60_000},
-			{Kind: "scaleUp", WaitMS: 30 * 60_000},
-		},
-	},
 }
 
 // TestRegressionSchedulesKeepEveryPromise replays each regression case
