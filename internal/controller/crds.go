@@ -120,6 +120,12 @@ func (g *crdGate) Start(ctx context.Context) error {
 		missing, err := unserved(g.mapper, ownKinds)
 		switch {
 		case err == nil && len(missing) == 0:
+			// A manager that is stopping would start what is added now
+			// with a context nobody cancels, and wait its whole grace
+			// period for it at the end.
+			if ctx.Err() != nil {
+				return nil
+			}
 			if said != "" {
 				g.log.Info("CRDs installed; starting the controllers")
 			}
