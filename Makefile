@@ -207,6 +207,14 @@ fuzz: ## Fuzz the duration and annotation parsers for a minute each.
 	go test ./internal/expiry -run '^$$' -fuzz FuzzParseDuration -fuzztime 60s
 	go test ./internal/expiry -run '^$$' -fuzz FuzzCompute -fuzztime 60s
 
+# Extra flags for hack/mutate, e.g. MUTATE_FLAGS="-pkg internal/match -v" or
+# "-run plan.go"; `go run ./hack/mutate -help` lists them.
+MUTATE_FLAGS ?=
+
+.PHONY: mutate
+mutate: ## Flip comparisons and clamps of the packages that hold the promises (expiry, decide, match, outbox, recipients) one at a time, run their tests against each, and fail below 95% killed (hack/mutate; MUTATE_FLAGS). Not part of make test.
+	nice -n 10 go run ./hack/mutate -min 95 $(MUTATE_FLAGS)
+
 .PHONY: demo
 demo: ## Start a local control plane (with kube-controller-manager) and watch Playbooks expire and their namespaces go (Ctrl-C stops it).
 	assets=$(ASSETS) && KUBEBUILDER_ASSETS="$$assets" go run ./hack/demo

@@ -6,6 +6,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,5 +129,26 @@ func TestTheLeaderReadsTheOutboxAgainAfterAMinute(t *testing.T) {
 	}
 	if n := l.count(); n != read {
 		t.Errorf("the store was read %d more times within the minute", n-read)
+	}
+}
+
+// A leader says how many entries it takes over, and says nothing when
+// there are none.
+func TestLoadSaysWhatItResumes(t *testing.T) {
+	for _, n := range []int{0, 1} {
+		f := newFixture(t)
+		if n == 1 {
+			f.prepare(entry("u1", "email"))
+		}
+		f.o = f.restart()
+		var logs logLines
+		f.o.Log = logs.logger()
+		if err := f.o.Load(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := logs.with(`"msg"="resuming the outbox"`)
+		if n == 0 && len(got) != 0 || n == 1 && (len(got) != 1 || !strings.Contains(got[0], `"entries"=1`)) {
+			t.Errorf("with %d entries stored, logged %q", n, got)
+		}
 	}
 }

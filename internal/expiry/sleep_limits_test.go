@@ -1,0 +1,245 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package expiry
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+)
+
+// The limits of sleep (make mutate): which specs sleep, which clock a
+// sleep follows, and that a sleep never moves a deletion or what people
+// are told.
+
+func TestNewScheduleChecksTheSleep(t *testing.T) {
+	tests := []struct {
+		name   string
+		maxTTL v1alpha1.Duration
+		sleep  v1alpha1.Sleep
+		// wantErr is part of the error; empty for none.
+		wantErr string
+	}{
+		{"sleeps after idle", "", v1alpha1.Sleep{AfterIdle: "3h", DeleteAfter: "14d"}, ""},
+		{"sleeps after an age", "", v1alpha1.Sleep{After: "2d", DeleteAfter: "14d"}, ""},
+		{"refuses both clocks", "", v1alpha1.Sleep{AfterIdle: "3h", After: "2d", DeleteAfter: "14d"}, "exactly one"},
+		{"refuses no clock", "", v1alpha1.Sleep{DeleteAfter: "14d"}, "exactly one"},
+		{"needs deleteAfter", "", v1alpha1.Sleep{AfterIdle: "3h"}, "deleteAfter: required"},
+		{"takes a sleep of one second", "", v1alpha1.Sleep{AfterIdle: "1s", DeleteAfter: "1d"}, ""},
+		{"refuses a sleep under a second", "", v1alpha1.Sleep{AfterIdle: "999ms", DeleteAfter: "1d"}, "at least 1s"},
+		{"takes a sleep before the maximum", "7d", v1alpha1.Sleep{After: "6d", DeleteAfter: "1d"}, ""},
+		{"refuses a sleep at the maximum", "7d", v1alpha1.Sleep{After: "7d", DeleteAfter: "1d"}, "before they sleep"},
+		{"refuses a sleep past the smallest maximum", "1ns", v1alpha1.Sleep{After: "1s", DeleteAfter: "1d"}, "before they sleep"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sleep := tt.sleep
+			ttl := v1alpha1.Duration("1h")
+			if tt.maxTTL == "1ns" {
+				ttl = "1ns"
+			}
+			_, err := NewSchedule(v1alpha1.TimeoutPolicySpec{DefaultTTL: ttl, MaxTTL: tt.maxTTL, Sleep: &sleep})
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("NewSchedule: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("NewSchedule: %v, want an error saying %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestSleepsOnlyWithATimeAsleepAndAClock(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		schedule Schedule
+		want     bool
+	}{
+		{"after idle", Schedule{SleepAfterIdle: time.Hour, SleepDeleteAfter: Day}, true},
+		{"after an age", Schedule{SleepAfter: time.Hour, SleepDeleteAfter: Day}, true},
+		{"with the shortest time asleep", Schedule{SleepAfter: time.Hour, SleepDeleteAfter: time.Nanosecond}, true},
+		{"not without a clock", Schedule{SleepDeleteAfter: Day}, false},
+		{"not without a time asleep", Schedule{SleepAfterIdle: time.Hour}, false},
+	} {
+		if got := tt.schedule.Sleeps(); got != tt.want {
+			t.Errorf("%s: Sleeps = %t, want %t", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestActivityWindowFollowsTheShorterClockOfUse(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		schedule Schedule
+		want     time.Duration
+	}{
+		{"idleTTL alone", Schedule{IdleTTL: Day}, Day / 20},
+		{"a sleep after idle alone", Schedule{SleepAfterIdle: time.Hour, SleepDeleteAfter: Day}, 3 * time.Minute},
+		{"a sleep after idle shorter than idleTTL", Schedule{IdleTTL: Day, SleepAfterIdle: time.Hour, SleepDeleteAfter: Day}, 3 * time.Minute},
+		{"an idleTTL shorter than the sleep", Schedule{IdleTTL: time.Hour, SleepAfterIdle: Day, SleepDeleteAfter: Day}, 3 * time.Minute},
+		{"the smallest idleTTL", Schedule{IdleTTL: time.Nanosecond, SleepAfterIdle: time.Hour, SleepDeleteAfter: Day}, 0},
+		{"not a sleep by age", Schedule{IdleTTL: Day, SleepAfter: time.Hour, SleepDeleteAfter: Day}, Day / 20},
+		{"not a schedule that does not sleep", Schedule{IdleTTL: Day, SleepAfterIdle: time.Hour}, Day / 20},
+	} {
+		if got := tt.schedule.ActivityWindow(); got != tt.want {
+			t.Errorf("%s: ActivityWindow = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestParseSleepAndReplicas(t *testing.T) {
+	// A time that is a number: the phase decodes, the rest does not.
+	for _, value := range []string{`{"phase": "Asleep"`, `{"phase": "Asleep", "since": 5}`} {
+		if st, err := ParseSleep(value); err == nil || st.Phase != "" {
+			t.Errorf("ParseSleep(%s) = %+v, %v; want an error and an object that never slept", value, st, err)
+		}
+	}
+	for phase, want := range map[string]bool{PhaseSleeping: true, PhaseAsleep: true, PhaseWaking: true, PhaseAwake: false} {
+		if got := (SleepState{Phase: phase}).Changed(); got != want {
+			t.Errorf("Changed of %s = %t, want %t", phase, got, want)
+		}
+	}
+	for value, want := range map[string]int32{"3": 3, " 2 ": 2, "0": 0, "-1": -1, "x": -1} {
+		n, ok := ParseReplicas(value)
+		if ok != (want >= 0) || ok && n != want {
+			t.Errorf("ParseReplicas(%q) = %d, %t; want %d", value, n, ok, want)
+		}
+	}
+}
+
+// The warning about a lifetime past maxTTL names the annotation that asked
+// for it, whichever clock then moved the expiry.
+func TestTheMaximumWarningNamesTheAnnotationUnderUseAndSleep(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		schedule Schedule
+		source   string
+	}{
+		{"under use", Schedule{DefaultTTL: Day, IdleTTL: 40 * Day, MaxTTL: 7 * Day}, SourceIdle},
+		{"under sleep", Schedule{DefaultTTL: Day, MaxTTL: 7 * Day, SleepAfter: 3 * Day, SleepDeleteAfter: 30 * Day}, SourceSleep},
+	} {
+		l := tt.schedule.Lifetime(created, map[string]string{AnnotationTTL: "10d"})
+		var named []string
+		for _, inv := range l.Invalid {
+			named = append(named, inv.Annotation)
+		}
+		if l.Source != SourceMax || len(named) != 1 || named[0] != AnnotationTTL {
+			t.Errorf("%s: source %s, warnings about %v; want the maximum, and one warning about %s", tt.name, l.Source, named, AnnotationTTL)
+		}
+		tt.schedule.MaxTTL = 0
+		if l := tt.schedule.Lifetime(created, map[string]string{AnnotationTTL: "10d"}); l.Source != tt.source {
+			t.Fatalf("%s: without the maximum the source is %s, want %s: the case tests nothing", tt.name, l.Source, tt.source)
+		}
+	}
+}
+
+func TestALifetimeIsIdleOnlyWhenUseSetsIt(t *testing.T) {
+	sleepy := Schedule{DefaultTTL: Day, SleepAfterIdle: 3 * time.Hour, SleepDeleteAfter: Day}
+	if l := sleepy.Lifetime(created, nil); l.Source != SourceSleep || !l.Idle() {
+		t.Errorf("a sleep after idle sets the expiry: source %s, idle %t", l.Source, l.Idle())
+	}
+	sleepy.DefaultTTL = 30 * Day
+	if l := sleepy.Lifetime(created, nil); l.Source != SourceDefault || l.Idle() {
+		t.Errorf("defaultTTL sets the expiry: source %s, idle %t; want not idle", l.Source, l.Idle())
+	}
+}
+
+// An annotation that extends the lifetime again, after the message about
+// the first extension, is news: people are told of it.
+func TestASecondExtensionByAnnotationOwesItsMessage(t *testing.T) {
+	first := expires.Add(-Day)
+	r := &Record{ExpiresAt: expires, Since: created.Add(Day), ExtendedFrom: first,
+		Sent: map[string]Delivery{KeyExtended: {At: created.Add(Day), Channels: people}}}
+	l := Lifetime{ExpiresAt: expires.Add(Day), Base: expires.Add(Day), Source: AnnotationTTL}
+	if next := r.ForLife(l, created, created.Add(2*Day)); !next.ExtendedFrom.Equal(expires) {
+		t.Errorf("extended from %s, want %s", next.ExtendedFrom, expires)
+	}
+}
+
+// Under the creation clock, use does not make a reminder lapse: only a
+// clock that follows use has reminders due before the last use skipped.
+func TestRemindersDueBeforeTheLastUseApplyUnderTheCreationClock(t *testing.T) {
+	in := Input{Life: Lifetime{ExpiresAt: expires, Source: SourceDefault, LastActive: expires.Add(-Day)}, Schedule: standard, Record: fresh()}
+	if n := NoticeOf(in); len(n.Stages) != 2 {
+		t.Errorf("stages %v, want 3d and 2d", n.Stages)
+	}
+}
+
+func TestSleepNeverDelaysNorHastensADeletionDue(t *testing.T) {
+	channels := map[v1alpha1.EventType][]string{v1alpha1.EventReminder: people, v1alpha1.EventPostponed: people, v1alpha1.EventWoke: people}
+	maxed := Schedule{DefaultTTL: Day, MaxTTL: 5 * Day, SleepAfterIdle: 3 * time.Hour, SleepDeleteAfter: 14 * Day}
+	maximum := created.Add(5 * Day)
+
+	t.Run("deletes at the maximum even with a woke message owed", func(t *testing.T) {
+		l := maxed.Lifetime(created, map[string]string{
+			AnnotationSleep:      SleepState{Phase: PhaseAwake, Since: created.Add(Day), Woke: created.Add(2 * Day)}.String(),
+			AnnotationLastActive: maximum.Add(-time.Hour).Format(time.RFC3339),
+		})
+		rec := (*Record)(nil).ForLife(l, created, maximum)
+		if p := Next(Input{Life: l, Schedule: maxed, Record: rec, Channels: channels, Now: maximum}); p.Action != Delete {
+			t.Errorf("Next = %+v, want Delete", p)
+		}
+	})
+	t.Run("puts an object to sleep before its maximum", func(t *testing.T) {
+		s := maxed
+		s.MaxTTL = 30 * Day
+		l := s.Lifetime(created, nil)
+		now := created.Add(3 * time.Hour)
+		if p := Next(Input{Life: l, Schedule: s, Record: (*Record)(nil).ForLife(l, created, now), Channels: channels, Now: now}); p.Action != Sleep || !p.At.Equal(now) {
+			t.Errorf("Next = %+v, want Sleep at %s", p, now)
+		}
+	})
+	t.Run("waits for the sleep, not the reminder, before its maximum", func(t *testing.T) {
+		s := maxed
+		s.MaxTTL, s.Reminders, s.MinimumNotice = 30*Day, []time.Duration{3 * Day}, Day
+		l := s.Lifetime(created, nil)
+		now := created.Add(time.Hour)
+		if p := Next(Input{Life: l, Schedule: s, Record: (*Record)(nil).ForLife(l, created, now), Channels: channels, Now: now}); p.Action != Wait || !p.At.Equal(l.SleepAt) {
+			t.Errorf("Next = %+v, want Wait until the sleep at %s", p, l.SleepAt)
+		}
+	})
+	t.Run("plans no sleep past the maximum while the deletion waits for its notice", func(t *testing.T) {
+		s := maxed
+		s.Reminders, s.MinimumNotice = []time.Duration{time.Hour}, Day
+		l := s.Lifetime(created, nil)
+		rec := (*Record)(nil).ForLife(l, created, created)
+		rec.Delivered("1h", true, people, maximum.Add(-time.Hour))
+		rec.Delivered(KeyPostponed, false, people, maximum)
+		now := maximum.Add(time.Hour)
+		want := maximum.Add(23 * time.Hour)
+		if p := Next(Input{Life: l, Schedule: s, Record: rec, Channels: channels, Now: now}); p.Action != Wait || !p.At.Equal(want) {
+			t.Errorf("Next = %+v, want Wait until %s", p, want)
+		}
+	})
+}
+
+func TestARecordFollowsUseThroughSleepMessagesOnly(t *testing.T) {
+	quiet := &Record{ExpiresAt: expires, Since: created, Sent: map[string]Delivery{KeySlept(created): {At: created, Channels: people}}}
+	if !quiet.Follows(idleLife) {
+		t.Error("a record with only a slept message does not follow use")
+	}
+	told := &Record{ExpiresAt: expires, Since: created, Sent: map[string]Delivery{KeyExtended: {At: created, Channels: people}}}
+	if told.Follows(idleLife) {
+		t.Error("a record with an extension message follows use")
+	}
+}
+
+func TestASleepMessageReplacesTheEarlierOnesOnly(t *testing.T) {
+	r := sent(fresh(), "3d", expires.Add(-3*Day), people...)
+	first, second := created.Add(Day), created.Add(2*Day)
+	r.Delivered(KeySlept(first), false, people, first)
+	r.Delivered(KeySlept(second), false, []string{"email"}, second)
+	r.Delivered(KeySlept(second), false, []string{"slack"}, second.Add(time.Minute))
+	if _, ok := r.Sent[KeySlept(first)]; ok {
+		t.Error("the earlier sleep's message is kept")
+	}
+	if _, ok := r.Sent["3d"]; !ok {
+		t.Error("a reminder was dropped with the earlier sleep's message")
+	}
+	if d := r.Sent[KeySlept(second)]; !d.At.Equal(second) || len(d.Channels) != 2 {
+		t.Errorf("the sleep's message shows %+v, want both channels from %s", d, second)
+	}
+}
