@@ -5,7 +5,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -465,5 +464,5 @@ func token(t *testing.T, namespace, name, clusterRole string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(bytes.TrimSpace([]byte(out)))
+	return strings.TrimSpace(out)
 }
