@@ -7,7 +7,7 @@ import "k8s.io/apimachinery/pkg/runtime"
 
 // EventType names something that happens to a governed object and that
 // people can be told about.
-// +kubebuilder:validation:Enum=reminder;expired;deleted;deletion-failed;extended;would-delete;postponed;slept;woke
+// +kubebuilder:validation:Enum=reminder;expired;deleted;deletion-failed;extended;would-delete;postponed;sleeping;slept;woke
 type EventType string
 
 // The event types. Adding one means adding a constant here (and to the
@@ -20,15 +20,17 @@ const (
 	EventExtended       EventType = "extended"
 	EventWouldDelete    EventType = "would-delete"
 	EventPostponed      EventType = "postponed"
-	// EventSlept: the object was put to sleep; EventWoke: it woke.
-	EventSlept EventType = "slept"
-	EventWoke  EventType = "woke"
+	// EventSleeping: the object goes to sleep soon (spec.sleep.reminder);
+	// EventSlept: it was put to sleep; EventWoke: it woke.
+	EventSleeping EventType = "sleeping"
+	EventSlept    EventType = "slept"
+	EventWoke     EventType = "woke"
 )
 
 // EventTypes lists every event type.
 var EventTypes = []EventType{
 	EventReminder, EventExpired, EventDeleted, EventDeletionFailed, EventExtended, EventWouldDelete, EventPostponed,
-	EventSlept, EventWoke,
+	EventSleeping, EventSlept, EventWoke,
 }
 
 // SecretKeySelector names one key of a Secret.

@@ -82,6 +82,15 @@ type Sleep struct {
 	// before the expiry its lifetime gives, and never past maxTTL. A
 	// governed object is deleted only asleep, or at maxTTL.
 	DeleteAfter Duration `json:"deleteAfter"`
+
+	// Reminder sends a sleeping message this long before the object goes
+	// to sleep, once for each time it is due to sleep: use that moves the
+	// sleep sends it again before the new time. A reminder that would be
+	// due at the last use or before is not sent. The sleep does not wait
+	// for it: a wake undoes a sleep. Absent, no message goes out before a
+	// sleep.
+	// +optional
+	Reminder Duration `json:"reminder,omitempty"`
 }
 
 // KeepPolicy says whether a policy honours the keep annotation.

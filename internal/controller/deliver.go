@@ -98,13 +98,24 @@ func (r *ObjectReconciler) compose(ctx context.Context, ev *evaluation, plan exp
 		msg.Detail = fmt.Sprintf("its deletion was only rehearsed until now (dry run), and policy %s promises %s of notice before deletion",
 			ev.policy.Name, expiry.FormatDuration(ev.Schedule.MinimumNotice))
 	case plan.Event == v1alpha1.EventPostponed:
-		// The postponement is to the first reminder plus the notice.
-		msg.Detail = fmt.Sprintf("the first reminder reached people at %s and policy %s promises %s of notice before deletion",
-			plan.At.Add(-ev.Schedule.MinimumNotice).UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.Schedule.MinimumNotice))
+		msg.Detail = ev.whyPostponed(plan.At)
 	case plan.Event == v1alpha1.EventWouldDelete:
 		msg.Detail = "not deleted because " + r.whyRehearsed()
 	}
 	return msg
+}
+
+// whyPostponed says why the deletion of an expired object waits until
+// at: a deletion time a message already gave people (a reminder, an
+// extension, a sleep) that a later change of the lifetime cannot take
+// back, or else the notice owed after the first reminder.
+func (ev *evaluation) whyPostponed(at time.Time) string {
+	if at.Equal(ev.Record.Announced) || at.Equal(ev.Record.PostponedTo) {
+		return fmt.Sprintf("a message already told people it would be deleted at %s", at.UTC().Format(time.RFC3339))
+	}
+	notice := ev.Schedule.MinimumNotice
+	return fmt.Sprintf("the first reminder reached people at %s and policy %s promises %s of notice before deletion",
+		at.Add(-notice).UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(notice))
 }
 
 // send hands msg to the due channels at once or, where no channel carries
@@ -182,8 +193,9 @@ func (r *ObjectReconciler) recordDone(ctx context.Context, ev *evaluation, plan 
 			}
 		}
 	}
-	if plan.Event != v1alpha1.EventWouldDelete {
-		// A rehearsal's message announces no deletion.
+	if plan.Event != v1alpha1.EventWouldDelete && plan.Event != v1alpha1.EventSleeping {
+		// A rehearsal's message announces no deletion, nor does the one
+		// before a sleep (its time is the sleep's).
 		p.announced = plan.At
 	}
 	r.pending.add(ev.key, p)

@@ -60,7 +60,7 @@ func idStage(t v1alpha1.EventType, stage string, at time.Time) string {
 func oneOff(t v1alpha1.EventType) bool {
 	switch t {
 	case v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed, v1alpha1.EventWouldDelete,
-		v1alpha1.EventSlept, v1alpha1.EventWoke:
+		v1alpha1.EventSleeping, v1alpha1.EventSlept, v1alpha1.EventWoke:
 		return false
 	}
 	return true
@@ -137,5 +137,9 @@ func sentNote(ev *evaluation, plan expiry.Plan, msg notify.Message, channels []s
 	if plan.Event == v1alpha1.EventWouldDelete {
 		return fmt.Sprintf("Expired at %s (%s, policy %s); %s", ev.Life.ExpiresAt.UTC().Format(time.RFC3339), ev.Life.Source, ev.policy.Name, msg.Detail)
 	}
-	return fmt.Sprintf("Sent %s via %s (%s)", describeMessage(plan), strings.Join(channels, ", "), whenText(plan.At))
+	when := whenText(plan.At)
+	if plan.Event == v1alpha1.EventSleeping {
+		when = "sleep at " + plan.At.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("Sent %s via %s (%s)", describeMessage(plan), strings.Join(channels, ", "), when)
 }

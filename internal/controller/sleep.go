@@ -27,10 +27,13 @@ import (
 )
 
 // Sleep RBAC: the workloads in the namespaces a sleeping object owns are
-// watched (as metadata), read, annotated with their replicas, and scaled
-// through their scale subresource.
+// watched (as metadata), read, and scaled in the same patch that writes
+// their replicas annotation. Whether an object is scaled itself is asked
+// of its scale subresource, which a Playbook does not have: the API server
+// answers NotFound only to whoever may get it. Another kind with one needs
+// get and patch on it (docs/guides/other-kinds.md).
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=apps,resources=deployments/scale;statefulsets/scale,verbs=get;update;patch
+// +kubebuilder:rbac:groups=amphitheatre.app,resources=playbooks/scale,verbs=get
 
 // Events of sleep.
 const (
@@ -165,14 +168,12 @@ func parent(key Key) client.Object {
 	return u
 }
 
-func scaleTo(ctx context.Context, c client.Client, obj client.Object, replicas int32) error {
+// scaleTo scales an object that is scaled itself, through its scale
+// subresource.
+func scaleTo(ctx context.Context, c client.Client, key Key, replicas int32) error {
 	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
-	var body client.Object = &autoscalingv1.Scale{}
-	if _, ok := obj.(*unstructured.Unstructured); ok {
-		body = newScale()
-	}
-	return c.SubResource("scale").Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch),
-		client.WithSubResourceBody(body))
+	return c.SubResource("scale").Patch(ctx, parent(key), client.RawPatch(types.MergePatchType, patch),
+		client.WithSubResourceBody(newScale()))
 }
 
 // annotate merge-patches the annotations of obj (nil values remove them),
@@ -188,21 +189,45 @@ func annotate(ctx context.Context, c client.Client, obj client.Object, annotatio
 	return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 }
 
+// patchWorkload sets a workload's replicas annotation (nil removes it)
+// and, unless replicas is negative, its replicas, in one write locked on
+// the resourceVersion it was read at: the annotation says exactly whether
+// this controller scaled the workload down.
+func patchWorkload(ctx context.Context, c client.Client, w workload, replicas int32, saved any) error {
+	body := map[string]any{"metadata": map[string]any{
+		"resourceVersion": w.obj.GetResourceVersion(),
+		"annotations":     map[string]any{expiry.AnnotationReplicas: saved},
+	}}
+	if replicas >= 0 {
+		body["spec"] = map[string]any{"replicas": replicas}
+	}
+	patch, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	return c.Patch(ctx, w.obj, client.RawPatch(types.MergePatchType, patch))
+}
+
 // observeWake says what woke a sleeping object that its annotations do
 // not show: a spec edit, or a workload someone else scaled up (Argo CD,
 // an HPA, a person, Amphitheatre re-applying an Actor's Deployment).
-// Either is use; the second is reported as external.
+// Either is use; the second is reported as external. A sleep under way
+// (Sleeping, which a crashed leader may have left) is looked at too: a
+// workload that carries its replicas annotation was scaled to zero by it,
+// in the same write, so one that runs again was scaled up since.
 func (r *ObjectReconciler) observeWake(ctx context.Context, ev *evaluation) (string, bool, error) {
 	st := ev.Life.Sleep
-	if st.Phase != expiry.PhaseAsleep || !ev.Life.Asleep {
+	if !st.Sleeping() || !ev.Life.Asleep {
 		return "", false, nil
 	}
 	if st.Replicas != nil {
 		// Scaled itself: someone scaling it up wakes it. Its generation
 		// says nothing: a Deployment's changes with every annotation
-		// written on it, the controller's own included.
+		// written on it, the controller's own included. A sleep under
+		// way may not have scaled it yet: at the replicas it had before,
+		// it is taken for that.
 		_, replicas, err := r.selfScaled(ctx, ev.key)
-		if err != nil || replicas == 0 {
+		if err != nil || replicas == 0 || st.Phase == expiry.PhaseSleeping && replicas == *st.Replicas {
 			return "", false, err
 		}
 		return fmt.Sprintf("scaled up to %d by someone else", replicas), true, nil
@@ -215,7 +240,7 @@ func (r *ObjectReconciler) observeWake(ctx context.Context, ev *evaluation) (str
 		return "", false, err
 	}
 	for _, w := range ws {
-		if w.replicas > 0 {
+		if w.replicas > 0 && (st.Phase == expiry.PhaseAsleep || w.hasSaved) {
 			return fmt.Sprintf("%s scaled up to %d by someone else", w, w.replicas), true, nil
 		}
 	}
@@ -226,14 +251,14 @@ func (r *ObjectReconciler) observeWake(ctx context.Context, ev *evaluation) (str
 //
 // The order makes a crash at any point leave what the next leader
 // completes: first the object says Sleeping (with when, and for an object
-// scaled itself its replicas), then each workload gets its replicas
-// annotation before it is scaled to zero, and last the object says
+// scaled itself its replicas), then each workload is scaled to zero in the
+// same write that annotates it with its replicas, and last the object says
 // Asleep. A crash before the first write changes nothing; after it, the
-// next pass finds Sleeping and goes on: a workload that has its
-// annotation keeps it (it holds the replicas from before the sleep) and
-// is scaled to zero again, one that has none is annotated first. A
-// workload is never scaled down without its replicas written down first,
-// and a wake restores only workloads that carry them.
+// next pass finds Sleeping and goes on with the workloads that have no
+// annotation yet. A workload is never scaled down without its replicas
+// written down, one that has them is never scaled down again (it runs
+// only if someone scaled it up since, which wakes the object), and a wake
+// restores only workloads that carry them.
 func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Result, error) {
 	key, now := ev.key, ev.now
 	log := logf.FromContext(ctx)
@@ -260,7 +285,7 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 	var cpu, mem int64
 	if self {
 		if replicas > 0 {
-			if err := scaleTo(ctx, r.Client, parent(key), 0); err != nil {
+			if err := scaleTo(ctx, r.Client, key, 0); err != nil {
 				return ctrl.Result{}, fmt.Errorf("scale %s to zero: %w", key, err)
 			}
 		}
@@ -274,15 +299,18 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 		}
 		for _, w := range ws {
 			n := w.replicas
-			if w.hasSaved {
+			switch {
+			case w.hasSaved && w.replicas > 0:
+				// Scaled up since this sleep scaled it down: use, which
+				// the next pass sees.
+				return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			case w.hasSaved:
 				n = w.saved
-			} else if w.replicas > 0 {
-				if err := annotate(ctx, r.Client, w.obj, map[string]any{expiry.AnnotationReplicas: strconv.Itoa(int(w.replicas))}); err != nil {
-					return ctrl.Result{}, fmt.Errorf("record the replicas of %s: %w", w, err)
-				}
-			}
-			if w.replicas > 0 {
-				if err := scaleTo(ctx, r.Client, w.obj, 0); err != nil {
+			case w.replicas > 0:
+				if err := patchWorkload(ctx, r.Client, w, 0, strconv.Itoa(int(w.replicas))); err != nil {
+					if apierrors.IsConflict(err) {
+						return ctrl.Result{RequeueAfter: conflictRetry}, nil
+					}
 					return ctrl.Result{}, fmt.Errorf("scale %s to zero: %w", w, err)
 				}
 			}
@@ -351,7 +379,7 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 	}
 	if self {
 		if st.Replicas != nil && replicas == 0 && *st.Replicas > 0 {
-			if err := scaleTo(ctx, r.Client, parent(key), *st.Replicas); err != nil {
+			if err := scaleTo(ctx, r.Client, key, *st.Replicas); err != nil {
 				return ctrl.Result{}, fmt.Errorf("scale %s back to %d: %w", key, *st.Replicas, err)
 			}
 		}
@@ -364,18 +392,16 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 			if !w.hasSaved {
 				continue
 			}
+			// Back to its replicas, unless someone scaled it up meanwhile.
+			replicas := int32(-1)
 			if w.replicas == 0 && w.saved > 0 {
-				if err := scaleTo(ctx, r.Client, w.obj, w.saved); err != nil {
-					return ctrl.Result{}, fmt.Errorf("scale %s back to %d: %w", w, w.saved, err)
-				}
-				// The scale changed the resourceVersion the annotation
-				// patch is locked on.
-				if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(w.obj), w.obj); err != nil {
-					return ctrl.Result{}, fmt.Errorf("get %s: %w", w, err)
-				}
+				replicas = w.saved
 			}
-			if err := annotate(ctx, r.Client, w.obj, map[string]any{expiry.AnnotationReplicas: nil}); err != nil {
-				return ctrl.Result{}, fmt.Errorf("remove the replicas annotation of %s: %w", w, err)
+			if err := patchWorkload(ctx, r.Client, w, replicas, nil); err != nil {
+				if apierrors.IsConflict(err) {
+					return ctrl.Result{RequeueAfter: conflictRetry}, nil
+				}
+				return ctrl.Result{}, fmt.Errorf("scale %s back to %d: %w", w, w.saved, err)
 			}
 		}
 	}

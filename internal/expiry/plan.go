@@ -300,7 +300,9 @@ func deletion(in Input, deleteAt time.Time) Plan {
 		}
 		return Plan{Action: Delete, At: expiresAt}
 	}
+	// A record written before Rehearsed existed shows the rehearsal in Sent.
 	_, rehearsed := rec.Sent[KeyWouldDelete]
+	rehearsed = rehearsed || !rec.Rehearsed.IsZero()
 	_, announced := rec.Sent[KeyLive]
 	if rehearsed && !announced && in.Schedule.MinimumNotice > 0 {
 		return Plan{Action: Notify, Event: v1alpha1.EventPostponed, Key: KeyLive,
@@ -382,8 +384,25 @@ func sleepMessages(in Input, p Plan) Plan {
 	}
 	// Only a sleep that can still come: none does at or past the maximum
 	// (nextSleep), and waiting for one there would be a hot loop.
-	if in.Schedule.Sleeps() && !l.Asleep && !l.Keep && !in.DryRun && l.SleepAt.Before(p.At) &&
-		(l.Max.IsZero() || in.Now.Before(l.Max) && l.SleepAt.Before(l.Max)) {
+	if !in.Schedule.Sleeps() || l.Asleep || l.Keep || in.DryRun || !l.Max.IsZero() && (!in.Now.Before(l.Max) || !l.SleepAt.Before(l.Max)) {
+		return p
+	}
+	if lead := in.Schedule.SleepReminder; lead > 0 && rec != nil {
+		// The sleeping message, once for each sleep time, unless it would
+		// be due at the last use or before; a sleep that is due does not
+		// wait for it (nextSleep comes first).
+		due, key := l.SleepAt.Add(-lead), KeySleeping(l.SleepAt)
+		switch missing := rec.missing(key, in.Channels[v1alpha1.EventSleeping]); {
+		case !due.After(l.LastActive) || len(missing) == 0:
+		case in.Now.Before(due):
+			if due.Before(p.At) {
+				p.At = due
+			}
+		default:
+			return Plan{Action: Notify, Event: v1alpha1.EventSleeping, Key: key, At: l.SleepAt, Channels: missing, Deadline: l.SleepAt}
+		}
+	}
+	if l.SleepAt.Before(p.At) {
 		p.At = l.SleepAt
 	}
 	return p

@@ -527,6 +527,7 @@ func TestNextWhenADryRunGoesLive(t *testing.T) {
 	wentLive.PostponedTo = live.Add(8 * time.Second)
 	noNotice := s
 	noNotice.MinimumNotice = 0
+	moved := c.Add(40 * time.Second)
 
 	tests := []struct {
 		name     string
@@ -534,6 +535,7 @@ func TestNextWhenADryRunGoesLive(t *testing.T) {
 		record   *Record
 		dryRun   bool
 		now      time.Time
+		expires  time.Time
 		want     Plan
 	}{
 		{
@@ -566,10 +568,39 @@ func TestNextWhenADryRunGoesLive(t *testing.T) {
 			name: "deletes a rehearsed object at once on going live when the minimum notice is off", schedule: noNotice, now: live,
 			record: rehearsed(), want: Plan{Action: Delete, At: e},
 		},
+		{
+			name: "postpones a rehearsal recorded before the record kept its time", schedule: s, now: live,
+			record: func() *Record {
+				r := rehearsed()
+				r.Rehearsed = time.Time{}
+				return r
+			}(),
+			want: Plan{Action: Notify, Event: v1alpha1.EventPostponed, Key: KeyLive, At: live.Add(8 * time.Second), Channels: people},
+		},
+		{
+			// The policy that goes live also gives a later expiry: the
+			// new record still owes the postponement on going live.
+			name: "postpones a rehearsed deletion whose expiry moved as it went live", schedule: s, now: moved,
+			expires: moved, record: rehearsed().For(moved, c, live),
+			want: Plan{Action: Notify, Event: v1alpha1.EventPostponed, Key: KeyLive, At: moved.Add(8 * time.Second), Channels: people},
+		},
+		{
+			name: "owes no second postponement once going live was announced and the expiry moved", schedule: s, now: moved,
+			expires: moved, record: func() *Record {
+				r := wentLive.For(moved, c, live.Add(time.Second))
+				r.Delivered("3s", true, people, moved.Add(-3*time.Second))
+				return r
+			}(),
+			want: Plan{Action: Delete, At: moved},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Next(Input{Life: Lifetime{ExpiresAt: e}, Schedule: tt.schedule, Record: tt.record, Channels: ch, DryRun: tt.dryRun, Now: tt.now})
+			exp := e
+			if !tt.expires.IsZero() {
+				exp = tt.expires
+			}
+			got := Next(Input{Life: Lifetime{ExpiresAt: exp}, Schedule: tt.schedule, Record: tt.record, Channels: ch, DryRun: tt.dryRun, Now: tt.now})
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Next() = %+v\nwant     %+v", got, tt.want)
 			}

@@ -79,6 +79,11 @@ type Record struct {
 	// under this expiry or an earlier one: however the expiry moves, the
 	// object is not deleted sooner than the minimum notice after it.
 	Noticed time.Time `json:"noticed,omitzero"`
+	// Rehearsed is when a rehearsed deletion (would-delete) was first
+	// reported, until the postponement on going live (KeyLive) is out: it
+	// outlives a change of the expiry, so that a dry run that goes live
+	// gives its notice whatever the new policy makes of the lifetime.
+	Rehearsed time.Time `json:"rehearsed,omitzero"`
 	// Sent maps a message key (a reminder's StageKey, KeyExtended,
 	// KeyPostponed, KeyWouldDelete, KeyLive) to its delivery.
 	Sent map[string]Delivery `json:"sent,omitempty"`
@@ -351,7 +356,7 @@ func (r *Record) moveExpiry(at, created, now time.Time) *Record {
 	case r.ExpiresAt.Equal(at):
 		return r
 	case at.After(r.ExpiresAt):
-		next := &Record{ExpiresAt: at, Since: now, NoticeAt: r.NoticeAt, Title: r.Title, Announced: r.Announced, Noticed: r.Noticed}
+		next := &Record{ExpiresAt: at, Since: now, NoticeAt: r.NoticeAt, Title: r.Title, Announced: r.Announced, Noticed: r.Noticed, Rehearsed: r.Rehearsed}
 		if r.NoticeAt.IsZero() {
 			// Nobody has been told anything yet: the stages that were owed
 			// stay owed (the most urgent is sent, then the minimum notice
@@ -359,7 +364,7 @@ func (r *Record) moveExpiry(at, created, now time.Time) *Record {
 			// let the object go at the new date unannounced.
 			next.Since = r.Since
 		}
-		if len(r.Sent) > 0 {
+		if r.toldDate() {
 			next.ExtendedFrom = r.ExpiresAt
 		} else {
 			// Extended again before the first extension message went out:
@@ -371,8 +376,19 @@ func (r *Record) moveExpiry(at, created, now time.Time) *Record {
 		// Counted from creation, as for an object first seen: stages
 		// already due are caught up and the notice is owed again. What
 		// people were told still holds: no deletion before it.
-		return &Record{ExpiresAt: at, Since: created, Title: r.Title, Announced: r.Announced, Noticed: r.Noticed}
+		return &Record{ExpiresAt: at, Since: created, Title: r.Title, Announced: r.Announced, Noticed: r.Noticed, Rehearsed: r.Rehearsed}
 	}
+}
+
+// toldDate reports whether a message that gives the deletion time went
+// out: any but the sleeping message, which gives the time of a sleep.
+func (r *Record) toldDate() bool {
+	for k := range r.Sent {
+		if !strings.HasPrefix(k, "sleeping/") {
+			return true
+		}
+	}
+	return false
 }
 
 // Announce records that a message gave people at as the deletion time.
@@ -410,6 +426,12 @@ func (r *Record) Delivered(key string, reminder bool, channels []string, now tim
 	}
 	slices.Sort(d.Channels)
 	r.Sent[key] = d
+	switch {
+	case key == KeyWouldDelete && r.Rehearsed.IsZero():
+		r.Rehearsed = now
+	case key == KeyLive:
+		r.Rehearsed = time.Time{}
+	}
 	if reminder && r.NoticeAt.IsZero() {
 		r.NoticeAt = now
 	}

@@ -31,6 +31,8 @@ type Schedule struct {
 	// to sleep, and SleepDeleteAfter how long it sleeps before deletion;
 	// all zero when the policy does not put objects to sleep.
 	SleepAfterIdle, SleepAfter, SleepDeleteAfter time.Duration
+	// SleepReminder is the lead of the sleeping message; 0 sends none.
+	SleepReminder time.Duration
 }
 
 // ActivityWindow is how stale a recorded activity may be before new
@@ -114,6 +116,7 @@ func NewSchedule(spec v1alpha1.TimeoutPolicySpec) (Schedule, error) {
 		s.SleepAfterIdle = positive(sl.AfterIdle, "spec.sleep.afterIdle", &errs)
 		s.SleepAfter = positive(sl.After, "spec.sleep.after", &errs)
 		s.SleepDeleteAfter = positive(sl.DeleteAfter, "spec.sleep.deleteAfter", &errs)
+		s.SleepReminder = positive(sl.Reminder, "spec.sleep.reminder", &errs)
 		switch {
 		case (sl.AfterIdle == "") == (sl.After == ""):
 			errs = append(errs, errors.New("spec.sleep: needs exactly one of afterIdle and after"))

@@ -152,17 +152,23 @@ func (s Schedule) sleepTimes(created time.Time, l *Lifetime) {
 	}
 }
 
-// KeySlept and KeyWoke are the Record keys of the slept and woke messages
+// KeySlept, KeyWoke and KeySleeping are the Record keys of the slept and woke messages
 // of one sleep: said once for each, whatever the expiry does meanwhile.
 func KeySlept(since time.Time) string { return "slept/" + strconv.FormatInt(since.Unix(), 10) }
 
 // KeyWoke is the Record key of the woke message of the wake at woke.
 func KeyWoke(woke time.Time) string { return "woke/" + strconv.FormatInt(woke.Unix(), 10) }
 
+// KeySleeping is the Record key of the sleeping message before the sleep
+// due at sleepAt: use that moves the sleep owes a new one.
+func KeySleeping(sleepAt time.Time) string {
+	return "sleeping/" + strconv.FormatInt(sleepAt.Unix(), 10)
+}
+
 // cycleKey reports whether key is a slept or woke message's, and returns
 // its prefix.
 func cycleKey(key string) (string, bool) {
-	for _, p := range []string{"slept/", "woke/"} {
+	for _, p := range []string{"sleeping/", "slept/", "woke/"} {
 		if strings.HasPrefix(key, p) {
 			return p, true
 		}

@@ -4,6 +4,8 @@
 package expiry
 
 import (
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -155,6 +157,66 @@ func TestSleepPlan(t *testing.T) {
 				t.Errorf("expires %s, want %s", l.ExpiresAt, tt.wantExpiry)
 			}
 		})
+	}
+}
+
+// TestTheSleepingMessageGoesOutOnceBeforeEachSleep: with
+// sleep.reminder 1h, the sleeping message is due 1h before the sleep, is
+// said once for that sleep time, is owed again when use moves the sleep,
+// and neither holds up the sleep nor goes out at the last use or before.
+func TestTheSleepingMessageGoesOutOnceBeforeEachSleep(t *testing.T) {
+	s := sleepy
+	s.SleepReminder = time.Hour
+	sleepAt := created.Add(3 * time.Hour)
+	channels := map[v1alpha1.EventType][]string{v1alpha1.EventReminder: {"mail"}, v1alpha1.EventSleeping: {"mail", "chat"}}
+	plan := func(annotations map[string]string, rec *Record, now time.Time) (Plan, Lifetime, *Record) {
+		l := s.Lifetime(created, annotations)
+		rec = rec.ForLife(l, created, now)
+		return Next(Input{Life: l, Schedule: s, Record: rec, Channels: channels, Now: now}), l, rec
+	}
+
+	if p, _, _ := plan(nil, nil, sleepAt.Add(-time.Hour-time.Second)); p.Action != Wait || !p.At.Equal(sleepAt.Add(-time.Hour)) {
+		t.Errorf("a second before it is due: %+v, want a wait until %s", p, sleepAt.Add(-time.Hour))
+	}
+	p, _, rec := plan(nil, nil, sleepAt.Add(-time.Hour))
+	want := Plan{Action: Notify, Event: v1alpha1.EventSleeping, Key: KeySleeping(sleepAt), At: sleepAt, Channels: []string{"mail", "chat"}, Deadline: sleepAt}
+	if !reflect.DeepEqual(p, want) {
+		t.Fatalf("when due: %+v, want %+v", p, want)
+	}
+	rec.Delivered(p.Key, false, []string{"mail"}, sleepAt.Add(-time.Hour))
+	if p, _, _ := plan(nil, rec, sleepAt.Add(-time.Hour)); p.Action != Notify || !slices.Equal(p.Channels, []string{"chat"}) {
+		t.Errorf("after one channel took it: %+v, want it for the other", p)
+	}
+	rec.Delivered(p.Key, false, []string{"chat"}, sleepAt.Add(-time.Hour))
+	if p, _, _ := plan(nil, rec, sleepAt.Add(-time.Minute)); p.Action != Wait || !p.At.Equal(sleepAt) {
+		t.Errorf("once said: %+v, want a wait for the sleep", p)
+	}
+	if rec.Announced.Equal(sleepAt) {
+		t.Errorf("the sleep time was recorded as an announced deletion")
+	}
+	// A sleep that comes late moves the expiry: the sleeping message gave
+	// no deletion time, so no extended message is owed.
+	if later := rec.For(rec.ExpiresAt.Add(time.Hour), created, sleepAt.Add(time.Hour)); !later.ExtendedFrom.IsZero() {
+		t.Errorf("after only the sleeping message, a later expiry owes an extended message from %s", later.ExtendedFrom)
+	}
+	// Used 30 minutes before the sleep: the sleep moves, and its message
+	// is owed again before the new time.
+	used := map[string]string{AnnotationLastActive: sleepAt.Add(-30 * time.Minute).Format(time.RFC3339)}
+	moved := sleepAt.Add(2*time.Hour + 30*time.Minute)
+	if p, _, _ := plan(used, rec, sleepAt.Add(-20*time.Minute)); p.Action != Wait || !p.At.Equal(moved.Add(-time.Hour)) {
+		t.Errorf("after use: %+v, want a wait until %s", p, moved.Add(-time.Hour))
+	}
+	if p, _, _ := plan(used, rec, moved.Add(-time.Hour)); p.Action != Notify || p.Key != KeySleeping(moved) {
+		t.Errorf("after use, when due again: %+v, want the message for %s", p, moved)
+	}
+	// Not sent in time: the sleep does not wait for it.
+	if p, _, _ := plan(nil, nil, sleepAt); p.Action != Sleep {
+		t.Errorf("at the sleep, the message unsent: %+v, want the sleep", p)
+	}
+	// A lead as long as the idle time would be due at the last use.
+	s.SleepReminder = 3 * time.Hour
+	if p, _, _ := plan(nil, nil, created.Add(time.Hour)); p.Action != Wait || !p.At.Equal(sleepAt) {
+		t.Errorf("a lead of afterIdle: %+v, want no message and a wait for the sleep", p)
 	}
 }
 

@@ -26,9 +26,11 @@ func TestChannelNames(t *testing.T) {
 		// The rehearsal of a dry run is on the record: going live owes
 		// notice after it.
 		v1alpha1.EventWouldDelete: {"team-chat"},
-		// The slept and woke messages are said once per sleep and wake.
-		v1alpha1.EventSlept: {"team-chat"},
-		v1alpha1.EventWoke:  {"team-chat"},
+		// The sleeping, slept and woke messages are said once per sleep
+		// and wake.
+		v1alpha1.EventSleeping: {"team-chat"},
+		v1alpha1.EventSlept:    {"team-chat"},
+		v1alpha1.EventWoke:     {"team-chat"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ChannelNames = %v, want %v", got, want)

@@ -55,7 +55,8 @@ type Message struct {
 	Time   time.Time
 	Object Object
 	// ExpiresAt is the expiry the message is about; for a postponement,
-	// the new time of deletion.
+	// the new time of deletion; for a sleeping message, the time of the
+	// sleep.
 	ExpiresAt time.Time
 	// Stage is the reminder's lead time ("3d") for reminders, empty otherwise.
 	Stage  string
@@ -227,7 +228,7 @@ const EventsChannel = "events"
 
 // Recorded are the message types whose deliveries the record on the
 // object keeps.
-var Recorded = []v1alpha1.EventType{v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed, v1alpha1.EventWouldDelete, v1alpha1.EventSlept, v1alpha1.EventWoke}
+var Recorded = []v1alpha1.EventType{v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed, v1alpha1.EventWouldDelete, v1alpha1.EventSleeping, v1alpha1.EventSlept, v1alpha1.EventWoke}
 
 // ChannelNames returns, per recorded message type, the names of the
 // channels spec names that carry it (the names their Notifiers have), or

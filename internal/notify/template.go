@@ -48,6 +48,10 @@ Its namespaces ({{join .Namespaces ", "}}) held {{.}}; garbage collection remove
 		subject: `Deleting {{.Object.Kind}} {{display .Object}} failed`,
 		text:    `Your {{.Object.Kind}} {{display .Object}} expired on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}), but deleting it failed: {{.Detail}}. It will be tried again.`,
 	},
+	v1alpha1.EventSleeping: {
+		subject: `{{.Object.Kind}} {{display .Object}} goes to sleep {{relative .ExpiresAt .Time}}`,
+		text:    `Your {{.Object.Kind}} {{display .Object}} has been idle and will be put to sleep {{relative .ExpiresAt .Time}}, on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}): its workloads will be scaled to zero. Using it before then keeps it awake; using it later wakes it.`,
+	},
 	v1alpha1.EventSlept: {
 		subject: `{{.Object.Kind}} {{display .Object}} is asleep`,
 		text: `Your {{.Object.Kind}} {{display .Object}} was idle and has been put to sleep: its workloads are scaled to zero. Using it wakes it, and restores them.

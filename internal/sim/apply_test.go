@@ -120,6 +120,13 @@ func (w *world) apply(s Step) {
 		w.use(s.Obj)
 	case kLastActive:
 		w.annotate(s.Obj, false, expiry.AnnotationLastActive, w.activeAt(s.Val))
+	case kScaleUp:
+		w.scaleUp(s.Obj)
+	case kCrash:
+		// The process dies at its DurMS-th write of a sleep or wake from
+		// now; the next takes over Val later (a lease, a crash loop).
+		w.crashIn = int(s.DurMS)
+		w.failover, _ = time.ParseDuration(s.Val)
 	case kWait:
 	default:
 		panic("unknown step kind " + s.Kind)
@@ -165,6 +172,7 @@ func (w *world) create(s Step) {
 	if err := w.store.Create(w.ctx, cm); err != nil {
 		panic(err)
 	}
+	w.createWorkload(cm)
 	w.watched(name)
 }
 
@@ -265,7 +273,7 @@ func (w *world) writePolicy(i int, create bool, edit func(*v1alpha1.TimeoutPolic
 
 // applySpec sets p's spec from the compact form randomSpec writes:
 // "ttl=1h,rem=20m;5m,notice=10m,sel=a,prio=3,dry=0,cap=0", optionally
-// followed by ",idle=30m,max=2h,keep=Forbidden,arch=1".
+// followed by ",idle=30m,max=2h,keep=Forbidden,arch=1,sleep=idle:15m:30m".
 func applySpec(p *v1alpha1.TimeoutPolicy, compact string) {
 	spec := v1alpha1.TimeoutPolicySpec{
 		Target:        v1alpha1.Target{APIVersion: "v1", Kind: "ConfigMap"},
@@ -303,6 +311,20 @@ func applySpec(p *v1alpha1.TimeoutPolicy, compact string) {
 			spec.Keep = v1alpha1.KeepPolicy(v)
 		case "arch":
 			spec.Deletion.Archive = v == "1"
+		case "sleep":
+			// idle:15m:30m is afterIdle 15m, deleteAfter 30m; after:… is
+			// after; a fourth part is the reminder.
+			parts := strings.Split(v, ":")
+			sl := &v1alpha1.Sleep{DeleteAfter: v1alpha1.Duration(parts[2])}
+			if len(parts) > 3 {
+				sl.Reminder = v1alpha1.Duration(parts[3])
+			}
+			if parts[0] == "idle" {
+				sl.AfterIdle = v1alpha1.Duration(parts[1])
+			} else {
+				sl.After = v1alpha1.Duration(parts[1])
+			}
+			spec.Sleep = sl
 		}
 	}
 	p.Spec = spec

@@ -36,6 +36,11 @@ type History struct {
 	Excused time.Time
 	// Settled says the channels have been healthy for the delivery bound.
 	Settled bool
+	// SleepStarts, ScaleDowns and CycleEvents are the sleeps the
+	// controller started, its scale-downs, and its Slept and Woke Events.
+	SleepStarts []SleepStart
+	ScaleDowns  []ScaleDown
+	CycleEvents []CycleEvent
 }
 
 // Facts is the world's reading of one object at one moment: the policy
@@ -65,6 +70,17 @@ type Facts struct {
 	// DueBy is the latest the expiry may be: ExpiresAt, or later where
 	// the controller may count a use from when it saw it.
 	DueBy time.Time
+	// Sleeps: the policy puts objects to sleep, for SleepDeleteAfter
+	// before deleting them, after SleepPeriod (afterIdle or after).
+	// SleepAt is the earliest the object may sleep, or when it went to
+	// sleep; SleptAt is when it went to sleep (zero when the state says it
+	// is awake), and UsedAsleep (MaybeUsedAsleep) says it was surely
+	// (perhaps) used since.
+	Sleeps                      bool
+	SleepDeleteAfter            time.Duration
+	SleepPeriod                 time.Duration
+	SleepAt, SleptAt            time.Time
+	UsedAsleep, MaybeUsedAsleep bool
 }
 
 // Deletion is one accepted delete.
@@ -86,6 +102,9 @@ type Send struct {
 	// Accepted: the receiver took it. Reported: the controller was told
 	// so (a reset is accepted but not reported).
 	Accepted, Reported bool
+	// Cycle is, for a slept or woke message, the sleep or wake it is
+	// about, as the object said when it went out.
+	Cycle time.Time
 	// IdleAt is, for a reminder, the object's last use plus idleTTL as
 	// the world knew it when the message went out, where the controller's
 	// cache showed that use too; zero otherwise.
@@ -122,12 +141,17 @@ var checks = []check{
 	{"notBeforeExpiry", notBeforeExpiry},
 	{"notBeforeAnnounced", notBeforeAnnounced},
 	{"noticeGiven", noticeGiven},
+	{"liveAfterNotice", liveAfterNotice},
 	{"stageAcceptedOnce", stageAcceptedOnce},
 	{"remindsOfTheCurrentDate", remindsOfTheCurrentDate},
 	{"extendedOnlyAfterNotice", extendedOnlyAfterNotice},
 	{"oneOffDelivered", oneOffDelivered},
 	{"deletedPromptly", deletedPromptly},
 	{"auditIntentAndOutcome", auditIntentAndOutcome},
+	{"notAsleepEarly", notAsleepEarly},
+	{"deletedOnlyAsleep", deletedOnlyAsleep},
+	{"noFight", noFight},
+	{"sleptWokeOnce", sleptWokeOnce},
 }
 
 func violation(name, format string, args ...any) Violation {
@@ -273,6 +297,60 @@ func noticeGiven(h *History) []Violation {
 	return out
 }
 
+// liveAfterNotice: an object whose deletion a dry run rehearsed (a
+// would-delete message reached someone) and that is then deleted for real
+// under a policy with a minimum notice goes no sooner than that notice
+// after the first message that gave people a date since the rehearsal:
+// going live is announced, with the notice the policy promises, whatever
+// else changed the lifetime meanwhile.
+func liveAfterNotice(h *History) []Violation {
+	var out []Violation
+	for _, d := range h.Deletions {
+		if d.Policy == "" || d.DryRun || d.MinimumNotice <= 0 {
+			continue
+		}
+		var rehearsed, first time.Time
+		for _, s := range h.Sends {
+			if s.UID != d.UID || !s.Accepted || s.At.After(d.At) {
+				continue
+			}
+			switch {
+			case s.Type == v1alpha1.EventWouldDelete:
+				rehearsed, first = s.At, time.Time{}
+			case !rehearsed.IsZero() && first.IsZero() && s.Reported && announcing(s.Type):
+				first = s.At
+			}
+		}
+		if rehearsed.IsZero() {
+			continue
+		}
+		for _, e := range h.Events {
+			if e.UID == d.UID && e.At.After(rehearsed) && (first.IsZero() || e.At.Before(first)) {
+				first = e.At
+			}
+		}
+		switch {
+		case first.IsZero():
+			out = append(out, violation("liveAfterNotice", "%s deleted at %s with no message since its deletion was rehearsed at %s; %s of notice owed",
+				d.Name, d.At.Format(time.RFC3339Nano), rehearsed.Format(time.RFC3339Nano), d.MinimumNotice))
+		case d.At.Before(first.Add(d.MinimumNotice)):
+			out = append(out, violation("liveAfterNotice", "%s deleted at %s, %s after the first message since its rehearsal; %s of notice owed",
+				d.Name, d.At.Format(time.RFC3339Nano), d.At.Sub(first), d.MinimumNotice))
+		}
+	}
+	return out
+}
+
+// announcing reports whether messages of type t give people a deletion
+// date ahead of it.
+func announcing(t v1alpha1.EventType) bool {
+	switch t {
+	case v1alpha1.EventReminder, v1alpha1.EventExtended, v1alpha1.EventPostponed, v1alpha1.EventSlept, v1alpha1.EventWoke:
+		return true
+	}
+	return false
+}
+
 // stageAcceptedOnce: each reminder stage reaches each channel at most once
 // per expiry (one message ID). A repeat after a connection reset, where
 // the receiver took it but the controller was told it failed, is the
@@ -322,7 +400,8 @@ func extendedOnlyAfterNotice(h *History) []Violation {
 		}
 		told := false
 		for _, e := range h.Sends {
-			if e.UID == s.UID && e.Accepted && e.Type != v1alpha1.EventExtended && !oneOffType(e.Type) && !e.At.After(s.At) {
+			// A slept or woke message gives the deletion time too.
+			if e.UID == s.UID && e.Accepted && e.Type != v1alpha1.EventExtended && (!oneOffType(e.Type) || cycleType(e.Type) && e.Type != v1alpha1.EventSleeping) && !e.At.After(s.At) {
 				told = true
 				break
 			}
@@ -353,7 +432,7 @@ func oneOffDelivered(h *History) []Violation {
 	seen := map[key]bool{}
 	for _, s := range h.Sends {
 		k := key{s.ID, s.Channel}
-		if s.Accepted || seen[k] || !oneOffType(s.Type) || accepted[k] {
+		if s.Accepted || seen[k] || !oneOffType(s.Type) || cycleType(s.Type) || accepted[k] {
 			continue
 		}
 		seen[k] = true
@@ -361,6 +440,13 @@ func oneOffDelivered(h *History) []Violation {
 			s.Type, s.UID, s.Channel, s.At.Format(time.RFC3339Nano)))
 	}
 	return out
+}
+
+// cycleType reports whether messages of type t tell of a sleep or a
+// wake: recorded and retried while the sleep (or wake) lasts, dropped
+// once it is over; the sleeping message, while its sleep time stands.
+func cycleType(t v1alpha1.EventType) bool {
+	return t == v1alpha1.EventSlept || t == v1alpha1.EventWoke || t == v1alpha1.EventSleeping
 }
 
 // oneOffType reports whether messages of type t go out once, after the
@@ -395,6 +481,14 @@ func deletedPromptly(h *History) []Violation {
 		if f.DueBy.After(due) {
 			due = f.DueBy
 		}
+		if f.Sleeps && (f.SleptAt.IsZero() || f.MaybeUsedAsleep) {
+			// Awake, it must sleep first, for deleteAfter, unless its
+			// maximum comes first.
+			if f.MaxAt.IsZero() {
+				continue
+			}
+			due = later(due, f.MaxAt)
+		}
 		if noticeOwed(h, f) {
 			first := firstReminder(h, f.UID)
 			if first.IsZero() {
@@ -418,6 +512,13 @@ func deletedPromptly(h *History) []Violation {
 		}
 	}
 	return out
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // intentType is the audit record written before each delete.

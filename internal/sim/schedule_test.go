@@ -58,6 +58,8 @@ const (
 	kClockJump             = "clockJump"
 	kUse                   = "use"
 	kLastActive            = "lastActive"
+	kScaleUp               = "scaleUp"
+	kCrash                 = "crash"
 	kWait                  = "wait"
 )
 
@@ -73,6 +75,7 @@ var weights = []struct {
 	{kOutage, 4}, {kSlow, 2}, {kReset, 3}, {kCacheLag, 3}, {kConflict, 3},
 	{kRestart, 2}, {kLeader, 2}, {kClockJump, 1}, {kWait, 8},
 	{kUse, 4}, {kLastActive, 3},
+	{kScaleUp, 6}, {kCrash, 2},
 }
 
 // The shape of the world: a few objects and policies, so that steps
@@ -106,6 +109,10 @@ func randomSpec(r *rand.Rand) string {
 	}
 	if r.IntN(3) == 0 {
 		spec += ",arch=1"
+	}
+	if r.IntN(3) == 0 {
+		spec += ",sleep=" + pick(r, "idle", "after") + ":" + pick(r, "10m", "30m", "1h") + ":" + pick(r, "10m", "30m", "2h") +
+			pick(r, "", "", ":5m", ":20m")
 	}
 	return spec
 }
@@ -198,8 +205,11 @@ func generate(seed uint64, disabled map[string]string) []Step {
 			s.Obj = obj // the reconcile the old leader had under way
 		case kClockJump:
 			s.DurMS = pick[int64](r, 5*60_000, 2*3600_000)
-		case kUse:
+		case kUse, kScaleUp:
 			s.Obj = obj
+		case kCrash:
+			// Dies at its next write, or a few writes in: mid-sleep, mid-wake.
+			s.DurMS, s.Val = pick[int64](r, 1, 2, 3, 4), pick(r, "15s", "15s", "10m")
 		case kLastActive:
 			// Now, a past and a future time, and a value that is no time.
 			s.Obj, s.Val = obj, pick(r, "now", "-10m", "+20m", "+2h", "yesterday")

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,6 +102,19 @@ type world struct {
 	conflicts map[string]int
 	touches   int
 	hotLoop   bool
+	// owner is the object each workload namespace belongs to, and
+	// scaledUp when someone else last scaled an object's workload up from
+	// zero (which wakes it).
+	owner    map[string]types.UID
+	scaledUp map[types.UID]time.Time
+	// crashIn counts down the controller's writes to the one it dies at;
+	// crashed says it died, and a new process is to start.
+	crashIn int
+	crashed bool
+	// downUntil is when the process that follows a crash takes over,
+	// failover after it.
+	downUntil time.Time
+	failover  time.Duration
 	// trace, when set, is told each step, delete and send.
 	trace func(format string, args ...any)
 }
@@ -142,6 +156,8 @@ func newWorld(disabled map[string]string) *world {
 		stale:     map[string]*corev1.ConfigMap{},
 		conflicts: map[string]int{},
 		disabled:  disabled,
+		owner:     map[string]types.UID{},
+		scaledUp:  map[types.UID]time.Time{},
 	}
 	w.hist.Healthy = true
 	w.recorder = &recorder{w: w}
@@ -150,8 +166,16 @@ func newWorld(disabled map[string]string) *world {
 	// The plain tracker: the one that manages fields builds a REST mapper
 	// on every write, which would spend most of a run.
 	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
-	w.store = fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).WithObjects(append(simChannels(), ns)...).Build()
-	w.live = interceptor.NewClient(w.store, interceptor.Funcs{Patch: w.patch, Delete: w.delete})
+	w.store = fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).WithObjects(append(simChannels(), ns)...).
+		WithIndex(&corev1.Namespace{}, ownerIndex, func(o client.Object) []string {
+			var uids []string
+			for _, ref := range o.GetOwnerReferences() {
+				uids = append(uids, string(ref.UID))
+			}
+			return uids
+		}).Build()
+	w.live = interceptor.NewClient(w.store, interceptor.Funcs{Patch: w.patch, Delete: w.delete,
+		SubResourceGet: w.subResourceGet, SubResourcePatch: w.subResourcePatch})
 	w.cached = interceptor.NewClient(w.live, interceptor.Funcs{Get: w.cacheGet})
 	w.ctrl = start(w)
 	return w
@@ -161,6 +185,7 @@ func (w *world) now() time.Time { return w.clock.Now() }
 
 // enqueue queues the object at at, unless it is queued earlier already.
 func (w *world) enqueue(name string, at time.Time) {
+	at = later(at, w.downUntil)
 	if q, ok := w.queue[name]; !ok || at.Before(q) {
 		w.queue[name] = at
 	}
@@ -257,6 +282,12 @@ func (w *world) interfere(ctx context.Context, c client.WithWatch, name string) 
 // patch is the API server's patch, which, as the real one does, refuses
 // a patch that carries a resourceVersion other than the object's.
 func (w *world) patch(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+	if err := w.crashSleepWrite(obj, p); err != nil {
+		return err
+	}
+	if _, ok := obj.(*appsv1.Deployment); ok {
+		return w.patchWorkload(ctx, c, obj, p, opts...)
+	}
 	if _, ok := obj.(*metav1.PartialObjectMetadata); !ok || obj.GetNamespace() != namespace {
 		return c.Patch(ctx, obj, p, opts...)
 	}
@@ -285,6 +316,7 @@ func (w *world) patch(ctx context.Context, c client.WithWatch, obj client.Object
 	if err := c.Patch(ctx, obj, p, opts...); err != nil {
 		return err
 	}
+	w.sawSleep(cur)
 	w.watched(name)
 	return nil
 }
@@ -399,10 +431,24 @@ func (w *world) facts(cm *corev1.ConfigMap, pols []v1alpha1.TimeoutPolicy) Facts
 				}
 			}
 		}
+		sleepSets := false
+		if rule, ok := sleepRuleOf(p.Spec); ok && !f.Kept {
+			sleepSets = w.sleepFacts(cm, rule, &f)
+		}
 		for _, lead := range sched.Reminders {
 			// A lead of idleTTL or more would fall due at the moment of
-			// use: it does not apply to an expiry the idle clock sets.
-			if !f.ExpiresAt.Add(-lead).Before(f.Since) && (!idleSets || lead < sched.IdleTTL) {
+			// use: it does not apply to an expiry the idle clock sets; nor
+			// does a reminder due before the last use, of one the sleep
+			// sets.
+			due := f.ExpiresAt.Add(-lead)
+			if sleepSets {
+				if first, _ := w.lastUse(cm); !due.After(first) {
+					continue
+				}
+			} else if idleSets && lead >= sched.IdleTTL {
+				continue
+			}
+			if !due.Before(f.Since) {
 				f.StageApplies = true
 			}
 		}
@@ -431,6 +477,10 @@ func (w *world) lastUse(cm *corev1.ConfigMap) (first, latest time.Time) {
 		if t, err := time.Parse(time.RFC3339, strings.TrimSpace(v)); err == nil && t.After(first) {
 			first = t
 		}
+	}
+	// A wake is use: it restarts the idle clock.
+	if st := readSleep(cm); st.Woke.After(first) {
+		first = st.Woke
 	}
 	latest = first
 	if cm.Generation <= 1 {
@@ -471,6 +521,13 @@ func (w *world) send(ctx context.Context, i int, m notify.Message) error {
 	}
 	if m.Type == v1alpha1.EventReminder {
 		s.IdleAt = w.idleAtSend(m.Object.Name, m.Object.UID)
+	}
+	switch {
+	case m.Type == v1alpha1.EventSleeping:
+		// The sleep it says is coming.
+		s.Cycle = m.ExpiresAt
+	case cycleType(m.Type):
+		s.Cycle = w.cycleOf(m.Object.Name, m.Object.UID, m.Type)
 	}
 	if dl, ok := ctx.Deadline(); ok && dl.Before(simEnd) && at.After(dl) {
 		// Abandoned by the controller at its deadline.
@@ -536,14 +593,22 @@ func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, _, reason,
 		return
 	}
 	text := fmt.Sprintf(note, args...)
+	switch reason {
+	case "Slept", "Woke", "WokeExternally":
+		r.w.sawSleepEvent(ref.UID, reason, text)
+	}
 	m := announced.FindStringSubmatch(text)
 	if m == nil {
 		return
 	}
+	if reason == "MessageSent" && (strings.Contains(text, " slept message ") || strings.Contains(text, " woke message ")) {
+		// It gives a deletion time, but it is no reminder.
+		reason = "CycleMessageSent"
+	}
 	if reason == "MessageSent" && !strings.Contains(text, " reminder via ") {
 		// Sent the extended or postponed message: not a reminder, but
 		// its deletion time is announced all the same.
-		reason = "MessageSent"
+		reason = "AnnouncementSent"
 	}
 	at, err := time.Parse(time.RFC3339Nano, m[1])
 	if err != nil {
@@ -608,6 +673,10 @@ func (w *world) advance(d time.Duration) {
 func (w *world) handle(name string, c *instance) {
 	res, err := c.reconcile(w.ctx, name)
 	now := w.now()
+	if w.crashed {
+		w.restartIfCrashed()
+		return
+	}
 	if name != outboxKey {
 		// A delete hands its messages to the outbox, whose sender a
 		// channel wakes at once.

@@ -243,15 +243,15 @@ func TestSleepAndWakeCompleteAcrossARestart(t *testing.T) {
 	pb, ns := deploySleepy(t, "sleep-restart")
 
 	// What a leader that crashed in the middle of a sleep leaves: the
-	// Playbook says Sleeping, web is annotated (its replicas written down)
-	// but not scaled yet, db untouched.
+	// Playbook says Sleeping, web is scaled to zero with its replicas
+	// written down (one patch), db untouched.
 	// A sleep comes at least a second after the last use (here, the
 	// creation).
 	time.Sleep(time.Until(pb.GetCreationTimestamp().Add(1100 * time.Millisecond)))
 	since := time.Now().UTC()
 	mergePatch(t, playbooks, "", pb.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`,
 		expiry.AnnotationSleep, expiry.SleepState{Phase: expiry.PhaseSleeping, Since: since, Generation: 1}.String()))
-	mergePatch(t, deploymentsGVR, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"2"}}}`, expiry.AnnotationReplicas))
+	mergePatch(t, deploymentsGVR, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"2"}},"spec":{"replicas":0}}`, expiry.AnnotationReplicas))
 
 	start()
 	st := awaitPhase(t, pb.GetName(), expiry.PhaseAsleep, 15*time.Second)
@@ -275,6 +275,26 @@ func TestSleepAndWakeCompleteAcrossARestart(t *testing.T) {
 	start()
 	awaitPhase(t, pb.GetName(), expiry.PhaseAwake, 15*time.Second)
 	expectReplicas(t, web(ns), 2, "")
+	expectReplicas(t, db(ns), 3, "")
+
+	// A sleep cut short again, and before the next leader comes someone
+	// scales web back up: the new leader takes that for use and wakes
+	// the Playbook; it does not finish the sleep by scaling web down.
+	if err := stopController(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = false
+	time.Sleep(1100 * time.Millisecond) // a sleep comes a second after the last wake
+	half := expiry.SleepState{Phase: expiry.PhaseSleeping, Since: time.Now().UTC(), Generation: 1}
+	mergePatch(t, playbooks, "", pb.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, expiry.AnnotationSleep, half.String()))
+	mergePatch(t, deploymentsGVR, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"2"}},"spec":{"replicas":0}}`, expiry.AnnotationReplicas))
+	if err := k8s.SubResource("scale").Patch(ctx, web(ns), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":1}}`))); err != nil {
+		t.Fatal(err)
+	}
+	start()
+	woke := awaitPhase(t, pb.GetName(), expiry.PhaseAwake, 15*time.Second)
+	mustContain(t, woke.WokeBy, "Deployment "+ns+"/web scaled up to 1")
+	expectReplicas(t, web(ns), 1, "")
 	expectReplicas(t, db(ns), 3, "")
 }
 
@@ -324,4 +344,30 @@ func TestADeploymentWithAScaleSubresourceSleepsItself(t *testing.T) {
 		st := state()
 		return st.Phase == expiry.PhaseAwake && *d.Spec.Replicas == 3, nil
 	})
+}
+
+// TestTheSleepingMessageArrivesOnceBeforeTheSleep: with sleep.reminder,
+// a webhook receiver that verifies the signature gets one sleeping event,
+// lead before the sleep, even when its first delivery fails with a 503;
+// then one slept event.
+func TestTheSleepingMessageArrivesOnceBeforeTheSleep(t *testing.T) {
+	t.Parallel()
+	rc := startReceiver(t, []byte("whsec-not-a-real-key-71c3d2"))
+	spec := reminderPolicy(t, "sleep-notice", []v1alpha1.Duration{}, "0s", nil, rc)
+	spec.Sleep = &v1alpha1.Sleep{AfterIdle: "5s", DeleteAfter: "1h", Reminder: "3s"}
+	createPolicy(t, "sleep-notice", spec)
+	pb, ns := deploySleepy(t, "sleep-notice")
+	rc.breakNext(pb.GetName(), "sleeping", breakUnavailable)
+
+	st := awaitPhase(t, pb.GetName(), expiry.PhaseAsleep, 20*time.Second)
+	got := rc.expectEvents(t, pb.GetName(), "sleeping", 1, 5*time.Second)
+	sleepAt := pb.GetCreationTimestamp().Add(5 * time.Second)
+	if at := got[0].arrived; at.Before(sleepAt.Add(-3*time.Second)) || at.After(st.Since) {
+		t.Errorf("the sleeping event arrived at %s, want between %s and the sleep at %s", at, sleepAt.Add(-3*time.Second), st.Since)
+	}
+	if want := sleepAt.UTC().Format(time.RFC3339); got[0].Data["expiresAt"] != want {
+		t.Errorf("the sleeping event says %v, want the sleep time %s", got[0].Data["expiresAt"], want)
+	}
+	rc.expectEvents(t, pb.GetName(), "slept", 1, 10*time.Second)
+	expectReplicas(t, web(ns), 0, "2")
 }

@@ -77,6 +77,8 @@ func whenLabel(m notify.Message) string {
 		return "Now expires"
 	case m.Type == v1alpha1.EventPostponed:
 		return "Not deleted before"
+	case m.Type == v1alpha1.EventSleeping:
+		return "Goes to sleep"
 	case m.ExpiresAt.After(m.Time):
 		return "Expires"
 	default:

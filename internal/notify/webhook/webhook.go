@@ -275,7 +275,7 @@ type Data struct {
 	UID        string `json:"uid"`
 	Title      string `json:"title,omitempty"`
 	// ExpiresAt is RFC 3339 in UTC, with fractions of a second only when
-	// the expiry has them.
+	// the expiry has them; for a sleeping event, the time of the sleep.
 	ExpiresAt string `json:"expiresAt"`
 	Stage     string `json:"stage,omitempty"`
 	Policy    string `json:"policy"`

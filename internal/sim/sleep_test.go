@@ -1,0 +1,526 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package sim
+
+// Sleep in the world: each object owns a namespace holding one Deployment,
+// which a sleep scales to zero and a wake back up; someone else may scale
+// it up; a controller process may crash between the writes of a sleep or a
+// wake. The world reads the sleep state the controller writes on the
+// object with its own decoder, and works out from the policy's
+// documentation, not from internal/expiry, when an object may sleep and
+// when it may be deleted.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+)
+
+// The annotations the controller writes of a sleep, as the guide names them.
+const (
+	sleepAnnotation = "timeout.amphitheatre.app/sleep"
+	// ownerIndex is the field index the controller lists the namespaces
+	// an object owns by (controller.Setup registers it on the cache).
+	ownerIndex = "timeout.amphitheatre.app/owner-uid"
+	// workloadReplicas is what each object's Deployment runs awake.
+	workloadReplicas = 2
+)
+
+// sleepRule is a policy's spec.sleep, read from the spec.
+type sleepRule struct {
+	afterIdle, after, deleteAfter time.Duration
+}
+
+// period is how long an object stays awake before it may sleep.
+func (r sleepRule) period() time.Duration { return max(r.afterIdle, r.after) }
+
+// sleepRuleOf reads spec.sleep; false when the policy does not sleep (or
+// its sleep is not one the simulation writes).
+func sleepRuleOf(spec v1alpha1.TimeoutPolicySpec) (sleepRule, bool) {
+	s := spec.Sleep
+	if s == nil {
+		return sleepRule{}, false
+	}
+	var r sleepRule
+	var err1, err2, err3 error
+	if s.AfterIdle != "" {
+		r.afterIdle, err1 = time.ParseDuration(string(s.AfterIdle))
+	}
+	if s.After != "" {
+		r.after, err2 = time.ParseDuration(string(s.After))
+	}
+	r.deleteAfter, err3 = time.ParseDuration(string(s.DeleteAfter))
+	if err1 != nil || err2 != nil || err3 != nil || r.deleteAfter <= 0 || (r.afterIdle > 0) == (r.after > 0) {
+		return sleepRule{}, false
+	}
+	return r, true
+}
+
+// simSleep is the sleep state as the world decodes it from the annotation.
+type simSleep struct {
+	Phase string    `json:"phase"`
+	Since time.Time `json:"since"`
+	Woke  time.Time `json:"woke"`
+}
+
+func readSleep(cm *corev1.ConfigMap) simSleep {
+	var s simSleep
+	if v := cm.Annotations[sleepAnnotation]; v != "" {
+		_ = json.Unmarshal([]byte(v), &s)
+	}
+	return s
+}
+
+// sleeping: the state says the object is asleep, or going to sleep.
+func (s simSleep) sleeping() bool { return s.Phase == "Sleeping" || s.Phase == "Asleep" }
+
+// lastActiveAnnotation is the valid last-active annotation of cm; zero
+// when it has none.
+func lastActiveAnnotation(cm *corev1.ConfigMap) time.Time {
+	v, ok := cm.Annotations["timeout.amphitheatre.app/last-active"]
+	if !ok {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// usedAfter reports whether cm was used after t: surely (a use later than
+// t), or perhaps (a use in the second of t, which last-active cannot
+// tell apart).
+func (w *world) usedAfter(cm *corev1.ConfigMap, t time.Time) (surely, perhaps bool) {
+	uses := []time.Time{lastActiveAnnotation(cm), w.scaledUp[cm.UID]}
+	if cm.Generation > 1 {
+		uses = append(uses, w.usedAt[cm.UID])
+	}
+	for _, u := range uses {
+		if u.IsZero() {
+			continue
+		}
+		if u.After(t) {
+			surely = true
+		}
+		if !u.Before(t.Truncate(time.Second)) {
+			perhaps = true
+		}
+	}
+	return surely, perhaps
+}
+
+// sleepFacts completes f, for an object of a policy that sleeps, with
+// when it may sleep and the expiry its sleep gives: it is deleted no
+// earlier than deleteAfter after it went to sleep (or, awake, after the
+// earliest it may), never later than its maximum.
+func (w *world) sleepFacts(cm *corev1.ConfigMap, rule sleepRule, f *Facts) (sleepSets bool) {
+	f.Sleeps, f.SleepDeleteAfter, f.SleepPeriod = true, rule.deleteAfter, rule.period()
+	st := readSleep(cm)
+	first, latest := w.lastUse(cm)
+	if rule.after > 0 {
+		from := cm.CreationTimestamp.Time
+		if st.Woke.After(from) {
+			from = st.Woke
+		}
+		f.SleepAt = from.Add(rule.after)
+		latest = f.SleepAt
+	} else {
+		f.SleepAt = first.Add(rule.afterIdle)
+		latest = latest.Add(rule.afterIdle)
+	}
+	if st.sleeping() && !st.Since.IsZero() {
+		f.SleptAt = st.Since
+		f.UsedAsleep, f.MaybeUsedAsleep = w.usedAfter(cm, st.Since)
+		if !f.UsedAsleep {
+			f.SleepAt, latest = st.Since, st.Since
+		}
+	}
+	exp, due := f.SleepAt.Add(rule.deleteAfter), latest.Add(rule.deleteAfter)
+	if !f.MaxAt.IsZero() {
+		exp, due = earliest(exp, f.MaxAt), earliest(due, f.MaxAt)
+	}
+	if exp.After(f.ExpiresAt) {
+		f.ExpiresAt, sleepSets = exp, true
+	}
+	if due.After(f.DueBy) {
+		f.DueBy = due
+	}
+	return sleepSets
+}
+
+// workloadNamespace is the namespace object uid owns.
+func workloadNamespace(uid types.UID) string { return "ws-" + string(uid) }
+
+// createWorkload gives a new object its namespace and Deployment.
+func (w *world) createWorkload(cm *corev1.ConfigMap) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:            workloadNamespace(cm.UID),
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID}},
+	}}
+	n := int32(workloadReplicas)
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "app"}, Spec: appsv1.DeploymentSpec{Replicas: &n}}
+	for _, o := range []client.Object{ns, dep} {
+		if err := w.store.Create(w.ctx, o); err != nil {
+			panic(err)
+		}
+	}
+	w.owner[ns.Name] = cm.UID
+}
+
+// scaleUp is someone else scaling the object's Deployment up: Argo CD, an
+// HPA, a person. Of a Deployment at zero, it is use: the object wakes.
+func (w *world) scaleUp(obj int) {
+	cm, ok := w.get(objName(obj))
+	if !ok {
+		return
+	}
+	dep := &appsv1.Deployment{}
+	if err := w.store.Get(w.ctx, types.NamespacedName{Namespace: workloadNamespace(cm.UID), Name: "app"}, dep); err != nil {
+		return
+	}
+	if dep.Spec.Replicas != nil && *dep.Spec.Replicas == 0 {
+		w.scaledUp[cm.UID] = w.now()
+	}
+	n := int32(workloadReplicas + 1)
+	dep.Spec.Replicas = &n
+	if err := w.store.Update(w.ctx, dep); err != nil {
+		panic(err)
+	}
+	// The controller watches the workloads of the objects it governs.
+	w.watched(cm.Name)
+}
+
+// crashWrite is the controller process dying at the write crashIn counts
+// down to: the write fails, and a new process starts with nothing in
+// memory.
+func (w *world) crashWrite() error {
+	if w.crashIn == 0 {
+		return nil
+	}
+	if w.crashIn--; w.crashIn > 0 {
+		return nil
+	}
+	w.crashed = true
+	return errors.New("the controller process died")
+}
+
+// crashSleepWrite is crashWrite for a write of a sleep or a wake: of the
+// sleep state, or of a workload's replicas. The process dies only in the
+// middle of those: a crash anywhere else is a restart, which the other
+// steps make.
+func (w *world) crashSleepWrite(obj client.Object, p client.Patch) error {
+	if w.crashIn == 0 {
+		return nil
+	}
+	data, err := p.Data(obj)
+	if err != nil || !strings.Contains(string(data), sleepAnnotation) && !strings.Contains(string(data), "timeout.amphitheatre.app/replicas") {
+		return nil
+	}
+	return w.crashWrite()
+}
+
+// restartIfCrashed starts a new process after a crash.
+func (w *world) restartIfCrashed() {
+	if !w.crashed {
+		return
+	}
+	w.crashed = false
+	w.ctrl = start(w)
+	clear(w.fails)
+	// The new leader takes over once the old one's lease runs out: until
+	// then nothing runs, and a sleep or wake stays half done.
+	w.downUntil = w.now().Add(w.failover)
+	if w.downUntil.After(w.hist.Excused) {
+		w.hist.Excused = w.downUntil
+	}
+	for name, at := range w.queue {
+		w.queue[name] = later(at, w.downUntil)
+	}
+	w.enqueueAll()
+}
+
+// subResourceGet answers for the scale of a ConfigMap as the API server
+// does for a kind without one: not found.
+func (w *world) subResourceGet(ctx context.Context, c client.Client, sub string, obj, body client.Object, opts ...client.SubResourceGetOption) error {
+	if sub == "scale" && obj.GetNamespace() == namespace {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps/scale"}, obj.GetName())
+	}
+	return c.SubResource(sub).Get(ctx, obj, body, opts...)
+}
+
+var replicasPatch = regexp.MustCompile(`"replicas":\s*(\d+)`)
+
+// subResourcePatch is the controller scaling a workload: a scale to zero
+// is recorded with what the world makes of its object then.
+func (w *world) subResourcePatch(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+	if sub != "scale" {
+		return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+	}
+	if err := w.crashWrite(); err != nil {
+		return err
+	}
+	data, err := p.Data(obj)
+	if err != nil {
+		return err
+	}
+	m := replicasPatch.FindSubmatch(data)
+	if m == nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("scale patch %s sets no replicas", data))
+	}
+	n, err := strconv.ParseInt(string(m[1]), 10, 32)
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	// The fake client patches the scale it is handed, not the workload:
+	// the scale subresource of a Deployment is done here, as the API
+	// server does it.
+	dep := &appsv1.Deployment{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), dep); err != nil {
+		return err
+	}
+	if n == 0 {
+		if uid, ok := w.owner[obj.GetNamespace()]; ok {
+			w.scaledDown(uid)
+		}
+	}
+	replicas := int32(n)
+	dep.Spec.Replicas = &replicas
+	return c.Update(ctx, dep)
+}
+
+// patchWorkload is the controller patching a workload: a patch that
+// scales it to zero is recorded with what the world makes of its object
+// then.
+func (w *world) patchWorkload(ctx context.Context, c client.Client, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+	data, err := p.Data(obj)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Spec struct {
+			Replicas *int32 `json:"replicas"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(data, &body); err != nil {
+		return err
+	}
+	if err := c.Patch(ctx, obj, p, opts...); err != nil {
+		return err
+	}
+	if body.Spec.Replicas != nil && *body.Spec.Replicas == 0 {
+		if uid, ok := w.owner[obj.GetNamespace()]; ok {
+			w.scaledDown(uid)
+		}
+	}
+	return nil
+}
+
+// scaledDown records the controller scaling a workload of uid to zero.
+func (w *world) scaledDown(uid types.UID) {
+	var l corev1.ConfigMapList
+	if err := w.store.List(w.ctx, &l, client.InNamespace(namespace)); err != nil {
+		panic(err)
+	}
+	for i := range l.Items {
+		if cm := &l.Items[i]; cm.UID == uid {
+			sd := ScaleDown{At: w.now(), ScaledUp: w.scaledUp[uid], Facts: w.facts(cm, w.policies())}
+			w.mu.Lock()
+			w.hist.ScaleDowns = append(w.hist.ScaleDowns, sd)
+			w.mu.Unlock()
+			return
+		}
+	}
+}
+
+// sawSleep records, after the controller wrote the sleep annotation of an
+// object that was before, a sleep that starts: with what the world made
+// of the object just before.
+func (w *world) sawSleep(before *corev1.ConfigMap) {
+	after, ok := w.get(before.Name)
+	if !ok || after.UID != before.UID {
+		return
+	}
+	old, cur := readSleep(before), readSleep(after)
+	if cur.Phase != "Sleeping" || old.sleeping() && old.Since.Equal(cur.Since) {
+		return
+	}
+	f := w.facts(before, w.policies())
+	w.mu.Lock()
+	w.hist.SleepStarts = append(w.hist.SleepStarts, SleepStart{At: w.now(), Since: cur.Since, Facts: f})
+	w.mu.Unlock()
+	w.tracef("sleeps %s: %+v", before.Name, f)
+}
+
+// cycleOf is the sleep (or wake) a slept (or woke) message about name is
+// about, as the object says now.
+func (w *world) cycleOf(name string, uid types.UID, t v1alpha1.EventType) time.Time {
+	cm, ok := w.get(name)
+	if !ok || cm.UID != uid {
+		return time.Time{}
+	}
+	st := readSleep(cm)
+	if t == v1alpha1.EventSlept {
+		return st.Since
+	}
+	return st.Woke
+}
+
+var sleepEventSince = regexp.MustCompile(`since (\d{4}-\S+?Z)`)
+
+// sawSleepEvent keeps the Slept and Woke Events, by the sleep they are
+// about.
+func (w *world) sawSleepEvent(uid types.UID, reason, text string) {
+	m := sleepEventSince.FindStringSubmatch(text)
+	since := ""
+	if m != nil {
+		since = m[1]
+	}
+	w.mu.Lock()
+	w.hist.CycleEvents = append(w.hist.CycleEvents, CycleEvent{At: w.now(), UID: uid, Reason: reason, Since: since})
+	w.mu.Unlock()
+}
+
+// The sleep invariants.
+
+// notAsleepEarly: an object is put to sleep only under a valid policy that
+// sleeps, not kept, not in dry run, and no earlier than its last activity
+// plus afterIdle (or its creation or last wake plus after).
+func notAsleepEarly(h *History) []Violation {
+	var out []Violation
+	for _, s := range h.SleepStarts {
+		f := s.Facts
+		switch {
+		case f.Shadowed || f.Policy == "" || !f.Sleeps:
+			out = append(out, violation("notAsleepEarly", "%s put to sleep at %s under no policy that sleeps (%q)", f.Name, s.At.Format(time.RFC3339Nano), f.Policy))
+		case f.Kept || f.DryRun:
+			out = append(out, violation("notAsleepEarly", "%s put to sleep at %s although kept (%t) or in dry run (%t)", f.Name, s.At.Format(time.RFC3339Nano), f.Kept, f.DryRun))
+		case s.At.Before(f.SleepAt):
+			out = append(out, violation("notAsleepEarly", "%s put to sleep at %s, %s before it may sleep (%s)",
+				f.Name, s.At.Format(time.RFC3339Nano), f.SleepAt.Sub(s.At), f.SleepAt.Format(time.RFC3339Nano)))
+		}
+	}
+	return out
+}
+
+// deletedOnlyAsleep: under a policy that sleeps, an object is deleted
+// only asleep (not used since it went to sleep), no earlier than
+// deleteAfter after it went to sleep, unless at its maximum.
+func deletedOnlyAsleep(h *History) []Violation {
+	var out []Violation
+	for _, d := range h.Deletions {
+		if !d.Sleeps || d.Kept || !d.MaxAt.IsZero() && !d.At.Before(d.MaxAt) {
+			continue
+		}
+		switch {
+		case d.SleptAt.IsZero() || d.UsedAsleep:
+			out = append(out, violation("deletedOnlyAsleep", "%s deleted at %s awake (asleep since %s, used since %t), before its maximum",
+				d.Name, d.At.Format(time.RFC3339Nano), d.SleptAt.Format(time.RFC3339Nano), d.UsedAsleep))
+		case d.At.Before(d.SleptAt.Add(d.SleepDeleteAfter)):
+			out = append(out, violation("deletedOnlyAsleep", "%s deleted at %s, %s before it had slept deleteAfter %s",
+				d.Name, d.At.Format(time.RFC3339Nano), d.SleptAt.Add(d.SleepDeleteAfter).Sub(d.At), d.SleepDeleteAfter))
+		}
+	}
+	return out
+}
+
+// noFight: a workload someone scaled up while its object slept is not
+// scaled down again before a fresh sleep period has passed.
+func noFight(h *History) []Violation {
+	var out []Violation
+	for _, s := range h.ScaleDowns {
+		if s.ScaledUp.IsZero() {
+			continue
+		}
+		if s.At.Before(s.ScaledUp.Add(s.SleepPeriod)) {
+			out = append(out, violation("noFight", "%s scaled down at %s, %s after someone scaled it up (sleep period %s)",
+				s.Name, s.At.Format(time.RFC3339Nano), s.At.Sub(s.ScaledUp), s.SleepPeriod))
+		}
+	}
+	return out
+}
+
+// sleptWokeOnce: the sleeping, slept and woke messages reach each channel
+// at most once per sleep time, sleep and wake (the at-least-once edge of a reset aside), and
+// the Slept and Woke Events are emitted once per sleep.
+func sleptWokeOnce(h *History) []Violation {
+	type key struct {
+		uid     types.UID
+		typ     v1alpha1.EventType
+		channel string
+		cycle   time.Time
+	}
+	reported := map[key]bool{}
+	var out []Violation
+	for _, s := range h.Sends {
+		if !s.Accepted || !cycleType(s.Type) || s.Cycle.IsZero() {
+			continue
+		}
+		k := key{s.UID, s.Type, s.Channel, s.Cycle.UTC()}
+		if reported[k] {
+			out = append(out, violation("sleptWokeOnce", "%s message about %s (of %s) reached %s again at %s",
+				s.Type, s.UID, s.Cycle.Format(time.RFC3339Nano), s.Channel, s.At.Format(time.RFC3339Nano)))
+		}
+		if s.Reported {
+			reported[k] = true
+		}
+	}
+	type ekey struct {
+		uid           types.UID
+		reason, since string
+	}
+	seen := map[ekey]bool{}
+	for _, e := range h.CycleEvents {
+		reason := e.Reason
+		if reason == "WokeExternally" {
+			reason = "Woke"
+		}
+		k := ekey{e.UID, reason, e.Since}
+		if seen[k] && e.Since != "" {
+			out = append(out, violation("sleptWokeOnce", "%s Event about %s (the sleep since %s) emitted again at %s", e.Reason, e.UID, e.Since, e.At.Format(time.RFC3339Nano)))
+		}
+		seen[k] = true
+	}
+	return out
+}
+
+// SleepStart is the controller starting a sleep: writing Sleeping.
+type SleepStart struct {
+	At, Since time.Time
+	// Facts are the world's reading of the object just before.
+	Facts
+}
+
+// ScaleDown is the controller scaling a workload of an object to zero.
+type ScaleDown struct {
+	At time.Time
+	// ScaledUp is when someone else last scaled the object's workload up
+	// from zero; zero when nobody has.
+	ScaledUp time.Time
+	Facts
+}
+
+// CycleEvent is a Slept, Woke or WokeExternally Event.
+type CycleEvent struct {
+	At     time.Time
+	UID    types.UID
+	Reason string
+	// Since is the sleep it is about, as the Event gives it.
+	Since string
+}
