@@ -10,6 +10,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
 // A generated block sits between two markers in a page:
@@ -48,6 +51,11 @@ func blocks(f *Facts) map[string]block {
 			page:   "docs/reference/rbac.md",
 			source: "config/rbac",
 			render: func() string { return renderRoles(f.Roles) },
+		},
+		"templates": {
+			page:   "docs/guides/notifications.md",
+			source: "the default templates of internal/notify",
+			render: func() string { return renderTemplates(f.MessageTypes) },
 		},
 	}
 	for _, c := range f.CRDs {
@@ -223,4 +231,24 @@ func codeList(xs []string) string {
 		xs[i] = "`" + x + "`"
 	}
 	return strings.Join(xs, ", ")
+}
+
+// renderTemplates is the table of the default subject and text of each
+// message type; a blank line in a text shows as such.
+func renderTemplates(types []string) string {
+	var b strings.Builder
+	b.WriteString("| event | subject | text |\n| --- | --- | --- |\n")
+	cell := func(s string) string { return "`" + strings.ReplaceAll(s, "|", "\\|") + "`" }
+	for _, t := range types {
+		subject, text, ok := notify.DefaultTemplate(v1alpha1.EventType(t))
+		if !ok {
+			continue
+		}
+		var parts []string
+		for _, p := range strings.Split(text, "\n\n") {
+			parts = append(parts, cell(p))
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", t, cell(subject), strings.Join(parts, ", a blank line, "))
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -450,6 +450,7 @@ func checkNames(pages map[string]*page, f *Facts, report reporter) {
 	n.flags()
 	n.metrics()
 	n.events()
+	n.messageTypes()
 	n.conditions()
 	n.fields()
 	n.annotations()
@@ -589,6 +590,16 @@ func (n names) events() {
 		n.bothWays(pg, pg.tableColumn("reason", 0), n.facts.Reasons,
 			"the Event reason %s is not in a table of the reference",
 			"the Event reason %s is not one the controller records")
+	}
+}
+
+// messageTypes: the table of the notifications guide whose first column
+// is the event type of a message.
+func (n names) messageTypes() {
+	if pg := n.ref("docs/guides/notifications.md"); pg != nil {
+		n.bothWays(pg, pg.tableColumn("event type", 0), n.facts.MessageTypes,
+			"the message type %s is not in the table of event types",
+			"the message type %s is not one the API has")
 	}
 }
 

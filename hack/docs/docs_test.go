@@ -103,8 +103,9 @@ func fakeFacts() *Facts {
 			}},
 			"status": {Type: "object", Properties: map[string]*Schema{"tracked": {Type: "integer"}}},
 		}}}},
-		Roles:  []Role{{Kind: "ClusterRole", File: "role.yaml", Rules: []Rule{{APIGroups: []string{"amphitheatre.app"}, Resources: []string{"playbooks"}, Verbs: []string{"get", "delete"}}}}},
-		Alerts: []string{"TimeoutControllerDown"},
+		Roles:        []Role{{Kind: "ClusterRole", File: "role.yaml", Rules: []Rule{{APIGroups: []string{"amphitheatre.app"}, Resources: []string{"playbooks"}, Verbs: []string{"get", "delete"}}}}},
+		Alerts:       []string{"TimeoutControllerDown"},
+		MessageTypes: []string{"reminder", "expired"},
 	}
 }
 
@@ -128,6 +129,8 @@ var fakePages = map[string]string{
 	"docs/reference/plugin.md":              "# Plugin\n\n## list\n\n`--expiring-within 3d` lists what goes soon; `--context` picks a context.\n",
 	"docs/guides/monitoring.md":             "# Monitoring\n\n| alert | fires when |\n| --- | --- |\n| `TimeoutControllerDown` | no replica is up |\n",
 	"internal/x.go":                         "package x\n\n// See docs/reference/events.md.\n",
+	"docs/guides/notifications.md": "# Notifications\n\n| event type | when |\n| --- | --- |\n| `reminder` | a stage falls due |\n| `expired` | it expired |\n\n" +
+		"<!-- BEGIN GENERATED templates -->\n<!-- END GENERATED templates -->\n",
 }
 
 // fakeRepo writes fakePages, with the changes given, into a directory and
@@ -223,6 +226,16 @@ func TestTheCheckFailsOnAStalePage(t *testing.T) {
 			name: "an Event reason missing from the reference",
 			code: func(f *Facts) { f.Reasons = append(f.Reasons, "DeletionStuck") },
 			want: []string{"the Event reason DeletionStuck is not in a table of the reference"},
+		},
+		{
+			name: "a message type missing from the notifications guide",
+			code: func(f *Facts) { f.MessageTypes = append(f.MessageTypes, "sleeping") },
+			want: []string{"the message type sleeping is not in the table of event types", "docs/guides/notifications.md", "a generated table is stale"},
+		},
+		{
+			name: "a message type the API no longer has",
+			code: func(f *Facts) { f.MessageTypes = f.MessageTypes[:1] },
+			want: []string{"docs/guides/notifications.md:6: the message type expired is not one the API has"},
 		},
 		{
 			name: "a condition reason missing from the reference",

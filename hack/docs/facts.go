@@ -22,6 +22,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
 
@@ -49,6 +50,8 @@ type Facts struct {
 	Roles []Role
 	// Alerts are the alert rules of config/prometheus/rules.yaml.
 	Alerts []string
+	// MessageTypes are the event types of the messages (api/v1alpha1).
+	MessageTypes []string
 }
 
 // Flag is one command-line flag.
@@ -100,6 +103,9 @@ func Gather(root string) (*Facts, error) {
 	}
 	if f.Conditions, err = conditionReasons(filepath.Join(root, "api", "v1alpha1")); err != nil {
 		return nil, err
+	}
+	for _, t := range v1alpha1.EventTypes {
+		f.MessageTypes = append(f.MessageTypes, string(t))
 	}
 	f.Annotations = append(slices.Clone(expiry.KnownAnnotations), expiry.AnnotationLegacyTTL)
 	sort.Strings(f.Annotations)

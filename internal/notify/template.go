@@ -75,6 +75,13 @@ const htmlLayout = `<!DOCTYPE html>
 {{end}}<p style="color: #666">{{.Footer}}</p>
 </body></html>`
 
+// DefaultTemplate returns the default subject and text templates of
+// event type t; false for a type without one.
+func DefaultTemplate(t v1alpha1.EventType) (subject, text string, ok bool) {
+	d, ok := defaults[t]
+	return d.subject, d.text, ok
+}
+
 var funcs = template.FuncMap{
 	"rfc3339":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"human":    Human,
