@@ -220,6 +220,9 @@ func (r *ObjectReconciler) observeWake(ctx context.Context, ev *evaluation) (str
 	if !st.Sleeping() || !ev.Life.Asleep {
 		return "", false, nil
 	}
+	if st.WakePatch != nil && st.Phase == expiry.PhaseSleeping {
+		return "", false, nil
+	}
 	if st.Replicas != nil {
 		// Scaled itself: someone scaling it up wakes it. Its generation
 		// says nothing: a Deployment's changes with every annotation
@@ -232,7 +235,8 @@ func (r *ObjectReconciler) observeWake(ctx context.Context, ev *evaluation) (str
 		}
 		return fmt.Sprintf("scaled up to %d by someone else", replicas), true, nil
 	}
-	if st.Generation != 0 && ev.obj.Generation != st.Generation {
+	// A sleep under way by patch changed the generation itself.
+	if st.Generation != 0 && ev.obj.Generation != st.Generation && (st.WakePatch == nil || st.Phase == expiry.PhaseAsleep) {
 		return fmt.Sprintf("a spec edit (generation %d)", ev.obj.Generation), false, nil
 	}
 	ws, err := r.workloads(ctx, ev.obj.UID)
@@ -267,12 +271,28 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 
 	obj := ev.obj.DeepCopy()
 	st := ev.Life.Sleep
-	self, replicas, err := r.selfScaled(ctx, key)
-	if err != nil {
-		return ctrl.Result{}, err
+	sleepPatch := ev.Schedule.SleepPatch
+	switch {
+	case st.Phase == expiry.PhaseSleeping && st.WakePatch == nil:
+		// A sleep under way goes on the way it began.
+		sleepPatch = nil
+	case st.Phase == expiry.PhaseSleeping && sleepPatch == nil:
+		// Begun by a patch the policy no longer has: undone instead.
+		return r.wake(ctx, ev, expiry.WokeByPolicy)
+	}
+	var self bool
+	var replicas int32
+	if sleepPatch == nil {
+		var err error
+		if self, replicas, err = r.selfScaled(ctx, key); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if st.Phase != expiry.PhaseSleeping {
 		st = expiry.SleepState{Phase: expiry.PhaseSleeping, Since: now.UTC(), Woke: st.Woke, WokeBy: st.WokeBy, Generation: obj.Generation}
+		if sleepPatch != nil {
+			st.WakePatch = ev.Schedule.WakePatch
+		}
 		if self {
 			st.Replicas = &replicas
 		}
@@ -283,7 +303,13 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 
 	var freed int32
 	var cpu, mem int64
-	if self {
+	switch {
+	case sleepPatch != nil:
+		// Merge patches are idempotent: a sleep under way applies it again.
+		if err := r.Client.Patch(ctx, parent(key), client.RawPatch(types.MergePatchType, sleepPatch)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("apply spec.sleep.patch to %s: %w", key, err)
+		}
+	case self:
 		if replicas > 0 {
 			if err := scaleTo(ctx, r.Client, key, 0); err != nil {
 				return ctrl.Result{}, fmt.Errorf("scale %s to zero: %w", key, err)
@@ -292,7 +318,7 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 		if st.Replicas != nil {
 			freed = *st.Replicas
 		}
-	} else {
+	default:
 		ws, err := r.workloads(ctx, obj.UID)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -321,8 +347,8 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 		}
 	}
 
-	// Asleep, at the generation the object has now: an object scaled
-	// itself changed generation with its scale, which is not use; its
+	// Asleep, at the generation the object has now: an object scaled or
+	// patched itself changed generation with it, which is not use; its
 	// activity annotation takes the new generation for the same reason.
 	fresh := newMetadata(key.GVK)
 	if err := r.APIReader.Get(ctx, key.NamespacedName, fresh); err != nil {
@@ -334,7 +360,7 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 	st.Phase, st.Generation, st.Freed = expiry.PhaseAsleep, fresh.Generation, freed
 	st.FreedCPUMillis, st.FreedMemoryBytes = cpu, mem
 	annotations := map[string]any{expiry.AnnotationSleep: st.String()}
-	if self {
+	if self || st.WakePatch != nil {
 		act, _ := expiry.ParseActivity(fresh.Annotations[expiry.AnnotationActivity])
 		act.Generation = fresh.Generation
 		annotations[expiry.AnnotationActivity] = act.String()
@@ -343,10 +369,14 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 		return r.sleepWriteFailed(key, err)
 	}
 	sleeps.Inc()
-	log.Info("slept", "since", st.Since, "replicas", freed, "policy", ev.policy.Name)
+	log.Info("slept", "since", st.Since, "replicas", freed, "patched", st.WakePatch != nil, "policy", ev.policy.Name)
+	what := fmt.Sprintf("%d replicas scaled to zero", freed)
+	if st.WakePatch != nil {
+		what = "spec.sleep.patch applied"
+	}
 	r.Recorder.Eventf(reference(key.GVK, fresh), nil, corev1.EventTypeNormal, ReasonSlept, actionSleep,
-		"Asleep since %s (policy %s): %d replicas scaled to zero; use wakes it; deleted at %s unless used",
-		st.Since.Format(time.RFC3339), ev.policy.Name, freed, st.Since.Add(ev.Schedule.SleepDeleteAfter).Format(time.RFC3339))
+		"Asleep since %s (policy %s): %s; use wakes it; deleted at %s unless used",
+		st.Since.Format(time.RFC3339), ev.policy.Name, what, st.Since.Add(ev.Schedule.SleepDeleteAfter).Format(time.RFC3339))
 	return ctrl.Result{}, nil
 }
 
@@ -373,17 +403,27 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 		}
 	}
 
-	self, replicas, err := r.selfScaled(ctx, key)
-	if err != nil {
-		return ctrl.Result{}, err
+	patched := st.WakePatch != nil
+	var self bool
+	var replicas int32
+	if !patched {
+		var err error
+		if self, replicas, err = r.selfScaled(ctx, key); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
-	if self {
+	switch {
+	case patched:
+		if err := r.Client.Patch(ctx, parent(key), client.RawPatch(types.MergePatchType, st.WakePatch)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("apply the wake patch to %s: %w", key, err)
+		}
+	case self:
 		if st.Replicas != nil && replicas == 0 && *st.Replicas > 0 {
 			if err := scaleTo(ctx, r.Client, key, *st.Replicas); err != nil {
 				return ctrl.Result{}, fmt.Errorf("scale %s back to %d: %w", key, *st.Replicas, err)
 			}
 		}
-	} else {
+	default:
 		ws, err := r.workloads(ctx, obj.UID)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -415,8 +455,9 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 	}
 	external := st.External
 	st.Phase, st.Replicas, st.Freed, st.FreedCPUMillis, st.FreedMemoryBytes, st.External = expiry.PhaseAwake, nil, 0, 0, 0, false
+	st.WakePatch = nil
 	annotations := map[string]any{expiry.AnnotationSleep: st.String()}
-	if self {
+	if self || patched {
 		act, _ := expiry.ParseActivity(fresh.Annotations[expiry.AnnotationActivity])
 		act.Generation = fresh.Generation
 		annotations[expiry.AnnotationActivity] = act.String()
@@ -431,7 +472,7 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 	wakes.WithLabelValues(by).Inc()
 	logf.FromContext(ctx).Info("woke", "by", st.WokeBy, "external", external, "policy", ev.policy.Name)
 	r.Recorder.Eventf(reference(key.GVK, fresh), nil, corev1.EventTypeNormal, reason, actionWake,
-		"Woke: %s; what the sleep since %s scaled down is restored", st.WokeBy, st.Since.Format(time.RFC3339))
+		"Woke: %s; what the sleep since %s changed is restored", st.WokeBy, st.Since.Format(time.RFC3339))
 	return ctrl.Result{}, nil
 }
 

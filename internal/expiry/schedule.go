@@ -5,10 +5,13 @@ package expiry
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 )
@@ -33,6 +36,10 @@ type Schedule struct {
 	SleepAfterIdle, SleepAfter, SleepDeleteAfter time.Duration
 	// SleepReminder is the lead of the sleeping message; 0 sends none.
 	SleepReminder time.Duration
+	// SleepPatch and WakePatch are the merge patches that put the object
+	// itself to sleep and wake it, for a kind that suspends through a
+	// field; nil scales instead.
+	SleepPatch, WakePatch []byte
 }
 
 // ActivityWindow is how stale a recorded activity may be before new
@@ -117,6 +124,11 @@ func NewSchedule(spec v1alpha1.TimeoutPolicySpec) (Schedule, error) {
 		s.SleepAfter = positive(sl.After, "spec.sleep.after", &errs)
 		s.SleepDeleteAfter = positive(sl.DeleteAfter, "spec.sleep.deleteAfter", &errs)
 		s.SleepReminder = positive(sl.Reminder, "spec.sleep.reminder", &errs)
+		s.SleepPatch = mergePatch(sl.Patch, "spec.sleep.patch", &errs)
+		s.WakePatch = mergePatch(sl.WakePatch, "spec.sleep.wakePatch", &errs)
+		if (s.SleepPatch == nil) != (s.WakePatch == nil) {
+			errs = append(errs, errors.New("spec.sleep: patch and wakePatch go together"))
+		}
 		switch {
 		case (sl.AfterIdle == "") == (sl.After == ""):
 			errs = append(errs, errors.New("spec.sleep: needs exactly one of afterIdle and after"))
@@ -131,6 +143,33 @@ func NewSchedule(spec v1alpha1.TimeoutPolicySpec) (Schedule, error) {
 	}
 
 	return s, errors.Join(errs...)
+}
+
+// MaxSleepPatch bounds spec.sleep.patch and wakePatch: the wake patch is
+// kept in the sleep annotation of each object asleep.
+const MaxSleepPatch = 4 << 10
+
+// mergePatch checks an optional merge patch of spec.sleep: a JSON object
+// that leaves metadata alone (the controller's own annotations live
+// there).
+func mergePatch(p *runtime.RawExtension, field string, errs *[]error) []byte {
+	if p == nil || len(p.Raw) == 0 {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	switch err := json.Unmarshal(p.Raw, &m); {
+	case len(p.Raw) > MaxSleepPatch:
+		*errs = append(*errs, fmt.Errorf("%s: %d bytes, more than %d", field, len(p.Raw), MaxSleepPatch))
+	case err != nil:
+		*errs = append(*errs, fmt.Errorf("%s: not a JSON object: %w", field, err))
+	case len(m) == 0:
+		*errs = append(*errs, fmt.Errorf("%s: empty: it would change nothing", field))
+	case m["metadata"] != nil || m["apiVersion"] != nil || m["kind"] != nil:
+		*errs = append(*errs, fmt.Errorf("%s: may not change metadata, apiVersion or kind", field))
+	default:
+		return p.Raw
+	}
+	return nil
 }
 
 // positive parses an optional duration field that must be positive when

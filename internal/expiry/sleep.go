@@ -65,6 +65,10 @@ type SleepState struct {
 	// External says the wake under way was someone else scaling a
 	// workload up.
 	External bool `json:"external,omitempty"`
+	// WakePatch is the merge patch that wakes an object put to sleep by
+	// its policy's spec.sleep.patch: kept here, so that the wake undoes
+	// the sleep whatever the policy says by then.
+	WakePatch json.RawMessage `json:"wakePatch,omitempty"`
 }
 
 // ParseSleep reads the sleep annotation; an empty value is an object that

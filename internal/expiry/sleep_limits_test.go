@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 )
 
@@ -33,6 +35,17 @@ func TestNewScheduleChecksTheSleep(t *testing.T) {
 		{"takes a sleep before the maximum", "7d", v1alpha1.Sleep{After: "6d", DeleteAfter: "1d"}, ""},
 		{"refuses a sleep at the maximum", "7d", v1alpha1.Sleep{After: "7d", DeleteAfter: "1d"}, "before they sleep"},
 		{"refuses a sleep past the smallest maximum", "1ns", v1alpha1.Sleep{After: "1s", DeleteAfter: "1d"}, "before they sleep"},
+		{"takes a reminder", "", v1alpha1.Sleep{AfterIdle: "3h", DeleteAfter: "14d", Reminder: "30m"}, ""},
+		{"refuses a reminder of nothing", "", v1alpha1.Sleep{AfterIdle: "3h", DeleteAfter: "14d", Reminder: "0s"}, "spec.sleep.reminder"},
+		{"takes a patch and its inverse", "", suspend(`{"spec":{"suspend":true}}`, `{"spec":{"suspend":false}}`), ""},
+		{"refuses a patch without its inverse", "", suspend(`{"spec":{"suspend":true}}`, ""), "go together"},
+		{"refuses an inverse without its patch", "", suspend("", `{"spec":{"suspend":false}}`), "go together"},
+		{"refuses a patch of metadata", "", suspend(`{"metadata":{"annotations":{"x":"y"}}}`, `{"spec":{}}`), "may not change metadata"},
+		{"refuses a patch of the kind", "", suspend(`{"spec":{"suspend":true}}`, `{"kind":"Pod"}`), "may not change metadata"},
+		{"refuses a patch that is no object", "", suspend(`[1]`, `{"spec":{"suspend":false}}`), "not a JSON object"},
+		{"refuses an empty patch", "", suspend(`{}`, `{"spec":{"suspend":false}}`), "empty"},
+		{"takes a patch of the largest size", "", suspend(`{"spec":{"x":"`+strings.Repeat("a", MaxSleepPatch-17)+`"}}`, `{"spec":{}}`), ""},
+		{"refuses a patch over the largest size", "", suspend(`{"spec":{"x":"`+strings.Repeat("a", MaxSleepPatch-16)+`"}}`, `{"spec":{}}`), "more than"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -242,4 +255,17 @@ func TestASleepMessageReplacesTheEarlierOnesOnly(t *testing.T) {
 	if d := r.Sent[KeySlept(second)]; !d.At.Equal(second) || len(d.Channels) != 2 {
 		t.Errorf("the sleep's message shows %+v, want both channels from %s", d, second)
 	}
+}
+
+// suspend is a sleep after idle whose patch and wake patch are given; an
+// empty one is left out.
+func suspend(patch, wake string) v1alpha1.Sleep {
+	s := v1alpha1.Sleep{AfterIdle: "3h", DeleteAfter: "14d"}
+	if patch != "" {
+		s.Patch = &runtime.RawExtension{Raw: []byte(patch)}
+	}
+	if wake != "" {
+		s.WakePatch = &runtime.RawExtension{Raw: []byte(wake)}
+	}
+	return s
 }

@@ -466,3 +466,42 @@ func token(t *testing.T, namespace, name, clusterRole string) string {
 	}
 	return strings.TrimSpace(out)
 }
+
+// createPlaybookLabelled creates a Playbook that lives an hour, with
+// labels, as Amphitheatre makes it, and with actors.
+func createPlaybookLabelled(t *testing.T, name string, labels map[string]string, actors []testenv.Actor) string {
+	t.Helper()
+	pb := testenv.NewPlaybook(name, name, nil)
+	pb.SetLabels(labels)
+	if err := testenv.Deploy(t.Context(), k8s, pb, actors); err != nil {
+		t.Fatalf("create Playbook %s: %v", name, err)
+	}
+	return name
+}
+
+// podsGone waits until the Playbook's namespace holds no Pod, its
+// namespace still there.
+func podsGone(t *testing.T, name string) {
+	t.Helper()
+	eventually(t, 2*time.Minute, "Pods of Playbook "+name+" gone", func(ctx context.Context) error {
+		var pods corev1.PodList
+		if err := k8s.List(ctx, &pods, client.InNamespace(testenv.Namespace(name))); err != nil {
+			return err
+		}
+		if len(pods.Items) > 0 {
+			return fmt.Errorf("%d Pods left", len(pods.Items))
+		}
+		var ns corev1.Namespace
+		return k8s.Get(ctx, client.ObjectKey{Name: testenv.Namespace(name)}, &ns)
+	})
+}
+
+// sleepState is the sleep annotation of the Playbook.
+func sleepState(t *testing.T, name string) string {
+	t.Helper()
+	pb := testenv.NewPlaybook(name, "", nil)
+	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(pb), pb); err != nil {
+		t.Fatal(err)
+	}
+	return pb.GetAnnotations()["timeout.amphitheatre.app/sleep"]
+}

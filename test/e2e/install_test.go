@@ -236,9 +236,49 @@ spec:
 
 	d := watchDeletions(t)
 	reclaim := createPlaybook(t, "e2e-kustomize-reclaim", 75*time.Second, actors)
+	// Sleep: a second policy puts the Playbooks labelled e2e-sleep to
+	// sleep 45 s after their last use, with the permissions config/rbac
+	// grants; its Pods go, and come back on use.
+	const sleepPolicy = `apiVersion: timeout.amphitheatre.app/v1alpha1
+kind: TimeoutPolicy
+metadata:
+  name: e2e-sleep
+spec:
+  priority: 10
+  selector: {matchLabels: {e2e-sleep: "true"}}
+  defaultTTL: 1h
+  reminders: []
+  minimumNotice: 0s
+  sleep: {afterIdle: 45s, deleteAfter: 1h}
+`
+	sleepFile := filepath.Join(overlay, "sleep-policy.yaml")
+	if err := os.WriteFile(sleepFile, []byte(sleepPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube(ctx, "apply", "-f", sleepFile); err != nil {
+		t.Fatal(err)
+	}
+	sleepy := createPlaybookLabelled(t, "e2e-kustomize-sleep", map[string]string{"e2e-sleep": "true"}, actors)
+	t.Cleanup(func() {
+		for _, what := range [][]string{{"-f", sleepFile}, {"playbooks.amphitheatre.app/" + sleepy}} {
+			if _, err := kube(context.Background(), append([]string{"delete", "--ignore-not-found"}, what...)...); err != nil {
+				t.Error(err)
+			}
+		}
+	})
 	podsRunning(t, reclaim.name, 3)
+	podsRunning(t, sleepy, 3)
 	reclaim.gone(t, d, 2*time.Minute)
 	reclaimed(t, reclaim.name)
+
+	podsGone(t, sleepy)
+	t.Logf("Playbook %s asleep: %s", sleepy, sleepState(t, sleepy))
+	if _, err := kube(ctx, "annotate", "playbooks.amphitheatre.app", sleepy, "--overwrite",
+		"timeout.amphitheatre.app/last-active="+time.Now().UTC().Format(time.RFC3339)); err != nil {
+		t.Fatal(err)
+	}
+	podsRunning(t, sleepy, 3)
+	t.Logf("Playbook %s woke: %s", sleepy, sleepState(t, sleepy))
 	if n := len(inbox.received("reminder", reclaim.name)); n != 1 {
 		t.Errorf("Playbook %s: %d reminders, want 1", reclaim.name, n)
 	}

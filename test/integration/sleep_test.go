@@ -6,13 +6,16 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -370,4 +373,76 @@ func TestTheSleepingMessageArrivesOnceBeforeTheSleep(t *testing.T) {
 	}
 	rc.expectEvents(t, pb.GetName(), "slept", 1, 10*time.Second)
 	expectReplicas(t, web(ns), 0, "2")
+}
+
+// TestACronJobSleepsByItsSuspendField: a policy for CronJobs sleeps them
+// with spec.sleep.patch (spec.suspend true) and wakes them with its
+// wakePatch. Asleep, its own patch is no use of it; someone setting
+// suspend back to false is a spec edit, which wakes it; and the wake
+// undoes the sleep even once the policy no longer names a patch.
+func TestACronJobSleepsByItsSuspendField(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const test = "sleep-cronjob"
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: test}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+	spec := sleepPolicy(test, "3s", "1h")
+	spec.Target = v1alpha1.Target{APIVersion: "batch/v1", Kind: "CronJob"}
+	spec.Sleep.Patch = &runtime.RawExtension{Raw: []byte(`{"spec":{"suspend":true}}`)}
+	spec.Sleep.WakePatch = &runtime.RawExtension{Raw: []byte(`{"spec":{"suspend":false}}`)}
+	policy := createPolicy(t, test, spec)
+	cj := &batchv1.CronJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: test, Name: "nightly", Labels: map[string]string{testLabel: test}},
+		Spec: batchv1.CronJobSpec{Schedule: "0 3 * * *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "job", Image: "registry.k8s.io/pause:3.10"}}}}}}},
+	}
+	if err := k8s.Create(ctx, cj); err != nil {
+		t.Fatal(err)
+	}
+	state := func() (expiry.SleepState, bool) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(cj), cj); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := expiry.ParseSleep(cj.Annotations[expiry.AnnotationSleep])
+		return st, ptr.Deref(cj.Spec.Suspend, false)
+	}
+	eventually(t, 15*time.Second, "the CronJob asleep and suspended", func() (bool, error) {
+		st, suspended := state()
+		return st.Phase == expiry.PhaseAsleep && suspended, nil
+	})
+	time.Sleep(time.Second)
+	if st, _ := state(); st.Phase != expiry.PhaseAsleep {
+		t.Fatalf("woke by its own patch: %+v", st)
+	}
+
+	// Someone resumes it by hand: a spec edit, which wakes it.
+	if err := k8s.Patch(ctx, cj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":false}}`))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the CronJob awake after a spec edit", func() (bool, error) {
+		st, suspended := state()
+		return st.Phase == expiry.PhaseAwake && !suspended && strings.Contains(st.WokeBy, "generation"), nil
+	})
+
+	// Asleep again, then the policy drops its patch (and sleep): the
+	// wake still undoes the sleep with the patch kept on the object.
+	eventually(t, 15*time.Second, "the CronJob asleep again", func() (bool, error) {
+		st, suspended := state()
+		return st.Phase == expiry.PhaseAsleep && suspended, nil
+	})
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(policy), policy); err != nil {
+		t.Fatal(err)
+	}
+	policy.Spec.Sleep = nil
+	if err := k8s.Update(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the CronJob awake and resumed", func() (bool, error) {
+		st, suspended := state()
+		return st.Phase == expiry.PhaseAwake && !suspended && st.WokeBy == expiry.WokeByPolicy, nil
+	})
 }
