@@ -27,18 +27,12 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 // Key identifies a governed object in the work queue: one queue serves
 // every target kind.
-type Key struct {
-	GVK schema.GroupVersionKind
-	types.NamespacedName
-}
-
-func (k Key) String() string {
-	return k.GVK.Kind + "/" + k.NamespacedName.String()
-}
+type Key = wakeup.Key
 
 // outboxKind is the kind the outbox keeps its entries in.
 var outboxKind = schema.GroupKind{Kind: "ConfigMap"}

@@ -35,6 +35,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 // The role the controller needs for Playbooks, its default target. Each
@@ -178,9 +179,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	objectLog := mgr.GetLogger().WithValues("controller", "object")
 	// The objects' next looks are kept outside the work queue, which gets
 	// only what is due, up to twice the workers at a time.
-	wakes := newWakeups(clock.RealClock{}, 2*opts.Workers)
+	wakes := wakeup.New(clock.RealClock{}, 2*opts.Workers)
 	c, err := controller.NewTyped("object", held, controller.TypedOptions[Key]{
-		Reconciler:              wakingReconciler{inner: objects, wakes: wakes},
+		Reconciler:              wakes.Reconciler(objects),
 		MaxConcurrentReconciles: opts.Workers,
 		LogConstructor: func(k *Key) logr.Logger {
 			if k == nil {
@@ -196,7 +197,10 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	// that channel frees, not at a guess.
 	objects.Wake = wakes.Now
 	channels.Limiter.OnFree(objects.SlotFreed)
-	if err := c.Watch(source.TypedFunc[Key](wakes.Start)); err != nil {
+	if err := c.Watch(source.TypedFunc[Key](func(ctx context.Context, q queue) error {
+		objectLooks.current.Store(wakes)
+		return wakes.Start(ctx, q)
+	})); err != nil {
 		return fmt.Errorf("hand due objects to the object controller: %w", err)
 	}
 	// The namespaces a deleted object owns are found by their owner, and
