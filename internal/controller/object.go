@@ -70,17 +70,12 @@ type ObjectReconciler struct {
 	// message that found its channel busy, when a slot frees (SlotFreed).
 	Wake func(Key)
 
-	mu sync.Mutex
-	// recordWriteFailed holds the objects whose failure to write their
-	// record was reported (see writeFailed), by the UID it was about.
-	recordWriteFailed map[Key]types.UID
-	retries           retries
-	pending           pendingDeliveries
-	activity          activity
-	slotWaiters       slotWaiters
-	capsOnce          sync.Once
-	capsState         *deletionCaps
-	departures        departures
+	deliveryOnce  sync.Once
+	deliveryState *deliverer
+	activity      activity
+	capsOnce      sync.Once
+	capsState     *deletionCaps
+	departures    departures
 }
 
 // caps are the deletion caps and the turns they gave, built on first use
@@ -88,6 +83,31 @@ type ObjectReconciler struct {
 func (r *ObjectReconciler) caps() *deletionCaps {
 	r.capsOnce.Do(func() { r.capsState = newDeletionCaps(r.MaxDeletionsPerMinute) })
 	return r.capsState
+}
+
+// delivery sends the messages and writes the records, built on first use
+// from the reconciler's fields, as caps is: they are all set before the
+// first reconcile.
+func (r *ObjectReconciler) delivery() *deliverer {
+	r.deliveryOnce.Do(func() {
+		r.deliveryState = &deliverer{
+			client:                r.Client,
+			reader:                r.APIReader,
+			recorder:              r.Recorder,
+			clock:                 r.Clock,
+			audit:                 r.audit,
+			dryRun:                r.DryRun,
+			clusterEventNamespace: r.ClusterEventNamespace,
+			wake:                  r.Wake,
+		}
+	})
+	return r.deliveryState
+}
+
+// SlotFreed wakes the object that has waited longest for a slot of the
+// channel, now that one was given back.
+func (r *ObjectReconciler) SlotFreed(channel string) {
+	r.delivery().slotFreed(channel)
 }
 
 // Reconcile plans the next action for one object and carries it out when
@@ -131,8 +151,8 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		// Not cut short by a shutdown: a failure would be reported.
 		writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 		defer cancel()
-		if err := r.recordDelivery(writeCtx, ev, func(*expiry.Record) {}); err != nil {
-			return ctrl.Result{}, r.writeFailed(ev, err)
+		if err := r.delivery().record(writeCtx, ev, func(*expiry.Record) {}); err != nil {
+			return ctrl.Result{}, r.delivery().writeFailed(ev, err)
 		}
 		if !ev.Previous.IsZero() {
 			r.audit(ctx, ev, audit.Record{Type: audit.Extended, Result: audit.OK,
@@ -144,7 +164,7 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		// Deliveries the object does not show are written again until they
 		// stick; planning goes on from them meanwhile, so nothing waits on
 		// the write and nothing is sent twice.
-		if err := r.recordDelivery(ctx, ev, func(*expiry.Record) {}); err != nil {
+		if err := r.delivery().record(ctx, ev, func(*expiry.Record) {}); err != nil {
 			log.Error(err, "record what was sent")
 		}
 	}
@@ -164,7 +184,7 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		log.V(1).Info("waiting", "until", plan.At, "expiresAt", ev.Life.ExpiresAt, "source", ev.Life.Source, "policy", ev.policy.Name)
 		return ctrl.Result{RequeueAfter: expiry.After(plan.At, ev.now)}, nil
 	case expiry.Notify:
-		return r.notify(ctx, ev, plan)
+		return r.delivery().notify(ctx, ev, plan)
 	case expiry.Sleep:
 		return r.sleep(ctx, ev)
 	case expiry.Wake:
@@ -206,21 +226,17 @@ func (r *ObjectReconciler) deletionTurn(ctx context.Context, ev *evaluation) tim
 }
 
 func (r *ObjectReconciler) forget(key Key) {
-	r.mu.Lock()
-	delete(r.recordWriteFailed, key)
-	r.mu.Unlock()
-	r.retries.forget(key)
-	r.pending.forget(key)
+	r.delivery().forget(key)
 	r.caps().forget(key)
 	r.activity.forget(key)
 }
 
-// freshRead reads the whole object from the API server, and its metadata
-// from the same response.
-func (r *ObjectReconciler) freshRead(ctx context.Context, key Key) (*metav1.PartialObjectMetadata, *unstructured.Unstructured, error) {
+// freshRead reads the whole object from the API server through reader,
+// and its metadata from the same response.
+func freshRead(ctx context.Context, reader client.Reader, key Key) (*metav1.PartialObjectMetadata, *unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(key.GVK)
-	if err := r.APIReader.Get(ctx, key.NamespacedName, u); err != nil {
+	if err := reader.Get(ctx, key.NamespacedName, u); err != nil {
 		return nil, nil, err
 	}
 	obj := newMetadata(key.GVK)

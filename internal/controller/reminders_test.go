@@ -453,7 +453,7 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 			}
 			mustReconcile(t, h, cm)
 			last := h.clock.Now()
-			old := h.r.retries.nextAttempt(newRetryKey(keyOf(cm), cm.UID, t0.Add(time.Hour), "30m", scriptedChannel))
+			old := h.r.delivery().retries.nextAttempt(newRetryKey(keyOf(cm), cm.UID, t0.Add(time.Hour), "30m", scriptedChannel))
 			h.scripted.set(nil, nil)
 			// Extended so that the new date's 30m stage falls due in a
 			// minute, before the old stage's next attempt.
