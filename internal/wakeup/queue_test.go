@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 var playbookGVK = schema.GroupVersionKind{Group: "amphitheatre.app", Version: "v1", Kind: "Playbook"}
@@ -194,16 +196,16 @@ func TestWakeupsFeedTheQueueWhenTheTimeComes(t *testing.T) {
 	}
 	w.After(wakeKeyOf("later"), time.Minute)
 	w.Now(wakeKeyOf("first"))
-	waitFor(t, func() bool { return slices.Equal(q.got(), []string{"first"}) }, "first handed at once")
+	fixture.Eventually(t, 5*time.Second, "first handed at once", func() (bool, error) { return slices.Equal(q.got(), []string{"first"}), nil })
 	// Wait for the feeder to set its timer before moving the clock.
-	waitFor(t, clk.HasWaiters, "a timer for the next look")
+	fixture.Eventually(t, 5*time.Second, "a timer for the next look", func() (bool, error) { return clk.HasWaiters(), nil })
 	clk.Step(time.Minute - time.Second)
 	time.Sleep(50 * time.Millisecond) // bounded wait for what must not happen
 	if got := q.got(); len(got) != 1 {
 		t.Fatalf("a second before its time: queue got %v, want only [first]", got)
 	}
 	clk.Step(time.Second)
-	waitFor(t, func() bool { return slices.Equal(q.got(), []string{"first", "later"}) }, "later handed at its time")
+	fixture.Eventually(t, 5*time.Second, "later handed at its time", func() (bool, error) { return slices.Equal(q.got(), []string{"first", "later"}), nil })
 }
 
 func TestWakingReconcilerKeepsTheNextLookOutOfTheQueue(t *testing.T) {
@@ -250,13 +252,3 @@ func TestWakingReconcilerKeepsTheNextLookOutOfTheQueue(t *testing.T) {
 type reconcilerFunc func(context.Context, Key) (ctrl.Result, error)
 
 func (f reconcilerFunc) Reconcile(ctx context.Context, k Key) (ctrl.Result, error) { return f(ctx, k) }
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	for end := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}

@@ -20,6 +20,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // sleepPolicy sleeps the test's Playbooks afterIdle past their last use
@@ -97,7 +98,7 @@ func sleepStateOf(t *testing.T, name string) expiry.SleepState {
 func awaitPhase(t *testing.T, name, phase string, within time.Duration) expiry.SleepState {
 	t.Helper()
 	var st expiry.SleepState
-	eventually(t, within, name+" "+phase, func() (bool, error) {
+	fixture.Eventually(t, within, name+" "+phase, func() (bool, error) {
 		st = sleepStateOf(t, name)
 		return st.Phase == phase, nil
 	})
@@ -123,7 +124,7 @@ func replicasOf(t *testing.T, obj client.Object) (int32, string) {
 
 func expectReplicas(t *testing.T, obj client.Object, want int32, wantSaved string) {
 	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("%s at %d replicas (saved %q)", obj.GetName(), want, wantSaved), func() (bool, error) {
+	fixture.Eventually(t, 10*time.Second, fmt.Sprintf("%s at %d replicas (saved %q)", obj.GetName(), want, wantSaved), func() (bool, error) {
 		n, saved := replicasOf(t, obj)
 		return n == want && saved == wantSaved, nil
 	})
@@ -164,7 +165,7 @@ func TestSleepScalesAPlaybooksWorkloadsToZeroAndUseRestoresThem(t *testing.T) {
 	}
 	expectReplicas(t, web(ns), 0, "2")
 	expectReplicas(t, db(ns), 0, "3")
-	eventually(t, 20*time.Second, "no pods left", func() (bool, error) { return podsIn(t, ns) == 0, nil })
+	fixture.Eventually(t, 20*time.Second, "no pods left", func() (bool, error) { return podsIn(t, ns) == 0, nil })
 	mustContain(t, findEvent(t, eventNamespace, pb.GetName(), "Slept").Note, "5 replicas scaled to zero")
 	if st.Freed != 5 {
 		t.Errorf("freed %d replicas, want 5", st.Freed)
@@ -175,7 +176,7 @@ func TestSleepScalesAPlaybooksWorkloadsToZeroAndUseRestoresThem(t *testing.T) {
 	mustContain(t, st.WokeBy, "use")
 	expectReplicas(t, web(ns), 2, "")
 	expectReplicas(t, db(ns), 3, "")
-	eventually(t, 20*time.Second, "pods back", func() (bool, error) { return podsIn(t, ns) > 0, nil })
+	fixture.Eventually(t, 20*time.Second, "pods back", func() (bool, error) { return podsIn(t, ns) > 0, nil })
 	findEvent(t, eventNamespace, pb.GetName(), "Woke")
 }
 
@@ -309,7 +310,7 @@ func TestADeploymentWithAScaleSubresourceSleepsItself(t *testing.T) {
 		st, _ := expiry.ParseSleep(d.Annotations[expiry.AnnotationSleep])
 		return st
 	}
-	eventually(t, 15*time.Second, "the deployment asleep", func() (bool, error) { return state().Phase == expiry.PhaseAsleep, nil })
+	fixture.Eventually(t, 15*time.Second, "the deployment asleep", func() (bool, error) { return state().Phase == expiry.PhaseAsleep, nil })
 	if st := state(); st.Replicas == nil || *st.Replicas != 3 || *d.Spec.Replicas != 0 {
 		t.Fatalf("asleep with %d replicas, saved %v; want 0, saved 3", *d.Spec.Replicas, st.Replicas)
 	}
@@ -320,7 +321,7 @@ func TestADeploymentWithAScaleSubresourceSleepsItself(t *testing.T) {
 	}
 	mergePatch(t, deploymentsGVR, test, "self", fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`,
 		expiry.AnnotationLastActive, time.Now().UTC().Format(time.RFC3339)))
-	eventually(t, 10*time.Second, "the deployment awake at 3", func() (bool, error) {
+	fixture.Eventually(t, 10*time.Second, "the deployment awake at 3", func() (bool, error) {
 		st := state()
 		return st.Phase == expiry.PhaseAwake && *d.Spec.Replicas == 3, nil
 	})
