@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // rbac answers SelfSubjectAccessReviews as an authorizer holding the
@@ -234,7 +235,7 @@ func TestAPolicyForAKindTheControllerMayNotUseIsForbiddenUntilGranted(t *testing
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newPolicyHarness(t, t0.Add(time.Minute), append(tt.objects, newPolicy("configmaps"))...)
+			h := newPolicyHarness(t, t0.Add(time.Minute), append(tt.objects, fixture.Policy("configmaps"))...)
 			reviews := newRBAC(tt.grants...)
 			h.r.Access = NewAccess(reviews, h.r.Clock)
 
@@ -272,7 +273,7 @@ func TestAPolicyForAKindTheControllerMayNotUseIsForbiddenUntilGranted(t *testing
 // status said so before the process started; the Event is only for a
 // change of status.
 func TestWhyAPolicyIsNotReadyIsLoggedOncePerProcess(t *testing.T) {
-	h := newPolicyHarness(t, t0, newPolicy("widgets", target("example.com/v1", "Widget")))
+	h := newPolicyHarness(t, t0, fixture.Policy("widgets", fixture.Target("example.com/v1", "Widget")))
 	var lines []string
 	ctx := logr.NewContext(context.Background(), funcr.New(func(prefix, args string) {
 		lines = append(lines, args)

@@ -20,13 +20,14 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // idleRemindingPolicy reminds 30 minutes before a one-hour default TTL
 // through the scripted channel, and lets objects live an hour past their
 // last use.
 func idleRemindingPolicy() *v1alpha1.TimeoutPolicy {
-	return newPolicy("idle-reminding", reminders("30m"), func(p *v1alpha1.TimeoutPolicy) {
+	return fixture.Policy("idle-reminding", fixture.Reminders("30m"), func(p *v1alpha1.TimeoutPolicy) {
 		p.Spec.MinimumNotice = "0s"
 		p.Spec.IdleTTL = "1h"
 		withScripted(p)
@@ -172,7 +173,7 @@ func sentMessages(h *harness) []notify.Message {
 // old one.
 func TestAnEditOnlyTheFreshReadShowsIsUseBeforeADelete(t *testing.T) {
 	cm := newConfigMap("edited-late", firstGeneration)
-	policy := newPolicy("idle-archiving", archiving, func(p *v1alpha1.TimeoutPolicy) { p.Spec.IdleTTL = "1h" })
+	policy := fixture.Policy("idle-archiving", archiving, func(p *v1alpha1.TimeoutPolicy) { p.Spec.IdleTTL = "1h" })
 	at := t0.Add(time.Hour)
 	h := newHarness(t, at, policy, cm)
 	// The archive makes the reconciler read the object fresh.

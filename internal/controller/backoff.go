@@ -20,10 +20,10 @@ const maxRetryDelay = 5 * time.Minute
 // again, and never past the plan's deadline while that is ahead: a
 // deadline already behind (a notice still owed after expiry) must not
 // turn the backoff into a tight loop.
-func (r *ObjectReconciler) retryDelay(plan expiry.Plan, retryKeyOf func(string) retryKey, now time.Time) time.Duration {
+func (d *deliverer) retryDelay(plan expiry.Plan, retryKeyOf func(string) retryKey, now time.Time) time.Duration {
 	var next time.Time
 	for _, name := range plan.Channels {
-		if at := r.retries.nextAttempt(retryKeyOf(name)); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+		if at := d.retries.nextAttempt(retryKeyOf(name)); !at.IsZero() && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
 	}

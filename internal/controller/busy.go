@@ -32,34 +32,34 @@ const busyFallback = time.Second
 
 // busyResult asks for another look when some channels were busy, and
 // queues the object for the next free slot of each.
-func (r *ObjectReconciler) busyResult(key Key, busy []string) ctrl.Result {
+func (d *deliverer) busyResult(key Key, busy []string) ctrl.Result {
 	wait := busyRetry
-	if r.Wake != nil {
-		r.slotWaiters.add(key, busy)
+	if d.wake != nil {
+		d.slotWaiters.add(key, busy)
 		wait = busyFallback
 	}
 	return ctrl.Result{RequeueAfter: wait + rand.N(wait)}
 }
 
 // orBusy is res, or sooner when some channels were busy.
-func (r *ObjectReconciler) orBusy(res ctrl.Result, key Key, busy []string) ctrl.Result {
+func (d *deliverer) orBusy(res ctrl.Result, key Key, busy []string) ctrl.Result {
 	if len(busy) == 0 {
 		return res
 	}
-	if b := r.busyResult(key, busy); res.RequeueAfter <= 0 || b.RequeueAfter < res.RequeueAfter {
+	if b := d.busyResult(key, busy); res.RequeueAfter <= 0 || b.RequeueAfter < res.RequeueAfter {
 		return b
 	}
 	return res
 }
 
-// SlotFreed wakes the object that has waited longest for a slot of the
+// slotFreed wakes the object that has waited longest for a slot of the
 // channel, now that one was given back.
-func (r *ObjectReconciler) SlotFreed(channel string) {
-	if r.Wake == nil {
+func (d *deliverer) slotFreed(channel string) {
+	if d.wake == nil {
 		return
 	}
-	if key, ok := r.slotWaiters.next(channel); ok {
-		r.Wake(key)
+	if key, ok := d.slotWaiters.next(channel); ok {
+		d.wake(key)
 	}
 }
 

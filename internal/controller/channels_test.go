@@ -20,6 +20,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // slowSecrets counts reads and takes a while over each, as the API server
@@ -54,7 +55,7 @@ var hookSpec = v1alpha1.NotificationChannelSpec{Webhook: &v1alpha1.WebhookChanne
 func TestChannelsAreBuiltOnceWhenEveryWorkerMissesAtOnce(t *testing.T) {
 	secrets := &slowSecrets{}
 	c := channelsWith(t, secrets, channel("ops", hookSpec))
-	p := newPolicy("hooks", func(p *v1alpha1.TimeoutPolicy) {
+	p := fixture.Policy("hooks", func(p *v1alpha1.TimeoutPolicy) {
 		p.UID = "uid-hooks"
 		p.Spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: "ops"}}
 	})
@@ -116,7 +117,7 @@ func TestBuiltChannelsCarryThePlannedNames(t *testing.T) {
 	c := channelsWith(t, secrets, chans...)
 	for name, spec := range map[string]v1alpha1.Notifications{"every channel": {Channels: refs}, "none": {}} {
 		t.Run(name, func(t *testing.T) {
-			p := newPolicy("p-"+strings.ReplaceAll(name, " ", "-"), func(p *v1alpha1.TimeoutPolicy) { p.Spec.Notifications = spec })
+			p := fixture.Policy("p-"+strings.ReplaceAll(name, " ", "-"), func(p *v1alpha1.TimeoutPolicy) { p.Spec.Notifications = spec })
 			set, err := c.get(context.Background(), p)
 			if err != nil {
 				t.Fatal(err)
@@ -181,7 +182,7 @@ func TestChannelsRefuseWhatTheirAdministratorDidNotAllow(t *testing.T) {
 			ref: v1alpha1.ChannelReference{Name: "nowhere"}, wantReason: v1alpha1.ReasonChannelNotFound, wantIn: "NotificationChannel nowhere does not exist"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newPolicy("user", func(p *v1alpha1.TimeoutPolicy) {
+			p := fixture.Policy("user", func(p *v1alpha1.TimeoutPolicy) {
 				p.Labels = tt.labels
 				p.Spec.Notifications.Channels = []v1alpha1.ChannelReference{tt.ref}
 			})
@@ -206,7 +207,7 @@ func TestChannelsRefuseWhatTheirAdministratorDidNotAllow(t *testing.T) {
 func TestChannelsAreRebuiltWhenTheirChannelChanges(t *testing.T) {
 	ch := channel("ops", hookSpec)
 	c := channelsWith(t, secretsByKey{"key": "a signing key"}, ch)
-	p := newPolicy("hooks", func(p *v1alpha1.TimeoutPolicy) {
+	p := fixture.Policy("hooks", func(p *v1alpha1.TimeoutPolicy) {
 		p.Spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: "ops"}}
 	})
 	if _, err := c.get(context.Background(), p); err != nil {

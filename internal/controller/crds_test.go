@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 var (
@@ -121,9 +122,9 @@ func TestReadinessNamesTheCRDsThatAreNotInstalled(t *testing.T) {
 func TestReadinessNamesTheTargetKindsThatAreNotServed(t *testing.T) {
 	probe := httptest.NewRequest("GET", "/readyz/targets", nil)
 	reader := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(
-		newPolicy("playbooks", target("amphitheatre.app/v1", "Playbook")),
-		newPolicy("more-playbooks", target("amphitheatre.app/v1", "Playbook")),
-		newPolicy("configmaps"),
+		fixture.Policy("playbooks", fixture.Target("amphitheatre.app/v1", "Playbook")),
+		fixture.Policy("more-playbooks", fixture.Target("amphitheatre.app/v1", "Playbook")),
+		fixture.Policy("configmaps"),
 	).Build()
 	served := newServedKinds(configMapGVK)
 	var leading atomic.Bool

@@ -17,7 +17,11 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
@@ -26,9 +30,54 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
+// deliverer sends the messages about governed objects and records on each
+// object what went out, for the object reconciler that holds it. What it
+// keeps in memory is what a restart may lose without a message going out
+// twice or late: the backoff of the channels that failed, the deliveries
+// the cache does not show yet, and the objects waiting for a slot of a
+// busy channel.
+type deliverer struct {
+	// client writes the records, and the Events that are messages; reader
+	// reads an object from the API server: its title, or its record again
+	// after a conflict.
+	client   client.Client
+	reader   client.Reader
+	recorder events.EventRecorder
+	clock    clock.PassiveClock
+	// audit adds records about the object of an evaluation to the
+	// reconciler's audit trail.
+	audit func(ctx context.Context, ev *evaluation, recs ...audit.Record)
+	// dryRun is the controller's --dry-run, which the messages of a
+	// rehearsal name.
+	dryRun bool
+	// clusterEventNamespace is where the Events about cluster-scoped
+	// objects go.
+	clusterEventNamespace string
+	// wake, when set, asks for an object to be looked at at once: for a
+	// message that found its channel busy, when a slot frees.
+	wake func(Key)
+
+	retries     retries
+	pending     pendingDeliveries
+	slotWaiters slotWaiters
+	mu          sync.Mutex
+	// recordWriteFailed holds the objects whose failure to write their
+	// record was reported (see writeFailed), by the UID it was about.
+	recordWriteFailed map[Key]types.UID
+}
+
+// forget drops what the deliverer remembers about key.
+func (d *deliverer) forget(key Key) {
+	d.mu.Lock()
+	delete(d.recordWriteFailed, key)
+	d.mu.Unlock()
+	d.retries.forget(key)
+	d.pending.forget(key)
+}
+
 // notify sends the message plan says is due to the channels that have not
 // accepted it yet, and records on the object which ones did.
-func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expiry.Plan) (res ctrl.Result, err error) {
+func (d *deliverer) notify(ctx context.Context, ev *evaluation, plan expiry.Plan) (res ctrl.Result, err error) {
 	// Each channel backs off on its own: one that keeps failing must not
 	// slow down the retries of another.
 	retryKeyOf := func(channel string) retryKey {
@@ -36,60 +85,60 @@ func (r *ObjectReconciler) notify(ctx context.Context, ev *evaluation, plan expi
 	}
 	var due []string
 	for _, name := range plan.Channels {
-		if r.retries.due(retryKeyOf(name), ev.now) {
+		if d.retries.due(retryKeyOf(name), ev.now) {
 			due = append(due, name)
 		}
 	}
 	if len(due) == 0 {
-		return ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, ev.now)}, nil
+		return ctrl.Result{RequeueAfter: d.retryDelay(plan, retryKeyOf, ev.now)}, nil
 	}
 	if ev.channels != nil {
 		held, reserved, busy, release := ev.channels.reserve(due)
 		defer release()
 		if len(reserved) == 0 {
-			return r.busyResult(ev.key, busy), nil
+			return d.busyResult(ev.key, busy), nil
 		}
 		// Sent over the reserved slots; the busy channels wait their turn.
 		shared := ev.channels
 		ev.channels, due = held, reserved
 		defer func() { ev.channels = shared }()
-		defer func() { res = r.orBusy(res, ev.key, busy) }()
+		defer func() { res = d.orBusy(res, ev.key, busy) }()
 	}
 
-	msg := r.compose(ctx, ev, plan)
+	msg := d.compose(ctx, ev, plan)
 	_, alreadySent := ev.Record.Sent[plan.Key]
-	d := r.send(ctx, ev, plan, due, msg)
+	out := d.send(ctx, ev, plan, due, msg)
 	// The time is taken after the sends: the notice starts when the message
 	// was accepted, and backoff counts from then.
-	now := r.Clock.Now()
-	r.reportSent(ctx, ev, plan, msg, d, now, alreadySent)
-	if err := r.recordDone(ctx, ev, plan, msg, d, now, alreadySent, retryKeyOf); err != nil {
+	now := d.clock.Now()
+	d.reportSent(ctx, ev, plan, msg, out, now, alreadySent)
+	if err := d.recordDone(ctx, ev, plan, msg, out, now, alreadySent, retryKeyOf); err != nil {
 		return ctrl.Result{}, err
 	}
-	if len(d.failed) == 0 && len(d.busy) > 0 {
-		return r.busyResult(ev.key, d.busy), nil
+	if len(out.failed) == 0 && len(out.busy) > 0 {
+		return d.busyResult(ev.key, out.busy), nil
 	}
-	if len(d.failed) == 0 {
+	if len(out.failed) == 0 {
 		// The record patch brings the next reconcile through the watch.
 		return ctrl.Result{}, nil
 	}
-	r.reportFailed(ctx, ev, plan, d, now, retryKeyOf)
+	d.reportFailed(ctx, ev, plan, out, now, retryKeyOf)
 	if plan.Deadline.After(ev.now) && !plan.Deadline.After(now) {
 		// The next thing (a deletion, a later stage) fell due during the
 		// sends: plan again at once. That pass finds these channels backing
 		// off, so it cannot loop.
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
-	return r.orBusy(ctrl.Result{RequeueAfter: r.retryDelay(plan, retryKeyOf, now)}, ev.key, d.busy), nil
+	return d.orBusy(ctrl.Result{RequeueAfter: d.retryDelay(plan, retryKeyOf, now)}, ev.key, out.busy), nil
 }
 
 // compose writes the message plan says is due, with the why of the
 // messages that need one.
-func (r *ObjectReconciler) compose(ctx context.Context, ev *evaluation, plan expiry.Plan) notify.Message {
+func (d *deliverer) compose(ctx context.Context, ev *evaluation, plan expiry.Plan) notify.Message {
 	if ev.needsTitle(ev.key) {
-		ev.Record.Title = r.title(ctx, ev.key)
+		ev.Record.Title = d.title(ctx, ev.key)
 	}
-	msg := r.message(ctx, ev, plan.Event, plan.At, plan.Key)
+	msg := d.message(ctx, ev, plan.Event, plan.At, plan.Key)
 	if plan.Event == v1alpha1.EventReminder {
 		msg.Stage = plan.Key
 	}
@@ -100,7 +149,7 @@ func (r *ObjectReconciler) compose(ctx context.Context, ev *evaluation, plan exp
 	case plan.Event == v1alpha1.EventPostponed:
 		msg.Detail = ev.whyPostponed(plan.At)
 	case plan.Event == v1alpha1.EventWouldDelete:
-		msg.Detail = "not deleted because " + r.whyRehearsed()
+		msg.Detail = "not deleted because " + d.whyRehearsed()
 	}
 	return msg
 }
@@ -120,7 +169,7 @@ func (ev *evaluation) whyPostponed(at time.Time) string {
 
 // send hands msg to the due channels at once or, where no channel carries
 // its type, stores the Kubernetes Event that is the message.
-func (r *ObjectReconciler) send(ctx context.Context, ev *evaluation, plan expiry.Plan, due []string, msg notify.Message) delivery {
+func (d *deliverer) send(ctx context.Context, ev *evaluation, plan expiry.Plan, due []string, msg notify.Message) outcome {
 	// A send still under way when the next thing falls due is abandoned:
 	// a slow receiver must not make the deletion late.
 	// A shutdown does not cut it short: the Lease is held until the
@@ -134,46 +183,46 @@ func (r *ObjectReconciler) send(ctx context.Context, ev *evaluation, plan expiry
 		defer cancel()
 	}
 	if !slices.Equal(due, []string{notify.EventsChannel}) {
-		return r.deliver(sendCtx, ev, due, msg)
+		return deliver(sendCtx, ev.channels, due, msg)
 	}
 	// No channel carries this type of message: the Kubernetes Event is
 	// the message, and it counts once the API server stored it.
-	d := delivery{failed: failures{}}
+	out := outcome{failed: failures{}}
 	start := time.Now()
-	err := r.storeEvent(sendCtx, ev, plan, msg)
+	err := d.storeEvent(sendCtx, ev, plan, msg)
 	notificationSeconds.WithLabelValues(notify.EventsChannel).Observe(time.Since(start).Seconds())
 	result := "sent"
 	if err != nil {
-		d.failed[notify.EventsChannel], result = err.Error(), "failed"
+		out.failed[notify.EventsChannel], result = err.Error(), "failed"
 	} else {
-		d.sent = due
+		out.sent = due
 	}
 	notifications.WithLabelValues(notify.EventsChannel, string(msg.Type), result).Inc()
-	return d
+	return out
 }
 
-// reportSent says what d delivered: in the audit trail, the log and, unless
+// reportSent says what out delivered: in the audit trail, the log and, unless
 // the Kubernetes Event was the message itself, an Event.
-func (r *ObjectReconciler) reportSent(ctx context.Context, ev *evaluation, plan expiry.Plan, msg notify.Message, d delivery, now time.Time, alreadySent bool) {
-	if plan.Event == v1alpha1.EventReminder && len(d.sent) > 0 && !alreadySent {
+func (d *deliverer) reportSent(ctx context.Context, ev *evaluation, plan expiry.Plan, msg notify.Message, out outcome, now time.Time, alreadySent bool) {
+	if plan.Event == v1alpha1.EventReminder && len(out.sent) > 0 && !alreadySent {
 		reminderLag.Observe(now.Sub(reminderDue(ev.Record, plan.Key)).Seconds())
 	}
-	r.audit(ctx, ev, deliveryRecords(plan.Event, msg.Stage, d.sent, d.failed)...)
-	if len(d.sent) == 0 {
+	d.audit(ctx, ev, deliveryRecords(plan.Event, msg.Stage, out.sent, out.failed)...)
+	if len(out.sent) == 0 {
 		return
 	}
-	logf.FromContext(ctx).Info("notified", "event", plan.Event, "key", plan.Key, "channels", d.sent, "expiresAt", ev.Life.ExpiresAt)
-	if !slices.Equal(d.sent, []string{notify.EventsChannel}) {
-		r.Recorder.Eventf(reference(ev.key.GVK, ev.obj), nil, corev1.EventTypeNormal, reasonSent(plan), actionNotify, "%s", sentNote(ev, plan, msg, d.sent))
+	logf.FromContext(ctx).Info("notified", "event", plan.Event, "key", plan.Key, "channels", out.sent, "expiresAt", ev.Life.ExpiresAt)
+	if !slices.Equal(out.sent, []string{notify.EventsChannel}) {
+		d.recorder.Eventf(reference(ev.key.GVK, ev.obj), nil, corev1.EventTypeNormal, reasonSent(plan), actionNotify, "%s", sentNote(ev, plan, msg, out.sent))
 	}
 }
 
 // recordDone writes on the object the channels that are done with the
 // message (they took it, or do not carry its type) and, the first time,
 // says what the delivery means for the object.
-func (r *ObjectReconciler) recordDone(ctx context.Context, ev *evaluation, plan expiry.Plan, msg notify.Message, d delivery, now time.Time,
+func (d *deliverer) recordDone(ctx context.Context, ev *evaluation, plan expiry.Plan, msg notify.Message, out outcome, now time.Time,
 	alreadySent bool, retryKeyOf func(string) retryKey) error {
-	done := append(slices.Clone(d.sent), d.skipped...)
+	done := append(slices.Clone(out.sent), out.skipped...)
 	if len(done) == 0 {
 		return nil
 	}
@@ -181,7 +230,7 @@ func (r *ObjectReconciler) recordDone(ctx context.Context, ev *evaluation, plan 
 	// the record, or if writing it fails, this process must not send
 	// the same message again.
 	p := pendingDelivery{uid: ev.obj.UID, expiresAt: ev.Record.ExpiresAt, key: plan.Key,
-		reminder: plan.Event == v1alpha1.EventReminder && len(d.sent) > 0, channels: done, at: now}
+		reminder: plan.Event == v1alpha1.EventReminder && len(out.sent) > 0, channels: done, at: now}
 	if plan.Event == v1alpha1.EventPostponed {
 		p.postponedTo = plan.At
 		if plan.Key == expiry.KeyLive {
@@ -198,19 +247,19 @@ func (r *ObjectReconciler) recordDone(ctx context.Context, ev *evaluation, plan 
 		// before a sleep (its time is the sleep's).
 		p.announced = plan.At
 	}
-	r.pending.add(ev.key, p)
+	d.pending.add(ev.key, p)
 	for _, name := range done {
-		r.retries.reset(retryKeyOf(name))
+		d.retries.reset(retryKeyOf(name))
 	}
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	if err := r.recordDelivery(recordCtx, ev, p.applyTo); err != nil {
-		return r.writeFailed(ev, err)
+	if err := d.record(recordCtx, ev, p.applyTo); err != nil {
+		return d.writeFailed(ev, err)
 	}
-	if !alreadySent && len(d.sent) > 0 {
+	if !alreadySent && len(out.sent) > 0 {
 		// Said once per message, when the record first shows it: a
 		// restart reads the record and does not say it again.
-		r.reportFirstDelivery(ctx, ev, plan, msg)
+		d.reportFirstDelivery(ctx, ev, plan, msg)
 	}
 	return nil
 }
@@ -218,33 +267,33 @@ func (r *ObjectReconciler) recordDone(ctx context.Context, ev *evaluation, plan 
 // reportFailed backs off the channels that failed and says so, once per
 // channel and message, with the notice not given when a reminder that
 // failed everywhere is holding an expired object.
-func (r *ObjectReconciler) reportFailed(ctx context.Context, ev *evaluation, plan expiry.Plan, d delivery, now time.Time, retryKeyOf func(string) retryKey) {
+func (d *deliverer) reportFailed(ctx context.Context, ev *evaluation, plan expiry.Plan, out outcome, now time.Time, retryKeyOf func(string) retryKey) {
 	log := logf.FromContext(ctx)
 	var reports []string
-	for _, name := range d.failed.names() {
-		attempt := r.retries.failed(retryKeyOf(name), now)
+	for _, name := range out.failed.names() {
+		attempt := d.retries.failed(retryKeyOf(name), now)
 		reports = append(reports, expiry.FailedReport(plan.Key, name))
-		log.Error(errors.New(d.failed[name]), "notification failed", "event", plan.Event, "key", plan.Key, "channel", name, "attempt", attempt)
+		log.Error(errors.New(out.failed[name]), "notification failed", "event", plan.Event, "key", plan.Key, "channel", name, "attempt", attempt)
 	}
-	noticeNotGiven := plan.Event == v1alpha1.EventReminder && len(d.sent) == 0 && ev.Record.NoticeAt.IsZero() &&
+	noticeNotGiven := plan.Event == v1alpha1.EventReminder && len(out.sent) == 0 && ev.Record.NoticeAt.IsZero() &&
 		!ev.now.Before(ev.Life.ExpiresAt)
 	if noticeNotGiven {
 		reports = append(reports, expiry.ReportNoticeNotGiven)
 	}
-	said := r.reportOnce(ctx, ev, reports...)
+	said := d.reportOnce(ctx, ev, reports...)
 	var firstFailures []string
-	for _, name := range d.failed.names() {
+	for _, name := range out.failed.names() {
 		if said[expiry.FailedReport(plan.Key, name)] {
-			firstFailures = append(firstFailures, fmt.Sprintf("via %s: %s", name, d.failed[name]))
+			firstFailures = append(firstFailures, fmt.Sprintf("via %s: %s", name, out.failed[name]))
 		}
 	}
 	ref := reference(ev.key.GVK, ev.obj)
 	if len(firstFailures) > 0 {
-		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonMessageFailed, actionNotify,
+		d.recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonMessageFailed, actionNotify,
 			"Sending %s failed %s; retrying with backoff", describeMessage(plan), strings.Join(firstFailures, "; "))
 	}
 	if noticeNotGiven && said[expiry.ReportNoticeNotGiven] {
-		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonNoticeNotGiven, actionDelete,
+		d.recorder.Eventf(ref, nil, corev1.EventTypeWarning, ReasonNoticeNotGiven, actionDelete,
 			"Expired at %s but no reminder has reached anyone yet: deletion waits until one has and the minimum notice of policy %s (%s) has passed",
 			ev.Life.ExpiresAt.UTC().Format(time.RFC3339), ev.policy.Name, expiry.FormatDuration(ev.Schedule.MinimumNotice))
 	}
@@ -277,8 +326,8 @@ func (f failures) names() []string {
 	return out
 }
 
-// delivery is what became of one message on the channels it was due on.
-type delivery struct {
+// outcome is what became of one message on the channels it was due on.
+type outcome struct {
 	// sent are the channels that took it; skipped, those that do not
 	// carry its type (nothing to send); busy, those that had no slot
 	// (nothing sent, nothing wrong: see notify.ErrBusy).
@@ -287,21 +336,21 @@ type delivery struct {
 	failed failures
 }
 
-// deliver sends msg over the named channels at once, so that a slow
-// channel does not hold up the others.
-func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []string, msg notify.Message) (d delivery) {
-	d.failed = failures{}
-	content, err := ev.channels.templates.Render(msg)
+// deliver sends msg over the named channels of set at once, so that a
+// slow channel does not hold up the others.
+func deliver(ctx context.Context, set *channelSet, names []string, msg notify.Message) (out outcome) {
+	out.failed = failures{}
+	content, err := set.templates.Render(msg)
 	if err != nil {
 		for _, n := range names {
-			d.failed[n] = err.Error()
+			out.failed[n] = err.Error()
 		}
-		return d
+		return out
 	}
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
-		if n, ok := ev.channels.notifiers[name]; ok && n.Accepts(msg.Type) {
+		if n, ok := set.notifiers[name]; ok && n.Accepts(msg.Type) {
 			wg.Go(func() {
 				start := time.Now()
 				errs[i] = n.Send(ctx, msg, content)
@@ -311,28 +360,28 @@ func (r *ObjectReconciler) deliver(ctx context.Context, ev *evaluation, names []
 	}
 	wg.Wait()
 	for i, name := range names {
-		n, ok := ev.channels.notifiers[name]
+		n, ok := set.notifiers[name]
 		switch {
 		case !ok:
 			// The Kubernetes Event is the reminder: MessageSent.
-			d.sent = append(d.sent, name)
+			out.sent = append(out.sent, name)
 		case !n.Accepts(msg.Type):
-			d.skipped = append(d.skipped, name)
+			out.skipped = append(out.skipped, name)
 		case errors.Is(errs[i], notify.ErrBusy):
-			d.busy = append(d.busy, name)
+			out.busy = append(out.busy, name)
 		case errs[i] != nil:
-			d.failed[name] = errs[i].Error()
+			out.failed[name] = errs[i].Error()
 		default:
-			d.sent = append(d.sent, name)
+			out.sent = append(out.sent, name)
 		}
 	}
-	for _, name := range d.sent {
+	for _, name := range out.sent {
 		notifications.WithLabelValues(name, string(msg.Type), "sent").Inc()
 	}
-	for name := range d.failed {
+	for name := range out.failed {
 		notifications.WithLabelValues(name, string(msg.Type), "failed").Inc()
 	}
-	return d
+	return out
 }
 
 // sendTimeout bounds a recorded message's sends when no deadline does;
@@ -348,18 +397,18 @@ const (
 
 // reportFirstDelivery records, in the audit trail and an Event, what the
 // first delivery of a postponement or a rehearsal means for the object.
-func (r *ObjectReconciler) reportFirstDelivery(ctx context.Context, ev *evaluation, plan expiry.Plan, msg notify.Message) {
+func (d *deliverer) reportFirstDelivery(ctx context.Context, ev *evaluation, plan expiry.Plan, msg notify.Message) {
 	key, obj := ev.key, ev.obj
 	switch plan.Event {
 	case v1alpha1.EventPostponed:
-		r.audit(ctx, ev, audit.Record{Type: audit.Postponed, Result: audit.OK,
+		d.audit(ctx, ev, audit.Record{Type: audit.Postponed, Result: audit.OK,
 			Detail: "deletion postponed to " + plan.At.UTC().Format(time.RFC3339) + ": " + msg.Detail})
-		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
+		d.recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeNormal, ReasonDeletionPostponed, actionDelete,
 			"Expired at %s; deletion postponed to %s because %s", ev.Life.ExpiresAt.UTC().Format(time.RFC3339),
 			plan.At.UTC().Format(time.RFC3339), msg.Detail)
 	case v1alpha1.EventWouldDelete:
 		deletions.WithLabelValues("would_delete").Inc()
-		r.audit(ctx, ev, audit.Record{Type: audit.WouldDelete, Result: audit.OK, Detail: r.whyRehearsed()})
+		d.audit(ctx, ev, audit.Record{Type: audit.WouldDelete, Result: audit.OK, Detail: d.whyRehearsed()})
 		logf.FromContext(ctx).Info("would delete", "expiresAt", ev.Life.ExpiresAt, "policy", ev.policy.Name)
 	}
 }
@@ -371,13 +420,13 @@ const maxEventName = 253
 // message where no channel carries its type. Its name is fixed by the
 // message (the object's UID, expiry, type and stage), so that a retry
 // after a lost answer finds it stored instead of creating a second one.
-func (r *ObjectReconciler) storeEvent(ctx context.Context, ev *evaluation, plan expiry.Plan, msg notify.Message) error {
+func (d *deliverer) storeEvent(ctx context.Context, ev *evaluation, plan expiry.Plan, msg notify.Message) error {
 	key, obj := ev.key, ev.obj
 	namespace := obj.Namespace
 	if namespace == "" {
 		// Cluster-scoped: the API server takes their Events only in
 		// "default" or "kube-system".
-		namespace = r.ClusterEventNamespace
+		namespace = d.clusterEventNamespace
 		if namespace == "" {
 			namespace = metav1.NamespaceDefault
 		}
@@ -388,7 +437,7 @@ func (r *ObjectReconciler) storeEvent(ctx context.Context, ev *evaluation, plan 
 	}
 	e := &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Namespace: namespace, Name: prefix + "." + msg.ID},
-		EventTime:           metav1.NewMicroTime(r.Clock.Now()),
+		EventTime:           metav1.NewMicroTime(d.clock.Now()),
 		ReportingController: Name,
 		ReportingInstance:   reportingInstance,
 		Action:              actionNotify,
@@ -397,7 +446,7 @@ func (r *ObjectReconciler) storeEvent(ctx context.Context, ev *evaluation, plan 
 		Note:                cutNote(sentNote(ev, plan, msg, []string{notify.EventsChannel})),
 		Type:                corev1.EventTypeNormal,
 	}
-	if err := r.Client.Create(ctx, e); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := d.client.Create(ctx, e); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create Event %s/%s: %w", namespace, e.Name, err)
 	}
 	return nil

@@ -136,7 +136,7 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 	// Deliveries not written yet belong to the record they were about,
 	// before an extension replaces it.
 	unwritten := func(shown *expiry.Record, expiresAt time.Time) *expiry.Record {
-		return r.pending.carry(key, obj.UID, shown, obj.CreationTimestamp.Time, expiresAt)
+		return r.delivery().pending.carry(key, obj.UID, shown, obj.CreationTimestamp.Time, expiresAt)
 	}
 	ev := &evaluation{
 		key:      key,
@@ -151,7 +151,7 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 		logf.FromContext(ctx).Info("ignoring unreadable record", "error", ev.RecordErr.Error())
 	}
 	if !ev.Life.Keep {
-		ev.unwritten = r.pending.apply(key, obj.UID, ev.Shown, ev.Record)
+		ev.unwritten = r.delivery().pending.apply(key, obj.UID, ev.Shown, ev.Record)
 	}
 	return ev, nil
 }

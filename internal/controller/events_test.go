@@ -15,6 +15,8 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // recordingSink is an EventSink that keeps what it is given.
@@ -154,7 +156,7 @@ func TestClusterScopedSinkWithBroadcaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	recorder := b.NewRecorder(testScheme(t), Name)
-	policy := newPolicy("broken")
+	policy := fixture.Policy("broken")
 	policy.UID = "uid-broken"
 	for range 2 {
 		recorder.Eventf(policy, nil, corev1.EventTypeWarning, ReasonInvalidPolicy, actionEvaluate, "spec.defaultTTL is wrong")

@@ -39,7 +39,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 
 	var u *unstructured.Unstructured
 	if ev.needsTitle(key) || ev.archives(r.DryRun) {
-		fresh, whole, err := r.freshRead(ctx, key)
+		fresh, whole, err := freshRead(ctx, r.APIReader, key)
 		if err != nil {
 			if apierrors.IsNotFound(err) {
 				return ctrl.Result{}, nil
@@ -66,7 +66,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 		case expiry.Notify:
 			// The fresh read shows something the cache had not: a message
 			// due first (the record or the notice changed).
-			return r.notify(ctx, ev, plan)
+			return r.delivery().notify(ctx, ev, plan)
 		}
 		// A spec edit the cache had not shown is use: under idleTTL it
 		// moves the expiry, and the delete below, locked on this fresh
@@ -113,7 +113,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 	// delete, so that a crash right after it loses neither, and handed to
 	// the outbox's sender once it succeeded: a slow receiver must not
 	// delay the next deletion.
-	farewell := r.farewell(ctx, ev, reclaimed)
+	farewell := r.delivery().farewell(ctx, ev, reclaimed)
 	if farewell != nil {
 		prepareCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 		defer cancel()
@@ -151,13 +151,13 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 			// that neither a failing receiver nor a restart loses it; a
 			// restart between the two writes it again under the same
 			// name and message ID.
-			told := r.outboxEntry(ctx, ev, []v1alpha1.EventType{v1alpha1.EventDeletionFailed}, expiry.ReportDeletionFailed, "the API server answered "+reason)
+			told := r.delivery().outboxEntry(ctx, ev, []v1alpha1.EventType{v1alpha1.EventDeletionFailed}, expiry.ReportDeletionFailed, "the API server answered "+reason)
 			if told != nil {
 				if serr := r.Outbox.Send(deleteCtx, told); serr != nil {
 					return ctrl.Result{}, fmt.Errorf("delete %s: %w; keep the deletion-failed message: %w", key, err, serr)
 				}
 			}
-			r.reportOnce(ctx, ev, expiry.ReportDeletionFailed)
+			r.delivery().reportOnce(ctx, ev, expiry.ReportDeletionFailed)
 		}
 		return ctrl.Result{}, fmt.Errorf("delete %s: %w", key, err)
 	}
@@ -262,7 +262,7 @@ func (r *ObjectReconciler) archive(ctx context.Context, ev *evaluation, u *unstr
 	}
 	if err != nil {
 		archives.WithLabelValues(audit.Error).Inc()
-		if r.reportOnce(ctx, ev, expiry.ReportArchiveFailed)[expiry.ReportArchiveFailed] {
+		if r.delivery().reportOnce(ctx, ev, expiry.ReportArchiveFailed)[expiry.ReportArchiveFailed] {
 			r.audit(ctx, ev, audit.Record{Type: audit.ArchiveFailed, Result: audit.Error, Error: err.Error()})
 			r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonArchiveFailed, actionDelete,
 				"Expired at %s but not deleted: policy %s archives before deleting and the archive failed: %v; retrying with backoff",

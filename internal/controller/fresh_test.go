@@ -35,10 +35,9 @@ func TestFreshRead(t *testing.T) {
 			gets++
 			return c.Get(ctx, key, obj, opts...)
 		}})
-	r := &ObjectReconciler{APIReader: reader}
 	key := Key{GVK: gvk, NamespacedName: types.NamespacedName{Name: "2b1e7c9e"}}
 
-	obj, u, err := r.freshRead(context.Background(), key)
+	obj, u, err := freshRead(context.Background(), reader, key)
 	if err != nil {
 		t.Fatal(err)
 	}

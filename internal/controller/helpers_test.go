@@ -39,46 +39,6 @@ func testScheme(t *testing.T) *runtime.Scheme {
 	return s
 }
 
-// newPolicy returns a policy for ConfigMaps with a one-hour default TTL
-// and no reminders, changed by opts.
-func newPolicy(name string, opts ...func(*v1alpha1.TimeoutPolicy)) *v1alpha1.TimeoutPolicy {
-	p := &v1alpha1.TimeoutPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1},
-		Spec: v1alpha1.TimeoutPolicySpec{
-			Target:     v1alpha1.Target{APIVersion: "v1", Kind: "ConfigMap"},
-			DefaultTTL: "1h",
-		},
-	}
-	for _, o := range opts {
-		o(p)
-	}
-	return p
-}
-
-func priority(n int32) func(*v1alpha1.TimeoutPolicy) {
-	return func(p *v1alpha1.TimeoutPolicy) { p.Spec.Priority = n }
-}
-
-func defaultTTL(d v1alpha1.Duration) func(*v1alpha1.TimeoutPolicy) {
-	return func(p *v1alpha1.TimeoutPolicy) { p.Spec.DefaultTTL = d }
-}
-
-func reminders(ds ...v1alpha1.Duration) func(*v1alpha1.TimeoutPolicy) {
-	return func(p *v1alpha1.TimeoutPolicy) { p.Spec.Reminders = ds }
-}
-
-func selecting(l map[string]string) func(*v1alpha1.TimeoutPolicy) {
-	return func(p *v1alpha1.TimeoutPolicy) { p.Spec.Selector = &metav1.LabelSelector{MatchLabels: l} }
-}
-
-func inNamespaces(l map[string]string) func(*v1alpha1.TimeoutPolicy) {
-	return func(p *v1alpha1.TimeoutPolicy) { p.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: l} }
-}
-
-func target(apiVersion, kind string) func(*v1alpha1.TimeoutPolicy) {
-	return func(p *v1alpha1.TimeoutPolicy) { p.Spec.Target = v1alpha1.Target{APIVersion: apiVersion, Kind: kind} }
-}
-
 func dryRun(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.DryRun = true }
 
 func archiving(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.Archive = true }

@@ -5,10 +5,12 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -21,11 +23,11 @@ import (
 // message builds the message of type t about the object. Its ID is the
 // same for the same object, expiry, type and stage (and, for a
 // postponement, new date), so that receivers can drop repeats.
-func (r *ObjectReconciler) message(ctx context.Context, ev *evaluation, t v1alpha1.EventType, at time.Time, stage string) notify.Message {
+func (d *deliverer) message(ctx context.Context, ev *evaluation, t v1alpha1.EventType, at time.Time, stage string) notify.Message {
 	key, obj := ev.key, ev.obj
 	recipients, problems := notify.ParseRecipients(obj.Annotations[notify.AnnotationNotify], ev.channels.allowedEmailDomains())
 	if !oneOff(t) {
-		r.warnRecipients(ctx, ev, problems)
+		d.warnRecipients(ctx, ev, problems)
 	}
 	apiVersion, kind := key.GVK.ToAPIVersionAndKind()
 	o := notify.Object{APIVersion: apiVersion, Kind: kind, Name: obj.Name, Namespace: obj.Namespace, UID: obj.UID}
@@ -43,6 +45,21 @@ func (r *ObjectReconciler) message(ctx context.Context, ev *evaluation, t v1alph
 		Recipients: recipients,
 		Extend:     extendHint(key, obj, at),
 	}
+}
+
+// warnRecipients emits one InvalidRecipient Event per refused entry of
+// the notify annotation, and again only when the refusals change.
+func (d *deliverer) warnRecipients(ctx context.Context, ev *evaluation, problems []error) {
+	key, obj := ev.key, ev.obj
+	var sig strings.Builder
+	for _, p := range problems {
+		sig.WriteString(p.Error() + "\n")
+	}
+	if !d.warnOnce(ctx, ev, expiry.WarnedRecipients, sig.String()) {
+		return
+	}
+	d.recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonInvalidRecipient, actionNotify,
+		"annotation %s: %s; the other recipients are still told", notify.AnnotationNotify, errors.Join(problems...).Error())
 }
 
 // idStage tells apart the messages of one type about one expiry: a
@@ -83,8 +100,8 @@ func extendHint(key Key, obj *metav1.PartialObjectMetadata, at time.Time) string
 // not hold, for its first message; the record keeps it from then on. A
 // Playbook without a title (or whose read failed) is read again for its
 // next message.
-func (r *ObjectReconciler) title(ctx context.Context, key Key) string {
-	_, u, err := r.freshRead(ctx, key)
+func (d *deliverer) title(ctx context.Context, key Key) string {
+	_, u, err := freshRead(ctx, d.reader, key)
 	if err != nil {
 		return ""
 	}
@@ -116,8 +133,8 @@ func whenText(at time.Time) string {
 }
 
 // whyRehearsed says why the deletions of the object are only rehearsed.
-func (r *ObjectReconciler) whyRehearsed() string {
-	if r.DryRun {
+func (d *deliverer) whyRehearsed() string {
+	if d.dryRun {
 		return "the controller runs with --dry-run"
 	}
 	return "the policy is in dry-run mode"

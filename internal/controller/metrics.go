@@ -4,6 +4,7 @@
 package controller
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +12,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 // The controller's metrics, served with controller-runtime's on
@@ -166,4 +168,33 @@ func MetricsServerOptions(addr string, secure bool) metricsserver.Options {
 		o.FilterProvider = authorizeScrapers
 	}
 	return o
+}
+
+// wakeupsCollector reports the looks to come of the object controller
+// running in this process (on the leader; none on a standby).
+type wakeupsCollector struct {
+	current   atomic.Pointer[wakeup.Queue]
+	scheduled *prometheus.Desc
+	due       *prometheus.Desc
+}
+
+var objectLooks = &wakeupsCollector{
+	scheduled: prometheus.NewDesc("timeout_controller_objects_scheduled",
+		"Governed objects with a look to come (a reminder, an expiry, a retry), on the leader.", nil, nil),
+	due: prometheus.NewDesc("timeout_controller_objects_due",
+		"Governed objects due for a look and waiting for a worker: the backlog.", nil, nil),
+}
+
+func (c *wakeupsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.scheduled
+	ch <- c.due
+}
+
+func (c *wakeupsCollector) Collect(ch chan<- prometheus.Metric) {
+	var scheduled, due int
+	if w := c.current.Load(); w != nil {
+		scheduled, due = w.Scheduled(), w.Due()
+	}
+	ch <- prometheus.MustNewConstMetric(c.scheduled, prometheus.GaugeValue, float64(scheduled))
+	ch <- prometheus.MustNewConstMetric(c.due, prometheus.GaugeValue, float64(due))
 }

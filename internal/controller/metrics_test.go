@@ -15,12 +15,13 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 func TestPolicyStatusCountsExpiriesAheadByHorizon(t *testing.T) {
 	now := t0.Add(time.Hour)
 	h := newPolicyHarness(t, now,
-		newPolicy("horizons"),
+		fixture.Policy("horizons"),
 		newConfigMap("overdue", ttl("10m")),
 		newConfigMap("in-half-an-hour", ttl("90m")),
 		newConfigMap("in-five-hours", ttl("6h")),

@@ -30,7 +30,7 @@ import (
 func (r *ObjectReconciler) NewOutbox(c client.Client, live client.Reader, namespace string, giveUpAfter time.Duration, log logr.Logger) *outbox.Outbox {
 	return &outbox.Outbox{
 		Store:       &outbox.Store{Client: c, Reader: live, Namespace: namespace},
-		Deliverer:   outboxDeliverer{reader: r.Client, channels: r.Channels, objects: r},
+		Deliverer:   outboxDeliverer{reader: r.Client, channels: r.Channels},
 		Objects:     live,
 		Recorder:    r.Recorder,
 		Audit:       r.Audit,
@@ -47,8 +47,8 @@ var farewells = []v1alpha1.EventType{v1alpha1.EventExpired, v1alpha1.EventDelete
 // farewell is the outbox entry holding the expired and deleted messages
 // about obj, over the channels of its policy that carry them; nil when
 // none does.
-func (r *ObjectReconciler) farewell(ctx context.Context, ev *evaluation, reclaimed *notify.Reclaimed) *outbox.Entry {
-	e := r.outboxEntry(ctx, ev, farewells, "", "")
+func (d *deliverer) farewell(ctx context.Context, ev *evaluation, reclaimed *notify.Reclaimed) *outbox.Entry {
+	e := d.outboxEntry(ctx, ev, farewells, "", "")
 	if e != nil {
 		for i := range e.Messages {
 			if m := &e.Messages[i].Message; m.Type == v1alpha1.EventDeleted {
@@ -62,8 +62,8 @@ func (r *ObjectReconciler) farewell(ctx context.Context, ev *evaluation, reclaim
 // outboxEntry is the outbox entry holding the messages of types about
 // obj, with detail, over the channels of its policy that carry them; nil
 // when none does. about tells apart an entry that is not about a deletion.
-func (r *ObjectReconciler) outboxEntry(ctx context.Context, ev *evaluation, messageTypes []v1alpha1.EventType, about, detail string) *outbox.Entry {
-	e := &outbox.Entry{Created: r.Clock.Now(), Policy: ev.policy.Name, About: about}
+func (d *deliverer) outboxEntry(ctx context.Context, ev *evaluation, messageTypes []v1alpha1.EventType, about, detail string) *outbox.Entry {
+	e := &outbox.Entry{Created: d.clock.Now(), Policy: ev.policy.Name, About: about}
 	for _, t := range messageTypes {
 		channels := map[string]*outbox.Delivery{}
 		for _, name := range slices.Sorted(maps.Keys(ev.channels.notifiers)) {
@@ -74,7 +74,7 @@ func (r *ObjectReconciler) outboxEntry(ctx context.Context, ev *evaluation, mess
 		if len(channels) == 0 {
 			continue
 		}
-		msg := r.message(ctx, ev, t, ev.Life.ExpiresAt, "")
+		msg := d.message(ctx, ev, t, ev.Life.ExpiresAt, "")
 		msg.Detail = detail
 		e.Object = msg.Object
 		e.Messages = append(e.Messages, outbox.Message{Message: msg, Channels: channels})
@@ -90,7 +90,6 @@ func (r *ObjectReconciler) outboxEntry(ctx context.Context, ev *evaluation, mess
 type outboxDeliverer struct {
 	reader   client.Reader
 	channels *Channels
-	objects  *ObjectReconciler
 }
 
 func (d outboxDeliverer) Deliver(ctx context.Context, policy string, msg notify.Message, names []string) (map[string]error, error) {
@@ -117,7 +116,7 @@ func (d outboxDeliverer) Deliver(ctx context.Context, policy string, msg notify.
 		return results, nil
 	}
 	// The outbox sends in the background: it waits for a busy channel.
-	out := d.objects.deliver(notify.WaitForSlot(ctx), &evaluation{channels: set}, carried, msg)
+	out := deliver(notify.WaitForSlot(ctx), set, carried, msg)
 	for _, name := range out.sent {
 		results[name] = nil
 	}

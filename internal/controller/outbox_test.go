@@ -17,11 +17,12 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // told is a policy with the scripted channel and no reminders.
 func told() *v1alpha1.TimeoutPolicy {
-	return newPolicy("told", withScripted)
+	return fixture.Policy("told", withScripted)
 }
 
 func (h *harness) outboxEntries() []corev1.ConfigMap {
@@ -103,7 +104,7 @@ func TestAPolicyOnConfigMapsNeverDeletesTheOutboxEntries(t *testing.T) {
 		cm.Namespace = "timeout-system"
 		cm.Labels = map[string]string{outbox.LabelEntry: "true"}
 	})
-	h := newHarness(t, t0.Add(time.Hour), newPolicy("everything"), entry)
+	h := newHarness(t, t0.Add(time.Hour), fixture.Policy("everything"), entry)
 	if _, err := h.reconcile(entry); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 var (
@@ -75,7 +76,7 @@ func TestWhoCanBeReminded(t *testing.T) {
 		{name: "Events are the reminders of a policy without channels"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newPolicy("p", func(p *v1alpha1.TimeoutPolicy) { p.Spec.Notifications.Channels = tt.refs })
+			p := fixture.Policy("p", func(p *v1alpha1.TimeoutPolicy) { p.Spec.Notifications.Channels = tt.refs })
 			set, err := c.get(context.Background(), p)
 			if err != nil {
 				t.Fatal(err)
@@ -107,7 +108,7 @@ func TestAPolicyWhoseObjectsHaveNobodyToRemindIsNotReady(t *testing.T) {
 	}{
 		{
 			name:       "is not ready when an object names nobody and the policy gives no to",
-			policy:     newPolicy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"})),
+			policy:     fixture.Policy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"})),
 			objects:    []client.Object{newConfigMap("named", annotated(notify.AnnotationNotify, "alice@example.com")), newConfigMap("nameless")},
 			wantReason: v1alpha1.ReasonNoRecipients,
 			wantMessage: []string{
@@ -118,7 +119,7 @@ func TestAPolicyWhoseObjectsHaveNobodyToRemindIsNotReady(t *testing.T) {
 		},
 		{
 			name:   "names every e-mail channel that carries reminders",
-			policy: newPolicy("mails", remindsByMail(v1alpha1.ChannelReference{Name: "mail"}, v1alpha1.ChannelReference{Name: "team-mail"})),
+			policy: fixture.Policy("mails", remindsByMail(v1alpha1.ChannelReference{Name: "mail"}, v1alpha1.ChannelReference{Name: "team-mail"})),
 			objects: []client.Object{
 				newConfigMap("slack-only", annotated(notify.AnnotationNotify, "#team-amp")),
 			},
@@ -127,24 +128,24 @@ func TestAPolicyWhoseObjectsHaveNobodyToRemindIsNotReady(t *testing.T) {
 		},
 		{
 			name:       "is ready when every object names someone",
-			policy:     newPolicy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"})),
+			policy:     fixture.Policy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"})),
 			objects:    []client.Object{newConfigMap("named", annotated(notify.AnnotationNotify, "alice@example.com"))},
 			wantReason: v1alpha1.ReasonActive,
 		},
 		{
 			name:       "is ready when it governs nothing",
-			policy:     newPolicy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"})),
+			policy:     fixture.Policy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"})),
 			wantReason: v1alpha1.ReasonActive,
 		},
 		{
 			name:       "is ready when the object that names nobody is kept",
-			policy:     newPolicy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"})),
+			policy:     fixture.Policy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"})),
 			objects:    []client.Object{newConfigMap("kept", annotated("timeout.amphitheatre.app/keep", "true"))},
 			wantReason: v1alpha1.ReasonActive,
 		},
 		{
 			name: "is ready when it owes no notice",
-			policy: newPolicy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"}), func(p *v1alpha1.TimeoutPolicy) {
+			policy: fixture.Policy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"}), func(p *v1alpha1.TimeoutPolicy) {
 				p.Spec.MinimumNotice = "0s"
 			}),
 			objects:    []client.Object{newConfigMap("nameless")},
@@ -152,13 +153,13 @@ func TestAPolicyWhoseObjectsHaveNobodyToRemindIsNotReady(t *testing.T) {
 		},
 		{
 			name:       "is ready when no reminder's lead fits the object's lifetime, so none is owed",
-			policy:     newPolicy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"})),
+			policy:     fixture.Policy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"})),
 			objects:    []client.Object{newConfigMap("brief", ttl("10m"))},
 			wantReason: v1alpha1.ReasonActive,
 		},
 		{
 			name:   "is ready when a reminder reached someone already",
-			policy: newPolicy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"})),
+			policy: fixture.Policy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"})),
 			objects: []client.Object{newConfigMap("reminded", annotated(expiry.AnnotationReminders, (&expiry.Record{
 				ExpiresAt: t0.Add(time.Hour), Since: t0, NoticeAt: t0.Add(30 * time.Second), Noticed: t0.Add(30 * time.Second),
 				Sent: map[string]expiry.Delivery{"1h": {At: t0.Add(30 * time.Second), Channels: []string{"ops"}}},
@@ -167,7 +168,7 @@ func TestAPolicyWhoseObjectsHaveNobodyToRemindIsNotReady(t *testing.T) {
 		},
 		{
 			name:       "is ready when the policy gives the channel a to",
-			policy:     newPolicy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail", To: []string{"platform@example.com"}})),
+			policy:     fixture.Policy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail", To: []string{"platform@example.com"}})),
 			objects:    []client.Object{newConfigMap("nameless")},
 			wantReason: v1alpha1.ReasonActive,
 		},
@@ -200,7 +201,7 @@ func TestAPolicyWhoseObjectsHaveNobodyToRemindIsNotReady(t *testing.T) {
 
 	t.Run("turns ready once the object names someone", func(t *testing.T) {
 		cm := newConfigMap("nameless")
-		h := newPolicyHarness(t, t0.Add(time.Minute), cm, newPolicy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"})))
+		h := newPolicyHarness(t, t0.Add(time.Minute), cm, fixture.Policy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"})))
 		h.r.Channels = recipientChannels(t)
 		if _, p := h.reconcile(t, "mail"); !meta.IsStatusConditionFalse(p.Status.Conditions, v1alpha1.ConditionReady) {
 			t.Fatalf("conditions %+v, want not Ready", p.Status.Conditions)

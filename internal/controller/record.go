@@ -5,6 +5,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -20,11 +22,11 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
 
-// recordDelivery applies update to the object's record and writes it with
+// record applies update to the object's record and writes it with
 // a merge patch locked on the resourceVersion. On a conflict it reads the
 // object again and applies the update to the fresh record, as long as that
 // record is about the same expiry: a delivery is never lost to a race.
-func (r *ObjectReconciler) recordDelivery(ctx context.Context, ev *evaluation, update func(*expiry.Record)) error {
+func (d *deliverer) record(ctx context.Context, ev *evaluation, update func(*expiry.Record)) error {
 	key, obj := ev.key, ev.obj
 	rec := ev.Record
 	// Locked on the version the record was read from; patched through a
@@ -39,7 +41,7 @@ func (r *ObjectReconciler) recordDelivery(ctx context.Context, ev *evaluation, u
 		if err != nil {
 			return fmt.Errorf("encode the record of %s: %w", key, err)
 		}
-		err = r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		err = d.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 		if err == nil || !apierrors.IsConflict(err) || attempt == 4 {
 			if err != nil {
 				return fmt.Errorf("record delivery on %s: %w", key, err)
@@ -48,7 +50,7 @@ func (r *ObjectReconciler) recordDelivery(ctx context.Context, ev *evaluation, u
 		}
 		uid := obj.UID
 		obj = newMetadata(key.GVK)
-		if err := r.APIReader.Get(ctx, key.NamespacedName, obj); err != nil {
+		if err := d.reader.Get(ctx, key.NamespacedName, obj); err != nil {
 			return fmt.Errorf("get %s: %w", key, err)
 		}
 		if obj.UID != uid {
@@ -185,19 +187,19 @@ func (p *pendingDeliveries) forget(k Key) {
 // more if the write still fails, and that is right: the deliveries it
 // warns about were lost with the memory, and the new process may send
 // them again, which is what the warning says.
-func (r *ObjectReconciler) writeFailed(ev *evaluation, err error) error {
+func (d *deliverer) writeFailed(ev *evaluation, err error) error {
 	key, obj := ev.key, ev.obj
-	r.mu.Lock()
-	reported := r.recordWriteFailed[key] == obj.UID
+	d.mu.Lock()
+	reported := d.recordWriteFailed[key] == obj.UID
 	if !reported {
-		if r.recordWriteFailed == nil {
-			r.recordWriteFailed = map[Key]types.UID{}
+		if d.recordWriteFailed == nil {
+			d.recordWriteFailed = map[Key]types.UID{}
 		}
-		r.recordWriteFailed[key] = obj.UID
+		d.recordWriteFailed[key] = obj.UID
 	}
-	r.mu.Unlock()
+	d.mu.Unlock()
 	if !reported {
-		r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonRecordFailed, actionNotify,
+		d.recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonRecordFailed, actionNotify,
 			"Could not record on the object what was sent (%s): a restart of the controller would send it again", apierrors.ReasonForError(err))
 	}
 	return err
@@ -208,7 +210,7 @@ func (r *ObjectReconciler) writeFailed(ev *evaluation, err error) error {
 // before: only they are said, and only once the record holds them, so that
 // neither a retry nor a restart says them again. When the record cannot be
 // written nothing is said now; the next pass tries again.
-func (r *ObjectReconciler) reportOnce(ctx context.Context, ev *evaluation, whats ...string) map[string]bool {
+func (d *deliverer) reportOnce(ctx context.Context, ev *evaluation, whats ...string) map[string]bool {
 	var fresh []string
 	for _, what := range whats {
 		if _, ok := ev.Record.Reported[what]; !ok {
@@ -221,7 +223,7 @@ func (r *ObjectReconciler) reportOnce(ctx context.Context, ev *evaluation, whats
 	said := map[string]bool{}
 	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	err := r.recordDelivery(writeCtx, ev, func(rec *expiry.Record) {
+	err := d.record(writeCtx, ev, func(rec *expiry.Record) {
 		// Applied again to a fresh record after a conflict: what another
 		// writer recorded meanwhile is not said twice.
 		clear(said)
@@ -236,4 +238,50 @@ func (r *ObjectReconciler) reportOnce(ctx context.Context, ev *evaluation, whats
 		return nil
 	}
 	return said
+}
+
+// warnOnce reports whether the warning kind about the values summed up in
+// sig is to be given now: sig is not empty, and differs from what the
+// record says was last given. It records sig on the object first, so that
+// neither a retry nor a restart gives the warning again; when the record
+// cannot be written nothing is said now, and the next pass tries again.
+// An empty sig (the values were fixed) clears the entry, so that the same
+// mistake made again is warned about again.
+func (d *deliverer) warnOnce(ctx context.Context, ev *evaluation, kind, sig string) bool {
+	digest := ""
+	if sig != "" {
+		sum := sha256.Sum256([]byte(sig))
+		digest = hex.EncodeToString(sum[:8])
+	}
+	base := ev.Record
+	if base == nil {
+		// A kept object has no record of an expiry; the warnings about
+		// it go on the record it shows, or on an empty one.
+		base = ev.Shown.Clone()
+		if base == nil {
+			base = &expiry.Record{}
+		}
+	}
+	if base.Warned[kind] == digest {
+		return false
+	}
+	w := *ev
+	w.Record = base
+	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	err := d.record(writeCtx, &w, func(rec *expiry.Record) {
+		if digest == "" {
+			delete(rec.Warned, kind)
+			return
+		}
+		if rec.Warned == nil {
+			rec.Warned = map[string]string{}
+		}
+		rec.Warned[kind] = digest
+	})
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "record a warning", "warning", kind)
+		return false
+	}
+	return digest != ""
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // scriptedChannel is the NotificationChannel the scripted notifier is
@@ -100,7 +101,7 @@ func (c *scripted) kinds() notify.Kinds {
 // remindingPolicy reminds 30 minutes before a one-hour default TTL through
 // the scripted channel.
 func remindingPolicy(notice v1alpha1.Duration) *v1alpha1.TimeoutPolicy {
-	return newPolicy("reminding", reminders("30m"), func(p *v1alpha1.TimeoutPolicy) {
+	return fixture.Policy("reminding", fixture.Reminders("30m"), func(p *v1alpha1.TimeoutPolicy) {
 		p.Spec.MinimumNotice = notice
 		withScripted(p)
 	})
@@ -260,7 +261,7 @@ func TestADeletionThatFallsDueDuringAFailedSendIsNotDelayed(t *testing.T) {
 // were told led to no deletion: they get the minimum notice from then.
 func TestLeavingTheGlobalDryRunGivesTheMinimumNoticeAgain(t *testing.T) {
 	cm := newConfigMap("rehearsed")
-	policy := newPolicy("plain", reminders("30m"), func(p *v1alpha1.TimeoutPolicy) { p.Spec.MinimumNotice = "45m" })
+	policy := fixture.Policy("plain", fixture.Reminders("30m"), func(p *v1alpha1.TimeoutPolicy) { p.Spec.MinimumNotice = "45m" })
 	h := newHarness(t, t0, policy, cm)
 	h.r.DryRun = true
 	for _, at := range []time.Duration{30 * time.Minute, time.Hour, 75 * time.Minute, 80 * time.Minute} {
@@ -453,7 +454,7 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 			}
 			mustReconcile(t, h, cm)
 			last := h.clock.Now()
-			old := h.r.retries.nextAttempt(newRetryKey(keyOf(cm), cm.UID, t0.Add(time.Hour), "30m", scriptedChannel))
+			old := h.r.delivery().retries.nextAttempt(newRetryKey(keyOf(cm), cm.UID, t0.Add(time.Hour), "30m", scriptedChannel))
 			h.scripted.set(nil, nil)
 			// Extended so that the new date's 30m stage falls due in a
 			// minute, before the old stage's next attempt.
@@ -573,7 +574,7 @@ func TestRemindersWhenDeliveryOrItsRecordFails(t *testing.T) {
 		}},
 		{"counts the Event that is the reminder as notice when its record write failed once", func(t *testing.T) {
 			cm := newConfigMap("evrem")
-			p := newPolicy("plain", reminders("30m"), func(p *v1alpha1.TimeoutPolicy) { p.Spec.MinimumNotice = "1h" })
+			p := fixture.Policy("plain", fixture.Reminders("30m"), func(p *v1alpha1.TimeoutPolicy) { p.Spec.MinimumNotice = "1h" })
 			h := newHarness(t, t0.Add(31*time.Minute), p, cm)
 			h.mu.Lock()
 			h.patchErr = apierrors.NewServiceUnavailable("etcd leader change")

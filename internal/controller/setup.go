@@ -1,7 +1,7 @@
 // Copyright 2026 The Amphitheatre Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package controller holds the reconcilers: one for TimeoutPolicies, one for every governed object.
+// Package controller holds the reconcilers: one for TimeoutPolicies, one for NotificationChannels, one for every governed object.
 package controller
 
 import (
@@ -13,64 +13,32 @@ import (
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
-// The role the controller needs for Playbooks, its default target. Each
-// further target kind needs get, list, watch, patch (for the reminder
-// record) and delete on its resource.
-// +kubebuilder:rbac:groups=amphitheatre.app,resources=playbooks,verbs=get;list;watch;patch;delete
-// +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=timeoutpolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=timeoutpolicies/status,verbs=get;patch;update
-// +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=notificationchannels,verbs=get;list;watch
-// +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=notificationchannels/status,verbs=get;patch;update
-// Who may write the reminders record annotation, which the admission
-// policy (config/admission) lets no one else write: a verb on a resource
-// no API serves, so that it names this permission and nothing else.
-// +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=reminders,verbs=record
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// The role's rules that no one controller owns: the Events every
+// controller records, and who scrapes the metrics, which is checked with
+// the API server. The rules of each controller stand beside it, in
+// <kind>_controller.go.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// Who scrapes the metrics is checked with the API server:
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 //
-// In its own namespace only (test/install checks that this is enough):
-// Secrets and the ConfigMaps of CA bundles, which --secret-namespace
-// confines to that namespace; the
+// In its own namespace only (test/install checks that this is enough): the
 // leader election Lease, created once and then read and renewed by name;
 // and the core/v1 Events client-go's leader election records about it.
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get,namespace=timeout-system
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get,namespace=timeout-system
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=create,namespace=timeout-system
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;update,resourceNames=timeout-controller.timeout.amphitheatre.app,namespace=timeout-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=timeout-system
-// And the outbox, one ConfigMap per deleted object whose expired and
-// deleted messages are not out yet (listed by label, never cached):
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete,namespace=timeout-system
-// And the cluster archive (--archive=cluster), one Secret per archived
-// manifest, listed by label as metadata, never cached:
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;update;delete,namespace=timeout-system
 
 // Name is the controller's name in Events and logs.
 const Name = "timeout-controller"
@@ -172,51 +140,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	if err := held.Add(objects.Outbox); err != nil {
 		return fmt.Errorf("add the outbox: %w", err)
 	}
-	// Built once: every WithValues copies the logger's encoder and its
-	// buffer, which for every reconcile adds up to most of what a cold
-	// start allocates.
-	objectLog := mgr.GetLogger().WithValues("controller", "object")
-	// The objects' next looks are kept outside the work queue, which gets
-	// only what is due, up to twice the workers at a time.
-	wakes := newWakeups(clock.RealClock{}, 2*opts.Workers)
-	c, err := controller.NewTyped("object", held, controller.TypedOptions[Key]{
-		Reconciler:              wakingReconciler{inner: objects, wakes: wakes},
-		MaxConcurrentReconciles: opts.Workers,
-		LogConstructor: func(k *Key) logr.Logger {
-			if k == nil {
-				return objectLog
-			}
-			return objectLog.WithValues("kind", k.GVK.Kind, "object", klog.KRef(k.Namespace, k.Name))
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("create object controller: %w", err)
+	if err := objects.SetupWithManager(ctx, held, opts.Workers); err != nil {
+		return err
 	}
-	// A message that found its channel busy is tried again when a slot of
-	// that channel frees, not at a guess.
-	objects.Wake = wakes.Now
-	channels.Limiter.OnFree(objects.SlotFreed)
-	if err := c.Watch(source.TypedFunc[Key](wakes.Start)); err != nil {
-		return fmt.Errorf("hand due objects to the object controller: %w", err)
-	}
-	// The namespaces a deleted object owns are found by their owner, and
-	// the last one's deletion ends what the deletion freed.
-	if err := mgr.GetFieldIndexer().IndexField(ctx, newMetadata(namespaceKind), ownerIndex, indexOwners); err != nil {
-		return fmt.Errorf("index namespaces by owner: %w", err)
-	}
-	if err := c.Watch(source.TypedKind(mgr.GetCache(), newMetadata(namespaceKind),
-		handler.TypedFuncs[*metav1.PartialObjectMetadata, Key]{
-			DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*metav1.PartialObjectMetadata], _ queue) {
-				objects.namespaceGone(ctx, e.Object.Name)
-			},
-		})); err != nil {
-		return fmt.Errorf("watch namespace deletions: %w", err)
-	}
-	w := &watches{cache: mgr.GetCache(), reader: mgr.GetClient(), controller: c, wakes: wakes}
-	if err := c.Watch(source.TypedKind(mgr.GetCache(), &v1alpha1.TimeoutPolicy{}, w.policyChanges())); err != nil {
-		return fmt.Errorf("watch policies: %w", err)
-	}
-
 	policies := &PolicyReconciler{
 		Client:         mgr.GetClient(),
 		RESTMapper:     mgr.GetRESTMapper(),
@@ -227,25 +153,12 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Archive:        opts.Archive,
 		DryRun:         opts.DryRun,
 		Access:         NewAccess(reviews.SelfSubjectAccessReviews(), clock.RealClock{}),
-		watches:        w,
+		watches:        objects.watches,
 	}
-	err = ctrl.NewControllerManagedBy(held).
-		Named("policy").
-		// Labels decide which channels a policy may use.
-		For(&v1alpha1.TimeoutPolicy{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
-		Watches(&v1alpha1.NotificationChannel{}, handler.EnqueueRequestsFromMapFunc(policiesUsing(mgr.GetClient()))).
-		// Another policy's edit can change which objects this one governs.
-		Watches(&v1alpha1.TimeoutPolicy{}, handler.EnqueueRequestsFromMapFunc(allPolicies(mgr.GetClient())),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Complete(policies)
-	if err != nil {
+	if err := policies.SetupWithManager(held); err != nil {
 		return fmt.Errorf("create policy controller: %w", err)
 	}
-	err = ctrl.NewControllerManagedBy(held).
-		Named("channel").
-		For(&v1alpha1.NotificationChannel{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Complete(&ChannelReconciler{Client: mgr.GetClient(), Secrets: secrets})
-	if err != nil {
+	if err := (&ChannelReconciler{Client: mgr.GetClient(), Secrets: secrets}).SetupWithManager(held); err != nil {
 		return fmt.Errorf("create channel controller: %w", err)
 	}
 	if opts.Archive != nil && opts.ArchiveRetention > 0 {
@@ -304,20 +217,6 @@ func pruneArchive(store archive.Store, retention time.Duration, clk clock.Passiv
 			}
 		}
 	})
-}
-
-func allPolicies(c client.Reader) handler.MapFunc {
-	return func(ctx context.Context, _ client.Object) []reconcile.Request {
-		var list v1alpha1.TimeoutPolicyList
-		if err := c.List(ctx, &list); err != nil {
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(list.Items))
-		for _, p := range list.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
-		}
-		return reqs
-	}
 }
 
 // newRecorder returns an events.k8s.io/v1 recorder whose Events about

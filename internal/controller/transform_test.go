@@ -13,6 +13,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 func TestCacheTransform(t *testing.T) {
@@ -97,7 +98,7 @@ func TestCacheTransform(t *testing.T) {
 		}
 	})
 	t.Run("keeps a policy whole but for its managed fields", func(t *testing.T) {
-		p := newPolicy("p", reminders("1h"))
+		p := fixture.Policy("p", fixture.Reminders("1h"))
 		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 		p.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}
 		out, _ := CacheTransform(p)

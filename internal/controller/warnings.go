@@ -5,9 +5,6 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"strings"
 	"time"
 
@@ -16,7 +13,6 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
-	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
 // The warnings about an object's annotations (InvalidTimeout,
@@ -36,7 +32,7 @@ func (r *ObjectReconciler) warnInvalid(ctx context.Context, ev *evaluation) {
 	for _, inv := range life.Invalid {
 		sig.WriteString(inv.Annotation + "=" + inv.Value + "\n")
 	}
-	if !r.warnOnce(ctx, ev, expiry.WarnedTimeout, sig.String()) {
+	if !r.delivery().warnOnce(ctx, ev, expiry.WarnedTimeout, sig.String()) {
 		return
 	}
 	outcome := "it is kept"
@@ -61,65 +57,4 @@ func (r *ObjectReconciler) warnInvalid(ctx context.Context, ev *evaluation) {
 	r.audit(ctx, ev, recs...)
 	r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonInvalidTimeout, actionEvaluate,
 		"%s; %s", strings.Join(problems, "; "), outcome)
-}
-
-// warnOnce reports whether the warning kind about the values summed up in
-// sig is to be given now: sig is not empty, and differs from what the
-// record says was last given. It records sig on the object first, so that
-// neither a retry nor a restart gives the warning again; when the record
-// cannot be written nothing is said now, and the next pass tries again.
-// An empty sig (the values were fixed) clears the entry, so that the same
-// mistake made again is warned about again.
-func (r *ObjectReconciler) warnOnce(ctx context.Context, ev *evaluation, kind, sig string) bool {
-	digest := ""
-	if sig != "" {
-		sum := sha256.Sum256([]byte(sig))
-		digest = hex.EncodeToString(sum[:8])
-	}
-	base := ev.Record
-	if base == nil {
-		// A kept object has no record of an expiry; the warnings about
-		// it go on the record it shows, or on an empty one.
-		base = ev.Shown.Clone()
-		if base == nil {
-			base = &expiry.Record{}
-		}
-	}
-	if base.Warned[kind] == digest {
-		return false
-	}
-	w := *ev
-	w.Record = base
-	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-	defer cancel()
-	err := r.recordDelivery(writeCtx, &w, func(rec *expiry.Record) {
-		if digest == "" {
-			delete(rec.Warned, kind)
-			return
-		}
-		if rec.Warned == nil {
-			rec.Warned = map[string]string{}
-		}
-		rec.Warned[kind] = digest
-	})
-	if err != nil {
-		logf.FromContext(ctx).Error(err, "record a warning", "warning", kind)
-		return false
-	}
-	return digest != ""
-}
-
-// warnRecipients emits one InvalidRecipient Event per refused entry of
-// the notify annotation, and again only when the refusals change.
-func (r *ObjectReconciler) warnRecipients(ctx context.Context, ev *evaluation, problems []error) {
-	key, obj := ev.key, ev.obj
-	var sig strings.Builder
-	for _, p := range problems {
-		sig.WriteString(p.Error() + "\n")
-	}
-	if !r.warnOnce(ctx, ev, expiry.WarnedRecipients, sig.String()) {
-		return
-	}
-	r.Recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonInvalidRecipient, actionNotify,
-		"annotation %s: %s; the other recipients are still told", notify.AnnotationNotify, errors.Join(problems...).Error())
 }

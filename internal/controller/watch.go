@@ -28,6 +28,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/match"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 type queue = workqueue.TypedRateLimitingInterface[Key]
@@ -40,7 +41,7 @@ type watches struct {
 	reader     client.Reader
 	controller controller.TypedController[Key]
 	// wakes is where the objects' looks are queued.
-	wakes *wakeups
+	wakes *wakeup.Queue
 
 	mu sync.Mutex
 	// kinds maps each watched kind to the version it is watched at.

@@ -9,21 +9,22 @@ import (
 	"testing"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 func TestExplain(t *testing.T) {
 	dev := map[string]string{"env": "dev"}
 	all := items(
-		newPolicy("low"),
-		newPolicy("high", priority(9)),
-		newPolicy("tie", priority(9)),
-		newPolicy("db-only", selecting(map[string]string{"app": "db"}), priority(50)),
-		newPolicy("dev-only", inNamespaces(dev), priority(40)),
-		newPolicy("secrets", target("v1", "Secret")),
-		newPolicy("going", deleting, priority(100)),
+		fixture.Policy("low"),
+		fixture.Policy("high", fixture.Priority(9)),
+		fixture.Policy("tie", fixture.Priority(9)),
+		fixture.Policy("db-only", fixture.Selecting(map[string]string{"app": "db"}), fixture.Priority(50)),
+		fixture.Policy("dev-only", fixture.InNamespaces(dev), fixture.Priority(40)),
+		fixture.Policy("secrets", fixture.Target("v1", "Secret")),
+		fixture.Policy("going", deleting, fixture.Priority(100)),
 		// Its valid requirement leaves the object out; its invalid one
 		// cannot bring it in.
-		newPolicy("bogus", bogusSelector, priority(100), func(p *v1alpha1.TimeoutPolicy) {
+		fixture.Policy("bogus", bogusSelector, fixture.Priority(100), func(p *v1alpha1.TimeoutPolicy) {
 			p.Spec.Selector.MatchLabels = map[string]string{"app": "db"}
 		}),
 	)
@@ -84,7 +85,7 @@ func TestExplain(t *testing.T) {
 }
 
 func TestExplainAgreesWithMatching(t *testing.T) {
-	all := items(newPolicy("a", selecting(map[string]string{"app": "web"})), newPolicy("b", priority(1)), newPolicy("c", target("v1", "Secret")))
+	all := items(fixture.Policy("a", fixture.Selecting(map[string]string{"app": "web"})), fixture.Policy("b", fixture.Priority(1)), fixture.Policy("c", fixture.Target("v1", "Secret")))
 	for _, l := range []map[string]string{{"app": "web"}, {"app": "db"}, nil} {
 		o := Object{Labels: l}
 		matched, err := Matching(Candidates(all, configMapGVK), o)
@@ -112,7 +113,7 @@ func TestExplainAgreesWithMatching(t *testing.T) {
 
 func TestExplainReturnsTheNamespaceError(t *testing.T) {
 	boom := errors.New("forbidden")
-	_, err := Explain(items(newPolicy("dev", inNamespaces(map[string]string{"env": "dev"}))), configMapGVK,
+	_, err := Explain(items(fixture.Policy("dev", fixture.InNamespaces(map[string]string{"env": "dev"}))), configMapGVK,
 		Object{Namespaced: true, NamespaceLabels: func() (map[string]string, error) { return nil, boom }})
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want %v", err, boom)

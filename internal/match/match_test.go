@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 func names(cs []Candidate) []string {
@@ -55,50 +56,50 @@ func TestCandidates(t *testing.T) {
 		{
 			name: "ranks the higher priority first, then the name that sorts first",
 			policies: []*v1alpha1.TimeoutPolicy{
-				newPolicy("bravo"), newPolicy("alpha"), newPolicy("zulu", priority(10)), newPolicy("mike", priority(5)), newPolicy("kilo", priority(10)),
+				fixture.Policy("bravo"), fixture.Policy("alpha"), fixture.Policy("zulu", fixture.Priority(10)), fixture.Policy("mike", fixture.Priority(5)), fixture.Policy("kilo", fixture.Priority(10)),
 			},
 			want: []string{"kilo", "zulu", "mike", "alpha", "bravo"},
 		},
 		{
 			name: "ignores policies for another kind or group",
 			policies: []*v1alpha1.TimeoutPolicy{
-				newPolicy("secrets", target("v1", "Secret")),
-				newPolicy("other-group", target("example.com/v1", "ConfigMap")),
-				newPolicy("configmaps"),
+				fixture.Policy("secrets", fixture.Target("v1", "Secret")),
+				fixture.Policy("other-group", fixture.Target("example.com/v1", "ConfigMap")),
+				fixture.Policy("configmaps"),
 			},
 			want: []string{"configmaps"},
 		},
 		{
 			name: "ranks a policy for another version of the kind with the others",
 			policies: []*v1alpha1.TimeoutPolicy{
-				newPolicy("v2-configmaps", target("v2", "ConfigMap")),
-				newPolicy("configmaps"),
+				fixture.Policy("v2-configmaps", fixture.Target("v2", "ConfigMap")),
+				fixture.Policy("configmaps"),
 			},
 			want: []string{"configmaps", "v2-configmaps"},
 		},
 		{
 			name:     "ignores a policy that is being deleted",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("going", deleting, priority(100)), newPolicy("staying")},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("going", deleting, fixture.Priority(100)), fixture.Policy("staying")},
 			want:     []string{"staying"},
 		},
 		{
 			name:     "keeps a policy whose selector does not parse, with the error",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("bogus", bogusSelector, priority(100)), newPolicy("fine")},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("bogus", bogusSelector, fixture.Priority(100)), fixture.Policy("fine")},
 			want:     []string{"bogus", "fine"},
 		},
 		{
 			name:     "keeps a policy whose namespace selector does not parse, with the error",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("bogus", bogusNamespaceSelector, priority(100)), newPolicy("fine")},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("bogus", bogusNamespaceSelector, fixture.Priority(100)), fixture.Policy("fine")},
 			want:     []string{"bogus", "fine"},
 		},
 		{
 			name:     "keeps a policy whose schedule is invalid, with the error",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("broken", defaultTTL("0s"), priority(100)), newPolicy("fine")},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("broken", fixture.DefaultTTL("0s"), fixture.Priority(100)), fixture.Policy("fine")},
 			want:     []string{"broken", "fine"},
 		},
 		{
 			name:     "returns nothing when no policy targets the kind",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("secrets", target("v1", "Secret"))},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("secrets", fixture.Target("v1", "Secret"))},
 			want:     []string{},
 		},
 	}
@@ -120,7 +121,7 @@ func TestCandidates(t *testing.T) {
 	}
 
 	t.Run("does not reorder or change the caller's slice", func(t *testing.T) {
-		all := items(newPolicy("b"), newPolicy("a", priority(1)))
+		all := items(fixture.Policy("b"), fixture.Policy("a", fixture.Priority(1)))
 		Candidates(all, configMapGVK)
 		if all[0].Name != "b" || all[1].Name != "a" {
 			t.Fatalf("input reordered: %s, %s", all[0].Name, all[1].Name)
@@ -155,7 +156,7 @@ func TestMatching(t *testing.T) {
 	}{
 		{
 			name:     "matches an object whose labels the selector selects",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("scratch", selecting(scratch))},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("scratch", fixture.Selecting(scratch))},
 			object: func(t *testing.T) Object {
 				return Object{Labels: map[string]string{"app": "scratch", "team": "a"}, Namespaced: true, NamespaceLabels: mustNotCall(t)}
 			},
@@ -163,7 +164,7 @@ func TestMatching(t *testing.T) {
 		},
 		{
 			name:     "does not match an object whose labels the selector does not select",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("scratch", selecting(scratch))},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("scratch", fixture.Selecting(scratch))},
 			object: func(t *testing.T) Object {
 				return Object{Labels: map[string]string{"app": "db"}, Namespaced: true, NamespaceLabels: mustNotCall(t)}
 			},
@@ -171,7 +172,7 @@ func TestMatching(t *testing.T) {
 		},
 		{
 			name:     "matches every object when there is no selector",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("all")},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("all")},
 			object: func(t *testing.T) Object {
 				return Object{Namespaced: true, NamespaceLabels: mustNotCall(t)}
 			},
@@ -179,7 +180,7 @@ func TestMatching(t *testing.T) {
 		},
 		{
 			name:     "matches a namespaced object in a namespace the namespace selector selects",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("dev", inNamespaces(dev))},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("dev", fixture.InNamespaces(dev))},
 			object: func(t *testing.T) Object {
 				return Object{Namespaced: true, NamespaceLabels: nsLabelsOf(map[string]string{"env": "dev", "team": "a"})}
 			},
@@ -187,7 +188,7 @@ func TestMatching(t *testing.T) {
 		},
 		{
 			name:     "does not match a namespaced object in a namespace the namespace selector does not select",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("dev", inNamespaces(dev))},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("dev", fixture.InNamespaces(dev))},
 			object: func(t *testing.T) Object {
 				return Object{Namespaced: true, NamespaceLabels: nsLabelsOf(map[string]string{"env": "prod"})}
 			},
@@ -195,7 +196,7 @@ func TestMatching(t *testing.T) {
 		},
 		{
 			name:     "ignores the namespace selector for a cluster-scoped object without reading namespace labels",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("dev", inNamespaces(dev))},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("dev", fixture.InNamespaces(dev))},
 			object: func(t *testing.T) Object {
 				return Object{Namespaced: false, NamespaceLabels: mustNotCall(t)}
 			},
@@ -203,7 +204,7 @@ func TestMatching(t *testing.T) {
 		},
 		{
 			name:     "does not read namespace labels when the label selector already fails",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("dev-scratch", selecting(scratch), inNamespaces(dev))},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("dev-scratch", fixture.Selecting(scratch), fixture.InNamespaces(dev))},
 			object: func(t *testing.T) Object {
 				return Object{Labels: map[string]string{"app": "db"}, Namespaced: true, NamespaceLabels: mustNotCall(t)}
 			},
@@ -212,7 +213,7 @@ func TestMatching(t *testing.T) {
 		{
 			name: "returns the matches in rank order",
 			policies: []*v1alpha1.TimeoutPolicy{
-				newPolicy("low"), newPolicy("high", priority(9)), newPolicy("other", selecting(map[string]string{"app": "db"}), priority(50)), newPolicy("mid", priority(3), inNamespaces(dev)),
+				fixture.Policy("low"), fixture.Policy("high", fixture.Priority(9)), fixture.Policy("other", fixture.Selecting(map[string]string{"app": "db"}), fixture.Priority(50)), fixture.Policy("mid", fixture.Priority(3), fixture.InNamespaces(dev)),
 			},
 			object: func(t *testing.T) Object {
 				return Object{Labels: scratch, Namespaced: true, NamespaceLabels: nsLabelsOf(dev)}
@@ -221,7 +222,7 @@ func TestMatching(t *testing.T) {
 		},
 		{
 			name:     "keeps a match whose schedule is invalid, with its error, ahead of a valid one it outranks",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("short", defaultTTL("1m")), newPolicy("broken", defaultTTL("0s"), priority(10))},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("short", fixture.DefaultTTL("1m")), fixture.Policy("broken", fixture.DefaultTTL("0s"), fixture.Priority(10))},
 			object: func(t *testing.T) Object {
 				return Object{Namespaced: true, NamespaceLabels: mustNotCall(t)}
 			},
@@ -230,7 +231,7 @@ func TestMatching(t *testing.T) {
 		},
 		{
 			name:     "keeps objects of a policy whose selector is invalid: it outranks the valid one that would govern them",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("short", defaultTTL("15s")), newPolicy("bogus", bogusSelector, priority(10))},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("short", fixture.DefaultTTL("15s")), fixture.Policy("bogus", bogusSelector, fixture.Priority(10))},
 			object: func(t *testing.T) Object {
 				return Object{Labels: map[string]string{"app": "db"}, Namespaced: true, NamespaceLabels: mustNotCall(t)}
 			},
@@ -239,7 +240,7 @@ func TestMatching(t *testing.T) {
 		},
 		{
 			name:     "keeps objects of a policy whose label value is invalid",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("short", defaultTTL("15s")), newPolicy("bogus", selecting(map[string]string{"app": "not a value!"}), priority(10))},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("short", fixture.DefaultTTL("15s")), fixture.Policy("bogus", fixture.Selecting(map[string]string{"app": "not a value!"}), fixture.Priority(10))},
 			object: func(t *testing.T) Object {
 				return Object{Labels: map[string]string{"app": "db"}, Namespaced: true, NamespaceLabels: mustNotCall(t)}
 			},
@@ -248,7 +249,7 @@ func TestMatching(t *testing.T) {
 		},
 		{
 			name:     "keeps objects of a policy whose namespace selector is invalid, in any namespace",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("short", defaultTTL("15s")), newPolicy("bogus", bogusNamespaceSelector, priority(10))},
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("short", fixture.DefaultTTL("15s")), fixture.Policy("bogus", bogusNamespaceSelector, fixture.Priority(10))},
 			object: func(t *testing.T) Object {
 				return Object{Namespaced: true, NamespaceLabels: nsLabelsOf(map[string]string{"env": "prod"})}
 			},
@@ -257,7 +258,7 @@ func TestMatching(t *testing.T) {
 		},
 		{
 			name: "lets an invalid selector's valid requirements still narrow what it might govern",
-			policies: []*v1alpha1.TimeoutPolicy{newPolicy("short", defaultTTL("15s")), newPolicy("bogus", priority(10), func(p *v1alpha1.TimeoutPolicy) {
+			policies: []*v1alpha1.TimeoutPolicy{fixture.Policy("short", fixture.DefaultTTL("15s")), fixture.Policy("bogus", fixture.Priority(10), func(p *v1alpha1.TimeoutPolicy) {
 				p.Spec.Selector = &metav1.LabelSelector{
 					MatchLabels: map[string]string{"team": "a"},
 					MatchExpressions: []metav1.LabelSelectorRequirement{
@@ -291,7 +292,7 @@ func TestMatching(t *testing.T) {
 
 	t.Run("returns the error reading the namespace labels", func(t *testing.T) {
 		boom := errors.New("namespace unavailable")
-		ranked := Candidates(items(newPolicy("dev", inNamespaces(dev))), configMapGVK)
+		ranked := Candidates(items(fixture.Policy("dev", fixture.InNamespaces(dev))), configMapGVK)
 		got, err := Matching(ranked, Object{Namespaced: true, NamespaceLabels: func() (map[string]string, error) { return nil, boom }})
 		if !errors.Is(err, boom) {
 			t.Fatalf("err = %v, want %v", err, boom)

@@ -4,15 +4,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
-	"net/mail"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emersion/go-smtp"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // kube runs the cluster's kubectl as its administrator.
@@ -71,77 +68,12 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func(ctx
 	}
 }
 
-// mailbox is an SMTP server on the host, at an address of the cluster's
-// bridge where the controller's Pods reach it. It keeps every message.
-type mailbox struct {
-	host string
-	port int
-
-	mu   sync.Mutex
-	mail []letter
-}
-
-// letter is one message the mailbox received.
-type letter struct {
-	event, object string
-	to            []string
-	subject       string
-	at            time.Time
-}
-
-func startMailbox(host string) (*mailbox, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return nil, fmt.Errorf("mail inbox: %w", err)
-	}
-	mb := &mailbox{host: host, port: l.Addr().(*net.TCPAddr).Port}
-	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &session{mb: mb}, nil }))
-	srv.Domain = "e2e.test"
-	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 10*time.Second
-	srv.ErrorLog = log.New(io.Discard, "", 0)
-	go func() { _ = srv.Serve(l) }()
-	return mb, nil
-}
-
-type session struct {
-	mb    *mailbox
-	rcpts []string
-}
-
-func (s *session) Reset()                               { s.rcpts = nil }
-func (s *session) Logout() error                        { return nil }
-func (s *session) Mail(string, *smtp.MailOptions) error { return nil }
-func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
-	s.rcpts = append(s.rcpts, to)
-	return nil
-}
-
-func (s *session) Data(r io.Reader) error {
-	m, err := mail.ReadMessage(bufio.NewReader(r))
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, m.Body)
-	s.mb.mu.Lock()
-	defer s.mb.mu.Unlock()
-	s.mb.mail = append(s.mb.mail, letter{
-		event:   m.Header.Get("X-Timeout-Event"),
-		object:  m.Header.Get("X-Timeout-Object"),
-		to:      append([]string(nil), s.rcpts...),
-		subject: m.Header.Get("Subject"),
-		at:      time.Now(),
-	})
-	return nil
-}
-
 // received lists the messages of event about the Playbook name.
-func (mb *mailbox) received(event, name string) []letter {
-	mb.mu.Lock()
-	defer mb.mu.Unlock()
-	var out []letter
-	for _, l := range mb.mail {
-		if l.event == event && l.object == "Playbook/"+name {
-			out = append(out, l)
+func received(mb *fixture.Mailbox, event, name string) []fixture.Mail {
+	var out []fixture.Mail
+	for _, m := range mb.Received() {
+		if m.Header.Get("X-Timeout-Event") == event && m.Header.Get("X-Timeout-Object") == "Playbook/"+name {
+			out = append(out, m)
 		}
 	}
 	return out
@@ -149,13 +81,11 @@ func (mb *mailbox) received(event, name string) []letter {
 
 // noneTwice fails the test for every Playbook of names that received a
 // message of one event and subject more than once.
-func (mb *mailbox) noneTwice(t *testing.T, names []string) {
+func noneTwice(t *testing.T, mb *fixture.Mailbox, names []string) {
 	t.Helper()
-	mb.mu.Lock()
-	defer mb.mu.Unlock()
 	seen := map[string]int{}
-	for _, l := range mb.mail {
-		seen[l.object+" "+l.event+" "+l.subject]++
+	for _, m := range mb.Received() {
+		seen[m.Header.Get("X-Timeout-Object")+" "+m.Header.Get("X-Timeout-Event")+" "+m.Header.Get("Subject")]++
 	}
 	for _, n := range names {
 		for key, count := range seen {

@@ -56,7 +56,7 @@ policy:
       security: None
       from: timeout@e2e.test
       to: [platform@e2e.test]
-`, tagV1, reminderLead, minimumNotice, inbox.host, inbox.port), 0o600); err != nil {
+`, tagV1, reminderLead, minimumNotice, inbox.Host, inbox.Port), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	chart := filepath.Join(root, "charts", "timeout-controller")
@@ -87,7 +87,7 @@ policy:
 	podsRunning(t, reclaim.name, 3)
 
 	eventually(t, 2*time.Minute, "the reminder of "+failover.name, func(context.Context) error {
-		if n := len(inbox.received("reminder", failover.name)); n == 0 {
+		if n := len(received(inbox, "reminder", failover.name)); n == 0 {
 			return fmt.Errorf("no reminder yet")
 		}
 		return nil
@@ -115,14 +115,14 @@ policy:
 	var names []string
 	for _, p := range all {
 		names = append(names, p.name)
-		if n := len(inbox.received("reminder", p.name)); n != 1 {
+		if n := len(received(inbox, "reminder", p.name)); n != 1 {
 			t.Errorf("Playbook %s: %d reminders, want 1", p.name, n)
 		}
-		if l := inbox.received("reminder", p.name); len(l) == 1 && !strings.Contains(strings.Join(l[0].to, ","), "platform@e2e.test") {
-			t.Errorf("Playbook %s: its reminder went to %v", p.name, l[0].to)
+		if l := received(inbox, "reminder", p.name); len(l) == 1 && !strings.Contains(strings.Join(l[0].To, ","), "platform@e2e.test") {
+			t.Errorf("Playbook %s: its reminder went to %v", p.name, l[0].To)
 		}
 	}
-	inbox.noneTwice(t, names)
+	noneTwice(t, inbox, names)
 
 	reader := token(t, namespace, "e2e-scraper", "timeout-controller-metrics-reader")
 	if code, body := scrape(t, namespace, reader); code != 200 || !strings.Contains(body, "timeout_controller_") {
@@ -198,7 +198,7 @@ spec:
     port: %d
     security: None
     from: timeout@e2e.test
-`, inbox.host, inbox.port)
+`, inbox.Host, inbox.Port)
 	for name, body := range map[string]string{"kustomization.yaml": kustomization, "channel.yaml": channel} {
 		if err := os.WriteFile(filepath.Join(overlay, name), []byte(body), 0o600); err != nil {
 			t.Fatal(err)
@@ -279,10 +279,10 @@ spec:
 	}
 	podsRunning(t, sleepy, 3)
 	t.Logf("Playbook %s woke: %s", sleepy, sleepState(t, sleepy))
-	if n := len(inbox.received("reminder", reclaim.name)); n != 1 {
+	if n := len(received(inbox, "reminder", reclaim.name)); n != 1 {
 		t.Errorf("Playbook %s: %d reminders, want 1", reclaim.name, n)
 	}
-	inbox.noneTwice(t, []string{reclaim.name})
+	noneTwice(t, inbox, []string{reclaim.name})
 
 	reader := token(t, namespace, "e2e-scraper", "timeout-controller-metrics-reader")
 	if code, body := scrape(t, namespace, reader); code != 200 || !strings.Contains(body, "timeout_controller_") {

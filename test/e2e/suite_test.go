@@ -29,6 +29,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv/cluster"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv/image"
 )
 
@@ -44,7 +45,7 @@ var (
 	root    = filepath.Join("..", "..")
 	c       *cluster.Cluster
 	k8s     client.Client
-	inbox   *mailbox
+	inbox   *fixture.Mailbox
 	kubectl string
 	helm    string
 	// kustomize builds config/default.
@@ -128,7 +129,7 @@ func setUp(ctx context.Context) error {
 	if _, err := kube(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/playbooks.amphitheatre.app", "crd/actors.amphitheatre.app"); err != nil {
 		return err
 	}
-	if inbox, err = startMailbox(cluster.HostIP); err != nil {
+	if inbox, err = fixture.StartMailbox(cluster.HostIP, nil); err != nil {
 		return err
 	}
 	if _, err := testenv.RunFinalizer(ctx, c.Config); err != nil {

@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -44,6 +45,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 var (
@@ -138,50 +141,50 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 	)
 
 	t.Run("takes the Lease", func(t *testing.T) {
-		eventually(t, 30*time.Second, "Lease held", func() (bool, string) {
+		fixture.Eventually(t, 30*time.Second, "Lease held", func() (bool, error) {
 			l, err := clients.CoordinationV1().Leases(namespace).Get(ctx, leaseName, metav1.GetOptions{})
 			if err != nil {
-				return false, err.Error()
+				return false, err
 			}
-			return ptr.Deref(l.Spec.HolderIdentity, "") != "", "no holder"
+			return ptr.Deref(l.Spec.HolderIdentity, "") != "", errors.New("no holder")
 		})
 		// client-go's leader election records a core/v1 Event about the
 		// Lease in the Lease's namespace.
-		eventually(t, 10*time.Second, "LeaderElection Event", func() (bool, string) {
+		fixture.Eventually(t, 10*time.Second, "LeaderElection Event", func() (bool, error) {
 			list, err := clients.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{})
 			if err != nil {
-				return false, err.Error()
+				return false, err
 			}
 			for _, e := range list.Items {
 				if e.Reason == "LeaderElection" && e.InvolvedObject.Kind == "Lease" && e.InvolvedObject.Name == leaseName {
-					return true, ""
+					return true, nil
 				}
 			}
-			return false, fmt.Sprintf("%d Events in %s, none about the Lease", len(list.Items), namespace)
+			return false, fmt.Errorf("%d Events in %s, none about the Lease", len(list.Items), namespace)
 		})
 	})
 
 	t.Run("serves its probes and metrics", func(t *testing.T) {
 		for _, url := range []string{"http://" + probeAddr + "/healthz", "http://" + probeAddr + "/readyz"} {
-			eventually(t, 10*time.Second, url, func() (bool, string) {
+			fixture.Eventually(t, 10*time.Second, url, func() (bool, error) {
 				resp, err := http.Get(url)
 				if err != nil {
-					return false, err.Error()
+					return false, err
 				}
 				_ = resp.Body.Close()
-				return resp.StatusCode == http.StatusOK, resp.Status
+				return resp.StatusCode == http.StatusOK, errors.New(resp.Status)
 			})
 		}
 		// Metrics are for authorized scrapers only (test/integration
 		// checks that one with a token gets them).
 		insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the controller's self-signed certificate
-		eventually(t, 10*time.Second, "metrics refuse a caller without a token", func() (bool, string) {
+		fixture.Eventually(t, 10*time.Second, "metrics refuse a caller without a token", func() (bool, error) {
 			resp, err := insecure.Get("https://" + metricsAddr + "/metrics")
 			if err != nil {
-				return false, err.Error()
+				return false, err
 			}
 			_ = resp.Body.Close()
-			return resp.StatusCode == http.StatusUnauthorized, resp.Status
+			return resp.StatusCode == http.StatusUnauthorized, errors.New(resp.Status)
 		})
 	})
 
@@ -229,18 +232,18 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 		expiry := created.GetCreationTimestamp().Add(8 * time.Second)
 
 		var gone time.Time
-		eventually(t, 30*time.Second, "Playbook deleted", func() (bool, string) {
+		fixture.Eventually(t, 30*time.Second, "Playbook deleted", func() (bool, error) {
 			_, err := dyn.Resource(playbooks).Get(ctx, created.GetName(), metav1.GetOptions{})
 			if err == nil {
-				return false, "still there"
+				return false, errors.New("still there")
 			}
 			gone = time.Now()
-			return true, ""
+			return true, nil
 		})
 		if _, err := clients.CoreV1().Secrets(namespace).Get(ctx, "timeout-archive-"+string(created.GetUID()), metav1.GetOptions{}); err != nil {
 			t.Errorf("deleted without its archive Secret: %v", err)
 		}
-		// Polled every 100ms, against a creation time in whole seconds.
+		// Polled every 50ms, against a creation time in whole seconds.
 		if gone.Before(expiry) {
 			t.Errorf("deleted %s before its expiry", expiry.Sub(gone))
 		}
@@ -248,10 +251,10 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 			t.Errorf("deleted %s after its expiry", late)
 		}
 
-		eventually(t, 10*time.Second, "Events about the Playbook", func() (bool, string) {
+		fixture.Eventually(t, 10*time.Second, "Events about the Playbook", func() (bool, error) {
 			list, err := clients.EventsV1().Events("kube-system").List(ctx, metav1.ListOptions{})
 			if err != nil {
-				return false, err.Error()
+				return false, err
 			}
 			var reasons []string
 			for _, e := range list.Items {
@@ -261,18 +264,18 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 			}
 			for _, want := range []string{"MessageSent", "Expired", "Deleted"} {
 				if !slices.Contains(reasons, want) {
-					return false, fmt.Sprintf("reasons %v lack %s", reasons, want)
+					return false, fmt.Errorf("reasons %v lack %s", reasons, want)
 				}
 			}
-			return true, ""
+			return true, nil
 		})
 		if got := hooks.types(created.GetName()); !slices.Contains(got, "app.amphitheatre.timeout.reminder") {
 			t.Errorf("the webhook got %v, no signed reminder", got)
 		}
 		// Through the outbox, a ConfigMap in the controller's namespace.
-		eventually(t, 15*time.Second, "the deleted message", func() (bool, string) {
+		fixture.Eventually(t, 15*time.Second, "the deleted message", func() (bool, error) {
 			got := hooks.types(created.GetName())
-			return slices.Contains(got, "app.amphitheatre.timeout.deleted"), fmt.Sprintf("the webhook got %v", got)
+			return slices.Contains(got, "app.amphitheatre.timeout.deleted"), fmt.Errorf("the webhook got %v", got)
 		})
 	})
 
@@ -346,18 +349,18 @@ func waitEstablished(t *testing.T, dyn dynamic.Interface, objs []*unstructured.U
 		if obj.GetKind() != "CustomResourceDefinition" {
 			continue
 		}
-		eventually(t, 30*time.Second, "CRD "+obj.GetName()+" established", func() (bool, string) {
+		fixture.Eventually(t, 30*time.Second, "CRD "+obj.GetName()+" established", func() (bool, error) {
 			u, err := dyn.Resource(crds).Get(t.Context(), obj.GetName(), metav1.GetOptions{})
 			if err != nil {
-				return false, err.Error()
+				return false, err
 			}
 			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 			for _, c := range conds {
 				if c, _ := c.(map[string]any); c["type"] == "Established" && c["status"] == "True" {
-					return true, ""
+					return true, nil
 				}
 			}
-			return false, "not established"
+			return false, errors.New("not established")
 		})
 	}
 }
@@ -537,10 +540,10 @@ func runController(t *testing.T, binary string, manifests []*unstructured.Unstru
 
 func waitReady(t *testing.T, dyn dynamic.Interface, name string) {
 	t.Helper()
-	eventually(t, 30*time.Second, "policy "+name+" ready", func() (bool, string) {
+	fixture.Eventually(t, 30*time.Second, "policy "+name+" ready", func() (bool, error) {
 		u, err := dyn.Resource(policies).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
-			return false, err.Error()
+			return false, err
 		}
 		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
@@ -548,10 +551,10 @@ func waitReady(t *testing.T, dyn dynamic.Interface, name string) {
 			c, _ := c.(map[string]any)
 			if c["type"] == "Ready" {
 				return c["status"] == "True" && observed == u.GetGeneration(),
-					fmt.Sprintf("Ready=%v (%v: %v), generation %d observed %d", c["status"], c["reason"], c["message"], u.GetGeneration(), observed)
+					fmt.Errorf("Ready=%v (%v: %v), generation %d observed %d", c["status"], c["reason"], c["message"], u.GetGeneration(), observed)
 			}
 		}
-		return false, "no Ready condition"
+		return false, errors.New("no Ready condition")
 	})
 }
 

@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // TestTheRecordIsTheControllersWhereverItIsInstalled installs the
@@ -110,9 +112,9 @@ func TestTheRecordIsTheControllersWhereverItIsInstalled(t *testing.T) {
 	// policy's reason, nothing is proved. The probe is a dry run, so that
 	// one let through before then changes nothing.
 	var refusal error
-	eventually(t, 30*time.Second, "the policy refuses another ServiceAccount's record", func() (bool, string) {
+	fixture.Eventually(t, 30*time.Second, "the policy refuses another ServiceAccount's record", func() (bool, error) {
 		refusal = patch(other, record("2030-01-01T00:00:00Z"), metav1.DryRunAll)
-		return apierrors.IsForbidden(refusal) && strings.Contains(refusal.Error(), "only the controller writes it"), fmt.Sprint(refusal)
+		return apierrors.IsForbidden(refusal) && strings.Contains(refusal.Error(), "only the controller writes it"), refusal
 	})
 	for _, want := range []string{"playbook " + pb.GetName(), "timeout.amphitheatre.app/reminders", "record of the notice it gave"} {
 		if !strings.Contains(refusal.Error(), want) {

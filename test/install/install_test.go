@@ -16,7 +16,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -131,23 +130,6 @@ func convert[T any](t *testing.T, obj *unstructured.Unstructured) *T {
 		t.Fatalf("%s %s: %v", obj.GetKind(), obj.GetName(), err)
 	}
 	return &typed
-}
-
-// eventually polls cond until it reports true or timeout passes; then it
-// fails with the last reason cond gave.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %s", what, timeout, why)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // must is for errors a test cannot go on after.

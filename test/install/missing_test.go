@@ -5,6 +5,7 @@ package install
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,6 +27,8 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // TestTheControllerSaysWhatIsMissing runs the controller binary, as the
@@ -99,17 +102,17 @@ func TestTheControllerSaysWhatIsMissing(t *testing.T) {
 	}
 	expectReadyz := func(check string, wantStatus int, want ...string) {
 		t.Helper()
-		eventually(t, 20*time.Second, fmt.Sprintf("/readyz/%s %d with %q", check, wantStatus, want), func() (bool, string) {
+		fixture.Eventually(t, 20*time.Second, fmt.Sprintf("/readyz/%s %d with %q", check, wantStatus, want), func() (bool, error) {
 			status, body := readyz(check)
 			if status != wantStatus {
-				return false, fmt.Sprintf("%d: %s", status, body)
+				return false, fmt.Errorf("%d: %s", status, body)
 			}
 			for _, w := range want {
 				if !strings.Contains(body, w) {
-					return false, body
+					return false, errors.New(body)
 				}
 			}
-			return true, ""
+			return true, nil
 		})
 	}
 	logged := func(what string) int {
@@ -126,8 +129,8 @@ func TestTheControllerSaysWhatIsMissing(t *testing.T) {
 		expectReadyz("crds", http.StatusInternalServerError,
 			"timeoutpolicies.timeout.amphitheatre.app", "notificationchannels.timeout.amphitheatre.app", "config/crd")
 		expectReadyz("", http.StatusInternalServerError, "[-]crds failed")
-		eventually(t, 10*time.Second, "the log says what it waits for", func() (bool, string) {
-			return logged("waiting for CRDs") > 0, strings.Join(ctrl.lines(), "\n")
+		fixture.Eventually(t, 10*time.Second, "the log says what it waits for", func() (bool, error) {
+			return logged("waiting for CRDs") > 0, errors.New(strings.Join(ctrl.lines(), "\n"))
 		})
 		// Two more looks of the gate, five seconds apart: said once still,
 		// and nothing retried in a loop.
@@ -242,10 +245,10 @@ func TestTheControllerSaysWhatIsMissing(t *testing.T) {
 // reason, and a message with each of want.
 func waitCondition(t *testing.T, dyn dynamic.Interface, name, status, reason string, want ...string) {
 	t.Helper()
-	eventually(t, 40*time.Second, fmt.Sprintf("policy %s Ready=%s (%s)", name, status, reason), func() (bool, string) {
+	fixture.Eventually(t, 40*time.Second, fmt.Sprintf("policy %s Ready=%s (%s)", name, status, reason), func() (bool, error) {
 		u, err := dyn.Resource(policies).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
-			return false, err.Error()
+			return false, err
 		}
 		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 		for _, c := range conds {
@@ -255,15 +258,15 @@ func waitCondition(t *testing.T, dyn dynamic.Interface, name, status, reason str
 			}
 			msg, _ := c["message"].(string)
 			if c["status"] != status || c["reason"] != reason {
-				return false, fmt.Sprintf("Ready=%v (%v: %v)", c["status"], c["reason"], msg)
+				return false, fmt.Errorf("Ready=%v (%v: %v)", c["status"], c["reason"], msg)
 			}
 			for _, w := range want {
 				if !strings.Contains(msg, w) {
-					return false, fmt.Sprintf("message %q lacks %q", msg, w)
+					return false, fmt.Errorf("message %q lacks %q", msg, w)
 				}
 			}
-			return true, ""
+			return true, nil
 		}
-		return false, "no Ready condition"
+		return false, errors.New("no Ready condition")
 	})
 }

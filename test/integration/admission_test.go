@@ -28,6 +28,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // admissionDir holds the shipped policy and binding.
@@ -302,7 +303,7 @@ func installAdmissionPolicy(t *testing.T) {
 
 	// The API server loads policies and bindings asynchronously.
 	start := time.Now()
-	eventually(t, 30*time.Second, "the policy refuses a bad ttl", func() (bool, error) {
+	fixture.Eventually(t, 30*time.Second, "the policy refuses a bad ttl", func() (bool, error) {
 		err := dryRunCreate(newPlaybook(admissionTest, "probe", map[string]string{expiry.AnnotationTTL: "2x"}))
 		return apierrors.IsInvalid(err), err
 	})
@@ -522,7 +523,7 @@ func impersonating(t *testing.T, who rest.ImpersonationConfig) *dynamic.DynamicC
 	cfg := rest.CopyConfig(restConfig)
 	cfg.Impersonate = who
 	d := dynamic.NewForConfigOrDie(cfg)
-	eventually(t, 10*time.Second, who.UserName+"'s role in force", func() (bool, error) {
+	fixture.Eventually(t, 10*time.Second, who.UserName+"'s role in force", func() (bool, error) {
 		_, err := d.Resource(playbooks).List(context.Background(), metav1.ListOptions{Limit: 1})
 		return err == nil || !apierrors.IsForbidden(err), err
 	})

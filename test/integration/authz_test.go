@@ -24,6 +24,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 var policiesGVR = schema.GroupVersionResource{Group: "timeout.amphitheatre.app", Version: "v1alpha1", Resource: "timeoutpolicies"}
@@ -44,7 +45,7 @@ func policyAuthor(t *testing.T) (client.Client, *dynamic.DynamicClient) {
 	}
 	// RBAC takes effect through the API server's informers: wait until the
 	// binding is in force before testing what it forbids.
-	eventually(t, 10*time.Second, "policy-author role in force", func() (bool, error) {
+	fixture.Eventually(t, 10*time.Second, "policy-author role in force", func() (bool, error) {
 		err := c.List(ctx, &v1alpha1.TimeoutPolicyList{})
 		return err == nil, err
 	})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // TestTheCacheKeepsOnlyWhatDecisionsRead watches Playbooks through a cache
@@ -47,7 +48,7 @@ func TestTheCacheKeepsOnlyWhatDecisionsRead(t *testing.T) {
 
 	got := &metav1.PartialObjectMetadata{}
 	got.SetGroupVersionKind(playbooks.GroupVersion().WithKind("Playbook"))
-	eventually(t, 30*time.Second, "the Playbook in the cache", func() (bool, error) {
+	fixture.Eventually(t, 30*time.Second, "the Playbook in the cache", func() (bool, error) {
 		err := c.Get(ctx, types.NamespacedName{Name: tr.GetName()}, got)
 		return err == nil, nil
 	})

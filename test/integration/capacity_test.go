@@ -23,6 +23,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // deployPlaybook creates a Playbook for test as Amphitheatre does, with
@@ -41,7 +42,7 @@ func deployPlaybook(t *testing.T, test, title string, annotations map[string]str
 	for _, a := range testenv.DefaultActors {
 		want += int(a.Replicas)
 	}
-	eventually(t, 30*time.Second, "the Pods of "+pb.GetName(), func() (bool, error) {
+	fixture.Eventually(t, 30*time.Second, "the Pods of "+pb.GetName(), func() (bool, error) {
 		pods := &corev1.PodList{}
 		err := k8s.List(ctx, pods, client.InNamespace(testenv.Namespace(pb.GetName())))
 		return len(pods.Items) == want, err
@@ -53,7 +54,7 @@ func deployPlaybook(t *testing.T, test, title string, annotations map[string]str
 // it was seen gone.
 func awaitGone(t *testing.T, timeout time.Duration, obj client.Object) time.Time {
 	t.Helper()
-	eventually(t, timeout, obj.GetName()+" gone", func() (bool, error) {
+	fixture.Eventually(t, timeout, obj.GetName()+" gone", func() (bool, error) {
 		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -110,7 +111,7 @@ func TestAPlaybookAsAmphitheatreMakesItIsDeletedAndEverythingItOwnedIsGone(t *te
 
 	// The trail says when it was accepted, gone, and everything it owned gone.
 	var recs []audit.Record
-	eventually(t, 10*time.Second, "a reclaimed record", func() (bool, error) {
+	fixture.Eventually(t, 10*time.Second, "a reclaimed record", func() (bool, error) {
 		recs = withoutSuiteCapTurns(t, auditRecords(t, pb.GetUID()))
 		return slices.ContainsFunc(recs, func(r audit.Record) bool { return r.Type == audit.Reclaimed }), nil
 	})
@@ -176,7 +177,7 @@ func TestAPlaybookHeldInTerminatingIsReportedPendingUntilItIsGone(t *testing.T) 
 	if err := k8s.Update(context.Background(), pb); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "gone and reclaimed records", func() (bool, error) {
+	fixture.Eventually(t, 60*time.Second, "gone and reclaimed records", func() (bool, error) {
 		return slices.Equal(types(), []audit.Type{audit.Deleting, audit.Deleted, audit.Gone, audit.Reclaimed}), nil
 	})
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // Not parallel: its deletion is checked to be on time, and the suite's
@@ -66,7 +67,7 @@ func TestArchivesThenDeletesAndAuditsEachStep(t *testing.T) {
 	// object's UID: the reminder, the archive, then the deletion, its
 	// intent first.
 	var recs []audit.Record
-	eventually(t, 5*time.Second, "audit records of "+pb.GetName(), func() (bool, error) {
+	fixture.Eventually(t, 5*time.Second, "audit records of "+pb.GetName(), func() (bool, error) {
 		recs = withoutSuiteCapTurns(t, auditRecords(t, pb.GetUID()))
 		return slices.ContainsFunc(recs, func(r audit.Record) bool { return r.Type == audit.Gone }), nil
 	})
@@ -134,7 +135,7 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 		}
 		return counts, samples
 	}
-	eventually(t, 5*time.Second, "the metrics of "+pb.GetName(), func() (bool, error) {
+	fixture.Eventually(t, 5*time.Second, "the metrics of "+pb.GetName(), func() (bool, error) {
 		counts, samples := grown()
 		for _, n := range counts {
 			if n < 1 {
@@ -227,7 +228,7 @@ func TestInvalidAnnotationsAreAudited(t *testing.T) {
 	createPolicy(t, "audit-invalid", playbookPolicy("audit-invalid", "1h"))
 	pb := create(t, playbooks, newPlaybook("audit-invalid", "typo", map[string]string{expiry.AnnotationTTL: "2x"}))
 	findEvent(t, eventNamespace, pb.GetName(), "InvalidTimeout")
-	eventually(t, 5*time.Second, "an invalid-annotation audit record", func() (bool, error) {
+	fixture.Eventually(t, 5*time.Second, "an invalid-annotation audit record", func() (bool, error) {
 		return slices.ContainsFunc(auditRecords(t, pb.GetUID()), func(r audit.Record) bool {
 			return r.Type == audit.InvalidAnnotation && strings.Contains(r.Error, expiry.AnnotationTTL) && strings.Contains(r.Error, `"2x"`)
 		}), nil
@@ -328,7 +329,7 @@ func TestACapSpreadsABurstOfExpiries(t *testing.T) {
 
 	// The burst is throttled: every one after the first minute's share is
 	// counted, and the last in line is told it waits.
-	eventually(t, time.Minute, "the throttled deletions counted", func() (bool, error) {
+	fixture.Eventually(t, time.Minute, "the throttled deletions counted", func() (bool, error) {
 		v := counter(t, "timeout_controller_deletions_throttled_total", map[string]string{"cap": "policy"})
 		return v >= n-perMinute-1, fmt.Errorf("deletions_throttled_total{cap=policy} is %v, want at least %d", v, n-perMinute-1)
 	})
@@ -343,7 +344,7 @@ func TestACapSpreadsABurstOfExpiries(t *testing.T) {
 	if err := k8s.Patch(ctx, policy, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "every Playbook deleted once the cap is lifted", func() (bool, error) {
+	fixture.Eventually(t, 60*time.Second, "every Playbook deleted once the cap is lifted", func() (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(deleted) == n, fmt.Errorf("%d of %d deleted", len(deleted), n)

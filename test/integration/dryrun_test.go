@@ -17,6 +17,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // The controller binary run with --dry-run deletes nothing, whatever the
@@ -58,7 +59,7 @@ func TestTheGlobalDryRunDeletesNothing(t *testing.T) {
 	would := findEvent(t, eventNamespace, pb.GetName(), "WouldDelete")
 	mustContain(t, would.Note, "not deleted because the controller runs with --dry-run", "policy "+test)
 	var found bool
-	eventually(t, 5*time.Second, "a would-delete audit record", func() (bool, error) {
+	fixture.Eventually(t, 5*time.Second, "a would-delete audit record", func() (bool, error) {
 		recs, err := audit.ReadFile(r.auditPath)
 		for _, rec := range recs {
 			if rec.Object.UID == pb.GetUID() {
@@ -89,7 +90,7 @@ func TestSwitchingADryRunOffGivesTheMinimumNoticeFromThen(t *testing.T) {
 	policy := createPolicy(t, test, spec)
 
 	pb := create(t, playbooks, newPlaybook(test, "rehearsed", nil))
-	eventually(t, 20*time.Second, "the rehearsal on the record", func() (bool, error) {
+	fixture.Eventually(t, 20*time.Second, "the rehearsal on the record", func() (bool, error) {
 		rec, err := recordOf(ctx, pb.GetName())
 		if err != nil || rec == nil {
 			return false, err
@@ -109,7 +110,7 @@ func TestSwitchingADryRunOffGivesTheMinimumNoticeFromThen(t *testing.T) {
 	pb.expectKept(t, 7*time.Second)
 
 	var postponedTo time.Time
-	eventually(t, 5*time.Second, "the postponement on going live on the record", func() (bool, error) {
+	fixture.Eventually(t, 5*time.Second, "the postponement on going live on the record", func() (bool, error) {
 		rec, err := recordOf(ctx, pb.GetName())
 		if err != nil || rec == nil {
 			return false, err

@@ -18,6 +18,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 func TestDeletesAPlaybookWithinASecondOfItsExpiry(t *testing.T) {
@@ -167,7 +168,7 @@ func TestPolicyStatusCountsWhatItGoverns(t *testing.T) {
 	create(t, playbooks, newPlaybook("status", "later", map[string]string{expiry.AnnotationTTL: "1d"}))
 	create(t, playbooks, newPlaybook("status", "kept", map[string]string{expiry.AnnotationKeep: "true"}))
 
-	eventually(t, 10*time.Second, "status counts", func() (bool, error) {
+	fixture.Eventually(t, 10*time.Second, "status counts", func() (bool, error) {
 		p, err := getPolicy("status")
 		if err != nil {
 			return false, err
@@ -195,7 +196,7 @@ func TestALongInvalidValueIsStillWarnedAbout(t *testing.T) {
 		t.Errorf("%s Event with a note of %d bytes, valid UTF-8 %t", warning.Type, len(warning.Note), utf8.ValidString(warning.Note))
 	}
 	mustContain(t, warning.Note, expiry.AnnotationTTL, `"`+value[:64]+`"…(1502 bytes)`, "expected a positive duration")
-	eventually(t, 5*time.Second, "an audit record with the whole value", func() (bool, error) {
+	fixture.Eventually(t, 5*time.Second, "an audit record with the whole value", func() (bool, error) {
 		return slices.ContainsFunc(auditRecords(t, pb.GetUID()), func(r audit.Record) bool {
 			return r.Type == audit.InvalidAnnotation && strings.Contains(r.Error, `"`+value+`"`)
 		}), nil

@@ -32,6 +32,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // The lease name main.go elects on.
@@ -136,7 +137,7 @@ func TestHAFailoverAndGracefulShutdown(t *testing.T) {
 	}})
 	spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: test}}
 	createPolicy(t, test, spec)
-	eventually(t, 15*time.Second, "policy "+test+" ready", func() (bool, error) {
+	fixture.Eventually(t, 15*time.Second, "policy "+test+" ready", func() (bool, error) {
 		p, err := getPolicy(test)
 		if err != nil {
 			return false, err
@@ -228,7 +229,7 @@ func TestHAFailoverAndGracefulShutdown(t *testing.T) {
 
 	// Everything expires, nothing early.
 	last := objs[len(objs)-1].expiresAt
-	eventually(t, time.Until(last)+15*time.Second, "every Playbook deleted", func() (bool, error) {
+	fixture.Eventually(t, time.Until(last)+15*time.Second, "every Playbook deleted", func() (bool, error) {
 		for _, o := range objs {
 			select {
 			case at := <-o.gone:
@@ -242,7 +243,7 @@ func TestHAFailoverAndGracefulShutdown(t *testing.T) {
 		return true, nil
 	})
 	// The one-off messages go out in the background.
-	eventually(t, 5*time.Second, "deleted messages", func() (bool, error) {
+	fixture.Eventually(t, 5*time.Second, "deleted messages", func() (bool, error) {
 		for _, o := range objs {
 			if len(rc.events(o.GetName(), "deleted")) == 0 && !inWindow(o.goneAt, killAt.Add(-time.Second), killAt.Add(time.Second)) {
 				return false, nil
@@ -264,7 +265,7 @@ func TestHAFailoverAndGracefulShutdown(t *testing.T) {
 	// The leader that finished sending during its graceful shutdown said
 	// so: its Events still go out.
 	stoppedKey := expiry.StageKey(haLeads[1])
-	eventually(t, 5*time.Second, "the MessageSent Event of the reminder sent during the graceful shutdown", func() (bool, error) {
+	fixture.Eventually(t, 5*time.Second, "the MessageSent Event of the reminder sent during the graceful shutdown", func() (bool, error) {
 		for _, note := range eventNotes(t, eventNamespace, stopped.GetName(), "MessageSent") {
 			if strings.Contains(note, "the "+stoppedKey+" reminder") {
 				return true, nil
@@ -295,7 +296,7 @@ func TestHAFailoverAndGracefulShutdown(t *testing.T) {
 	// The last leader stops cleanly too, and hands the Lease back.
 	termAt = third.terminate(t)
 	third.expectCleanExit(t, termAt, haShutdown+3*time.Second)
-	eventually(t, 5*time.Second, "the Lease released at the end", func() (bool, error) {
+	fixture.Eventually(t, 5*time.Second, "the Lease released at the end", func() (bool, error) {
 		return leases.released(third.identity), nil
 	})
 	for _, r := range []*replica{first, second, third} {
@@ -617,7 +618,7 @@ func (r *replica) mustRun(t *testing.T) {
 
 func (r *replica) waitReady(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, "replica "+r.name+" ready", func() (bool, error) {
+	fixture.Eventually(t, timeout, "replica "+r.name+" ready", func() (bool, error) {
 		if r.exited() {
 			return false, fmt.Errorf("exited: %s", r.state)
 		}
@@ -871,7 +872,7 @@ func (h *leaseHistory) released(holder string) bool {
 // other one.
 func waitLeader(t *testing.T, h *leaseHistory, timeout time.Duration, a, b *replica) (leader, standby *replica) {
 	t.Helper()
-	eventually(t, timeout, "a leader", func() (bool, error) {
+	fixture.Eventually(t, timeout, "a leader", func() (bool, error) {
 		a.mustRun(t)
 		b.mustRun(t)
 		rec, ok := h.current()
@@ -898,7 +899,7 @@ func waitLeader(t *testing.T, h *leaseHistory, timeout time.Duration, a, b *repl
 // waitTakeover waits until candidate holds the Lease after old.
 func waitTakeover(t *testing.T, h *leaseHistory, old *replica, timeout time.Duration, candidate *replica) {
 	t.Helper()
-	eventually(t, timeout, candidate.name+" takes over from "+old.name, func() (bool, error) {
+	fixture.Eventually(t, timeout, candidate.name+" takes over from "+old.name, func() (bool, error) {
 		candidate.mustRun(t)
 		rec, ok := h.current()
 		if !ok || rec.holder == "" || rec.holder == old.identity {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 var playbooks = schema.GroupVersionResource{Group: "amphitheatre.app", Version: "v1", Resource: "playbooks"}
@@ -145,27 +146,11 @@ func playbookPolicy(test string, defaultTTL v1alpha1.Duration) v1alpha1.TimeoutP
 	}
 }
 
-// eventually polls cond every 50ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not true after %s (last error: %v)", what, timeout, lastErr)
-}
-
 // findEvent waits for an Event about the named object with the given reason.
 func findEvent(t *testing.T, namespace, name, reason string) eventsv1.Event {
 	t.Helper()
 	var found eventsv1.Event
-	eventually(t, 10*time.Second, fmt.Sprintf("event %s about %s in %s", reason, name, namespace), func() (bool, error) {
+	fixture.Eventually(t, 10*time.Second, fmt.Sprintf("event %s about %s in %s", reason, name, namespace), func() (bool, error) {
 		list, err := clients.EventsV1().Events(namespace).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -234,7 +219,7 @@ func mergePatch(t *testing.T, gvr schema.GroupVersionResource, namespace, name, 
 // awaitPolicy waits until the named policy's status satisfies cond.
 func awaitPolicy(t *testing.T, name, what string, cond func(*v1alpha1.TimeoutPolicy) bool) {
 	t.Helper()
-	eventually(t, 10*time.Second, "policy "+name+" "+what, func() (bool, error) {
+	fixture.Eventually(t, 10*time.Second, "policy "+name+" "+what, func() (bool, error) {
 		p, err := getPolicy(name)
 		return err == nil && cond(p), err
 	})

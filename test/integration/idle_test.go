@@ -16,6 +16,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // idlePolicy governs the test's Playbooks with "at least defaultTTL, and
@@ -88,7 +89,7 @@ func TestAGenerationChangeCountsAsUse(t *testing.T) {
 
 	// Recorded by the controller, not by the test.
 	var act expiry.Activity
-	eventually(t, 5*time.Second, "the controller records generation 2", func() (bool, error) {
+	fixture.Eventually(t, 5*time.Second, "the controller records generation 2", func() (bool, error) {
 		u, err := dyn.Resource(playbooks).Get(context.Background(), pb.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -152,7 +153,7 @@ func TestWritesOfObservedUseAreThrottled(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	// The last edit is recorded once its window has passed.
-	eventually(t, 5*time.Second, "the last generation recorded", func() (bool, error) {
+	fixture.Eventually(t, 5*time.Second, "the last generation recorded", func() (bool, error) {
 		u, err := dyn.Resource(playbooks).Get(context.Background(), pb.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -201,9 +202,9 @@ func TestPolicyStatusCountsIdleObjects(t *testing.T) {
 				fmt.Errorf("tracked %d, kept %d, idle %d; want %d, %d, %d", s.Tracked, s.Kept, s.Idle, tracked, kept, idle)
 		}
 	}
-	eventually(t, 10*time.Second, "status counts the touched and the short-lived Playbooks as idle", status(4, 1, 2))
+	fixture.Eventually(t, 10*time.Second, "status counts the touched and the short-lived Playbooks as idle", status(4, 1, 2))
 
 	// A day's ttl: the creation clock is later than any use now.
 	mergePatch(t, playbooks, "", short.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"1d"}}}`, expiry.AnnotationTTL))
-	eventually(t, 10*time.Second, "status no longer counts the extended Playbook as idle", status(4, 1, 1))
+	fixture.Eventually(t, 10*time.Second, "status no longer counts the extended Playbook as idle", status(4, 1, 1))
 }

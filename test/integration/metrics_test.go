@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // scraperToken returns a token of a new ServiceAccount, bound to the
@@ -56,7 +57,7 @@ func TestMetricsAreServedOnlyToAuthorizedScrapers(t *testing.T) {
 	expect := func(what, token string, want int) {
 		t.Helper()
 		var got int
-		eventually(t, 15*time.Second, what, func() (bool, error) {
+		fixture.Eventually(t, 15*time.Second, what, func() (bool, error) {
 			var err error
 			got, err = scrape(token)
 			return err == nil && got == want, err

@@ -22,6 +22,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // notExportedByTheController are the metrics the rules may name that
@@ -50,7 +51,7 @@ func TestTheDashboardAndAlertsNameOnlyMetricsTheControllerExports(t *testing.T) 
 	addr := serveMetrics(t)
 	token := scraperToken(t, "dashboard", true)
 	var body []byte
-	eventually(t, 15*time.Second, "a scrape of the controller", func() (bool, error) {
+	fixture.Eventually(t, 15*time.Second, "a scrape of the controller", func() (bool, error) {
 		code, b, err := scrapeMetrics(addr, token)
 		body = b
 		return err == nil && code == http.StatusOK, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // An e-mail channel is the only one that carries a policy's reminders, the
@@ -24,8 +25,8 @@ import (
 func TestAPolicyWhoseEmailReachesNobodySaysSo(t *testing.T) {
 	t.Parallel()
 	const test = "no-recipients"
-	mb := startMailbox(t)
-	host, port := mb.hostPort(t)
+	mb := fixture.NewMailbox(t, nil)
+	host, port := mb.Host, mb.Port
 	createChannel(t, test, v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{
 		Host: host, Port: port, Security: "None", From: "timeout@example.com",
 	}})
@@ -40,7 +41,7 @@ func TestAPolicyWhoseEmailReachesNobodySaysSo(t *testing.T) {
 
 	pb := create(t, playbooks, newPlaybook(test, "nameless", nil))
 	var ready *metav1.Condition
-	eventually(t, 10*time.Second, "policy "+test+" not ready for want of recipients", func() (bool, error) {
+	fixture.Eventually(t, 10*time.Second, "policy "+test+" not ready for want of recipients", func() (bool, error) {
 		p, err := getPolicy(test)
 		if err != nil {
 			return false, err
@@ -59,9 +60,9 @@ func TestAPolicyWhoseEmailReachesNobodySaysSo(t *testing.T) {
 	mustContain(t, findEvent(t, eventNamespace, pb.GetName(), "MessageFailed").Note, "no recipients")
 
 	mergePatch(t, playbooks, "", pb.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"alice@example.com"}}}`, notify.AnnotationNotify))
-	eventually(t, 15*time.Second, "the reminder to alice", func() (bool, error) {
-		for _, m := range mb.withHeader("X-Timeout-Object", pb.GetName()) {
-			if slices.Contains(m.rcpts, "alice@example.com") {
+	fixture.Eventually(t, 15*time.Second, "the reminder to alice", func() (bool, error) {
+		for _, m := range mb.WithHeader("X-Timeout-Object", pb.GetName()) {
+			if slices.Contains(m.To, "alice@example.com") {
 				return true, nil
 			}
 		}

@@ -14,13 +14,14 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // expectOneID waits until the receiver accepted an event of type typ
 // about subject, and checks that every one it accepted carries one id.
 func (rc *receiver) expectOneID(t *testing.T, subject, typ string, within time.Duration) {
 	t.Helper()
-	eventually(t, within, typ+" event for "+subject, func() (bool, error) {
+	fixture.Eventually(t, within, typ+" event for "+subject, func() (bool, error) {
 		return len(rc.events(subject, typ)) > 0, nil
 	})
 	if ids := rc.ids(subject, typ); len(ids) != 1 {
@@ -34,7 +35,7 @@ func (rc *receiver) expectOneID(t *testing.T, subject, typ string, within time.D
 // expectOutboxEmpty waits until no outbox entry about uid is left.
 func expectOutboxEmpty(t *testing.T, uid types.UID) {
 	t.Helper()
-	eventually(t, 5*time.Second, "the outbox entry of "+string(uid)+" removed", func() (bool, error) {
+	fixture.Eventually(t, 5*time.Second, "the outbox entry of "+string(uid)+" removed", func() (bool, error) {
 		var list corev1.ConfigMapList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(outboxNamespace), client.MatchingLabels{outbox.LabelEntry: "true"}); err != nil {
 			return false, err
@@ -71,30 +72,25 @@ func TestTheDeletedMessageSurvivesAReceiverThatFailsOnce(t *testing.T) {
 
 func TestTheExpiredAndDeletedMailsSurviveAMailServerThatRefusesOnce(t *testing.T) {
 	t.Parallel()
-	mb := startMailbox(t)
+	mb := fixture.NewMailbox(t, nil)
 	createPolicy(t, "outbox-mail", reminderPolicy(t, "outbox-mail", nil, "", mb, nil))
-	mb.mu.Lock()
 	// The first answer to each of the two mails: 451.
-	mb.refuseNext = 2
-	mb.mu.Unlock()
+	mb.RefuseNext(2)
 
 	pb := create(t, playbooks, newPlaybook("outbox-mail", "", map[string]string{expiry.AnnotationTTL: "2s"}))
 	pb.expectDeletedOnTime(t, pb.after(2*time.Second))
 
 	for _, event := range []string{"expired", "deleted"} {
-		eventually(t, 10*time.Second, "the "+event+" mail", func() (bool, error) {
-			for _, m := range mb.withHeader("X-Timeout-Object", pb.GetName()) {
-				if m.header.Get("X-Timeout-Event") == event {
+		fixture.Eventually(t, 10*time.Second, "the "+event+" mail", func() (bool, error) {
+			for _, m := range mb.WithHeader("X-Timeout-Object", pb.GetName()) {
+				if m.Header.Get("X-Timeout-Event") == event {
 					return true, nil
 				}
 			}
 			return false, nil
 		})
 	}
-	mb.mu.Lock()
-	refused := mb.refuseNext
-	mb.mu.Unlock()
-	if refused != 0 {
+	if refused := mb.RefusalsLeft(); refused != 0 {
 		t.Fatalf("the mail server refused %d mails of 2: the test did not exercise a refusal", 2-refused)
 	}
 	expectOutboxEmpty(t, pb.GetUID())
@@ -110,7 +106,7 @@ func TestTheDeletedMessageSurvivesARestart(t *testing.T) {
 	rc.failNext(1000)
 	pb := create(t, playbooks, newPlaybook("outbox-restart", "", map[string]string{expiry.AnnotationTTL: "2s"}))
 	pb.expectDeletedOnTime(t, pb.after(2*time.Second))
-	eventually(t, 5*time.Second, "a delivery tried while the receiver is down", func() (bool, error) {
+	fixture.Eventually(t, 5*time.Second, "a delivery tried while the receiver is down", func() (bool, error) {
 		return rc.begun(pb.GetName()) >= 2, nil
 	})
 

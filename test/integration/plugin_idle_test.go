@@ -11,6 +11,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/plugin"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 func TestPluginTouchMaximumAndForbiddenKeep(t *testing.T) {
@@ -81,7 +82,7 @@ func TestPluginTouchMaximumAndForbiddenKeep(t *testing.T) {
 
 	t.Run("the controller ignores a keep and clamps an expiry written by hand, with a Warning", func(t *testing.T) {
 		mergePatch(t, playbooks, "", pb.GetName(), `{"metadata":{"annotations":{"timeout.amphitheatre.app/keep":"true","timeout.amphitheatre.app/expires-at":"`+rfc3339(created.Add(5*time.Hour))+`"}}}`)
-		eventually(t, 10*time.Second, "an InvalidTimeout Warning about keep and maxTTL", func() (bool, error) {
+		fixture.Eventually(t, 10*time.Second, "an InvalidTimeout Warning about keep and maxTTL", func() (bool, error) {
 			for _, n := range eventNotes(t, eventNamespace, pb.GetName(), "InvalidTimeout") {
 				if strings.Contains(n, "forbids it") && strings.Contains(n, "maxTTL 2h") {
 					return true, nil

@@ -30,6 +30,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/plugin"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 var (
@@ -485,7 +486,7 @@ func TestPluginRestoreRoundTrip(t *testing.T) {
 	}
 
 	path := archive.Path(archiveDir, playbookKind, created.GetUID())
-	eventually(t, 5*time.Second, "archive file "+path, func() (bool, error) {
+	fixture.Eventually(t, 5*time.Second, "archive file "+path, func() (bool, error) {
 		_, err := os.Stat(path)
 		return err == nil, nil
 	})
@@ -541,7 +542,7 @@ func TestPluginRestoreRoundTrip(t *testing.T) {
 		if err := os.WriteFile(copied, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 5*time.Second, "restore from "+copied, func() (bool, error) {
+		fixture.Eventually(t, 5*time.Second, "restore from "+copied, func() (bool, error) {
 			res := kubectlTimeout(t, "restore", copied)
 			return res.code == plugin.ExitOK, fmt.Errorf("exit %d: %s", res.code, res.errOut)
 		})
@@ -597,7 +598,7 @@ func TestPluginRestoresAPlaybookWithTheLongestName(t *testing.T) {
 		if err := dyn.Resource(playbooks).Delete(context.Background(), created.GetName(), metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 10*time.Second, "the restored Playbook gone", func() (bool, error) {
+		fixture.Eventually(t, 10*time.Second, "the restored Playbook gone", func() (bool, error) {
 			_, err := getPlaybook(t, created.GetName())
 			return apierrors.IsNotFound(err), err
 		})

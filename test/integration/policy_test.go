@@ -23,6 +23,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 func TestAdmissionRejectsBadPolicies(t *testing.T) {
@@ -252,7 +253,7 @@ func TestAPolicyTheControllerCannotUseIsNotReady(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			createPolicy(t, tc.policy, tc.spec)
-			eventually(t, 10*time.Second, "Ready=False", func() (bool, error) {
+			fixture.Eventually(t, 10*time.Second, "Ready=False", func() (bool, error) {
 				p, err := getPolicy(tc.policy)
 				if err != nil {
 					return false, err
@@ -393,7 +394,7 @@ func TestOverlappingPoliciesFollowPriorityAndReportIt(t *testing.T) {
 	pb := create(t, playbooks, newPlaybook("overlap", "contested", nil))
 	pb.expectKept(t, 4*time.Second)
 
-	eventually(t, 10*time.Second, "Overlapping condition on the outranked policy", func() (bool, error) {
+	fixture.Eventually(t, 10*time.Second, "Overlapping condition on the outranked policy", func() (bool, error) {
 		p, err := getPolicy("overlap-low")
 		if err != nil {
 			return false, err

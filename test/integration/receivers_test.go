@@ -14,123 +14,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/mail"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/emersion/go-smtp"
 )
-
-// mailbox is a real SMTP server on loopback that keeps what it receives.
-type mailbox struct {
-	addr string
-	mu   sync.Mutex
-	msgs []received
-	// refuse, while set, answers DATA with a temporary failure.
-	refuse bool
-	// refuseNext answers that many DATA with a temporary failure.
-	refuseNext int
-}
-
-type received struct {
-	rcpts  []string
-	header mail.Header
-	body   string
-}
-
-func startMailbox(t *testing.T) *mailbox {
-	t.Helper()
-	return startMailboxTLS(t, nil)
-}
-
-// startMailboxTLS starts a mailbox that speaks TLS from the first byte
-// with tc, or plain SMTP when tc is nil.
-func startMailboxTLS(t *testing.T, tc *tls.Config) *mailbox {
-	t.Helper()
-	mb := &mailbox{}
-	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &mailSession{box: mb}, nil }))
-	srv.Domain = "localhost"
-	srv.AllowInsecureAuth = true
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mb.addr = l.Addr().String()
-	if tc != nil {
-		l = tls.NewListener(l, tc)
-	}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return mb
-}
-
-func (mb *mailbox) hostPort(t *testing.T) (string, int32) {
-	host, port, err := net.SplitHostPort(mb.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := strconv.Atoi(port)
-	return host, int32(p)
-}
-
-// withHeader returns the messages whose header key contains value.
-func (mb *mailbox) withHeader(key, value string) []received {
-	mb.mu.Lock()
-	defer mb.mu.Unlock()
-	var out []received
-	for _, m := range mb.msgs {
-		if strings.Contains(m.header.Get(key), value) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-func (mb *mailbox) setRefuse(v bool) {
-	mb.mu.Lock()
-	mb.refuse = v
-	mb.mu.Unlock()
-}
-
-type mailSession struct {
-	box   *mailbox
-	rcpts []string
-}
-
-func (s *mailSession) Reset()        { s.rcpts = nil }
-func (s *mailSession) Logout() error { return nil }
-func (s *mailSession) Mail(string, *smtp.MailOptions) error {
-	return nil
-}
-func (s *mailSession) Rcpt(to string, _ *smtp.RcptOptions) error {
-	s.rcpts = append(s.rcpts, to)
-	return nil
-}
-func (s *mailSession) Data(r io.Reader) error {
-	s.box.mu.Lock()
-	refuse := s.box.refuse || s.box.refuseNext > 0
-	if s.box.refuseNext > 0 {
-		s.box.refuseNext--
-	}
-	s.box.mu.Unlock()
-	if refuse {
-		_, _ = io.Copy(io.Discard, r)
-		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later"}
-	}
-	m, err := mail.ReadMessage(r)
-	if err != nil {
-		return err
-	}
-	body, _ := io.ReadAll(m.Body)
-	s.box.mu.Lock()
-	s.box.msgs = append(s.box.msgs, received{rcpts: s.rcpts, header: m.Header, body: string(body)})
-	s.box.mu.Unlock()
-	return nil
-}
 
 // receiver is a webhook endpoint that checks each delivery's Standard
 // Webhooks signature with its own implementation and keeps the CloudEvents

@@ -22,6 +22,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 const secretNamespace = "timeout-secrets"
@@ -42,13 +43,13 @@ func webhookSecret(t *testing.T, name string, key []byte) v1alpha1.SecretKeySele
 
 // reminderPolicy governs the Playbooks labelled for test, reminding with
 // leads in seconds through a mailbox and a webhook receiver.
-func reminderPolicy(t *testing.T, test string, reminders []v1alpha1.Duration, notice v1alpha1.Duration, mb *mailbox, rc *receiver) v1alpha1.TimeoutPolicySpec {
+func reminderPolicy(t *testing.T, test string, reminders []v1alpha1.Duration, notice v1alpha1.Duration, mb *fixture.Mailbox, rc *receiver) v1alpha1.TimeoutPolicySpec {
 	t.Helper()
 	spec := playbookPolicy(test, "1h")
 	spec.Reminders = reminders
 	spec.MinimumNotice = notice
 	if mb != nil {
-		host, port := mb.hostPort(t)
+		host, port := mb.Host, mb.Port
 		createChannel(t, test+"-mail", v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{
 			Host: host, Port: port, Security: "None", From: "timeout@example.com",
 		}})
@@ -68,7 +69,7 @@ func reminderPolicy(t *testing.T, test string, reminders []v1alpha1.Duration, no
 // subject, then checks that no more arrive for a moment.
 func (rc *receiver) expectEvents(t *testing.T, subject, typ string, n int, within time.Duration) []cloudEvent {
 	t.Helper()
-	eventually(t, within, fmt.Sprintf("%d %s events for %s", n, typ, subject), func() (bool, error) {
+	fixture.Eventually(t, within, fmt.Sprintf("%d %s events for %s", n, typ, subject), func() (bool, error) {
 		return len(rc.events(subject, typ)) >= n, nil
 	})
 	time.Sleep(300 * time.Millisecond)
@@ -85,13 +86,13 @@ func (rc *receiver) expectEvents(t *testing.T, subject, typ string, n int, withi
 // TestRemindersGoOutOnceAcrossARestart is not parallel: it restarts the
 // controller, which the parallel tests must not see.
 func TestRemindersGoOutOnceAcrossARestart(t *testing.T) {
-	mb := startMailbox(t)
+	mb := fixture.NewMailbox(t, nil)
 	rc := startReceiver(t, []byte("whsec-not-a-real-key-5b0c1e"))
 	createPolicy(t, "reminders", reminderPolicy(t, "reminders", []v1alpha1.Duration{"6s", "3s"}, "2s", mb, rc))
 
 	// The mail server refuses at first, so that the restart below comes in
 	// the middle of retrying the e-mail of the first stage.
-	mb.setRefuse(true)
+	mb.Refuse(true)
 	pb := create(t, playbooks, newPlaybook("reminders", "hello-go", map[string]string{
 		expiry.AnnotationTTL:    "10s",
 		notify.AnnotationNotify: "alice@example.com, #team-amp",
@@ -116,14 +117,14 @@ func TestRemindersGoOutOnceAcrossARestart(t *testing.T) {
 	if err := stopController(); err != nil {
 		t.Fatal(err)
 	}
-	mb.setRefuse(false)
+	mb.Refuse(false)
 	if _, err := startController(restConfig, testScheme); err != nil {
 		t.Fatal(err)
 	}
 	// The new process retries the e-mail, and only the e-mail.
-	eventually(t, 2*time.Second, "the first stage by e-mail after the restart", func() (bool, error) {
-		for _, m := range mb.withHeader("X-Timeout-Object", pb.GetName()) {
-			if m.header.Get("X-Timeout-Event") == "reminder" {
+	fixture.Eventually(t, 2*time.Second, "the first stage by e-mail after the restart", func() (bool, error) {
+		for _, m := range mb.WithHeader("X-Timeout-Object", pb.GetName()) {
+			if m.Header.Get("X-Timeout-Event") == "reminder" {
 				return true, nil
 			}
 		}
@@ -141,17 +142,17 @@ func TestRemindersGoOutOnceAcrossARestart(t *testing.T) {
 	pb.expectDeletedOnTime(t, expiresAt)
 	rc.expectEvents(t, pb.GetName(), "deleted", 1, 5*time.Second)
 
-	mails := mb.withHeader("X-Timeout-Object", pb.GetName())
+	mails := mb.WithHeader("X-Timeout-Object", pb.GetName())
 	var reminderMails int
 	for _, m := range mails {
-		if m.header.Get("X-Timeout-Event") == "reminder" {
+		if m.Header.Get("X-Timeout-Event") == "reminder" {
 			reminderMails++
 			for _, want := range []string{"alice@example.com", "ops@example.com"} {
-				if !slices.Contains(m.rcpts, want) {
-					t.Errorf("reminder mail went to %v, not to %s", m.rcpts, want)
+				if !slices.Contains(m.To, want) {
+					t.Errorf("reminder mail went to %v, not to %s", m.To, want)
 				}
 			}
-			mustContain(t, m.header.Get("Subject"), "hello-go")
+			mustContain(t, m.Header.Get("Subject"), "hello-go")
 		}
 	}
 	if reminderMails != 2 {
@@ -215,11 +216,11 @@ func TestAnObjectFirstSeenLateGetsOneReminderAndItsNotice(t *testing.T) {
 
 func TestAFailingChannelIsRetriedWithoutHoldingUpTheOthers(t *testing.T) {
 	t.Parallel()
-	mb := startMailbox(t)
+	mb := fixture.NewMailbox(t, nil)
 	rc := startReceiver(t, []byte("retry-signing-key-3e8a"))
 	createPolicy(t, "retry", reminderPolicy(t, "retry", []v1alpha1.Duration{"10s"}, "0s", mb, rc))
 
-	mb.setRefuse(true)
+	mb.Refuse(true)
 	rc.failNext(2)
 	pb := create(t, playbooks, newPlaybook("retry", "flaky", map[string]string{expiry.AnnotationTTL: "13s"}))
 
@@ -233,10 +234,10 @@ func TestAFailingChannelIsRetriedWithoutHoldingUpTheOthers(t *testing.T) {
 		}
 	}
 	// The mail server comes back: e-mail gets its copy, once.
-	mb.setRefuse(false)
-	eventually(t, 8*time.Second, "the reminder by e-mail", func() (bool, error) {
-		for _, m := range mb.withHeader("X-Timeout-Object", pb.GetName()) {
-			if m.header.Get("X-Timeout-Event") == "reminder" {
+	mb.Refuse(false)
+	fixture.Eventually(t, 8*time.Second, "the reminder by e-mail", func() (bool, error) {
+		for _, m := range mb.WithHeader("X-Timeout-Object", pb.GetName()) {
+			if m.Header.Get("X-Timeout-Event") == "reminder" {
 				return true, nil
 			}
 		}
@@ -244,8 +245,8 @@ func TestAFailingChannelIsRetriedWithoutHoldingUpTheOthers(t *testing.T) {
 	})
 	pb.expectDeletedOnTime(t, pb.after(13*time.Second))
 	var reminders int
-	for _, m := range mb.withHeader("X-Timeout-Object", pb.GetName()) {
-		if m.header.Get("X-Timeout-Event") == "reminder" {
+	for _, m := range mb.WithHeader("X-Timeout-Object", pb.GetName()) {
+		if m.Header.Get("X-Timeout-Event") == "reminder" {
 			reminders++
 		}
 	}
@@ -277,7 +278,7 @@ func TestAnExtensionResendsTheRemindersForTheNewDate(t *testing.T) {
 
 func TestARecipientThatIsNotAnAddressIsRefusedAndTheOthersAreTold(t *testing.T) {
 	t.Parallel()
-	mb := startMailbox(t)
+	mb := fixture.NewMailbox(t, nil)
 	createPolicy(t, "recipients", reminderPolicy(t, "recipients", []v1alpha1.Duration{"2s"}, "0s", mb, nil))
 
 	pb := create(t, playbooks, newPlaybook("recipients", "mixed", map[string]string{
@@ -286,9 +287,9 @@ func TestARecipientThatIsNotAnAddressIsRefusedAndTheOthersAreTold(t *testing.T) 
 	}))
 	warning := findEvent(t, eventNamespace, pb.GetName(), "InvalidRecipient")
 	mustContain(t, warning.Note, notify.AnnotationNotify, `"https://attacker.example/collect" is not an e-mail address`, `"carol@"`)
-	eventually(t, 5*time.Second, "the reminder to bob", func() (bool, error) {
-		for _, m := range mb.withHeader("X-Timeout-Object", pb.GetName()) {
-			if slices.Contains(m.rcpts, "bob@example.com") {
+	fixture.Eventually(t, 5*time.Second, "the reminder to bob", func() (bool, error) {
+		for _, m := range mb.WithHeader("X-Timeout-Object", pb.GetName()) {
+			if slices.Contains(m.To, "bob@example.com") {
 				return true, nil
 			}
 		}
@@ -336,7 +337,7 @@ func TestSecretsStayOutOfEventsStatusAndLogs(t *testing.T) {
 	t.Cleanup(slack.Close)
 	const token, password = "sl4ck-t0ken-9f2e", "smtp-pa55word-c81b"
 	slackURL := slack.URL + "/services/T000/B000/" + token
-	mb := startMailbox(t) // speaks no AUTH: logging in fails
+	mb := fixture.NewMailbox(t, nil) // speaks no AUTH: logging in fails
 	_ = k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secretNamespace}})
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: secretNamespace, Name: "leak-slack"}, Data: map[string][]byte{"url": []byte(slackURL)}},
@@ -352,7 +353,7 @@ func TestSecretsStayOutOfEventsStatusAndLogs(t *testing.T) {
 	spec := playbookPolicy("leak", "1h")
 	spec.Reminders = []v1alpha1.Duration{"2s"}
 	spec.MinimumNotice = "0s"
-	host, port := mb.hostPort(t)
+	host, port := mb.Host, mb.Port
 	createChannel(t, "leak-mail", v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{
 		Host: host, Port: port, Security: "None", From: "timeout@example.com",
 		CredentialsSecretRef: &v1alpha1.SecretReference{Namespace: secretNamespace, Name: "leak-smtp"},
@@ -416,7 +417,7 @@ func TestAReminderEventCountsOnlyOnceStored(t *testing.T) {
 	}
 
 	allowEventsAbout(t, pb.GetName())
-	eventually(t, 40*time.Second, "the reminder on the record", func() (bool, error) {
+	fixture.Eventually(t, 40*time.Second, "the reminder on the record", func() (bool, error) {
 		rec, err := recordOf(ctx, pb.GetName())
 		if err != nil || rec == nil {
 			return false, err
@@ -461,7 +462,7 @@ func refuseEventsAbout(t *testing.T, name string) {
 	}
 	t.Cleanup(func() { allowEventsAbout(t, name) })
 	// The API server loads policies asynchronously.
-	eventually(t, 30*time.Second, "Events about "+name+" refused", func() (bool, error) {
+	fixture.Eventually(t, 30*time.Second, "Events about "+name+" refused", func() (bool, error) {
 		_, err := clients.EventsV1().Events(eventNamespace).Create(ctx, &eventsv1.Event{
 			ObjectMeta:          metav1.ObjectMeta{GenerateName: "probe-"},
 			EventTime:           metav1.NowMicro(),

@@ -23,6 +23,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // sleepPolicy sleeps the test's Playbooks afterIdle past their last use
@@ -100,7 +101,7 @@ func sleepStateOf(t *testing.T, name string) expiry.SleepState {
 func awaitPhase(t *testing.T, name, phase string, within time.Duration) expiry.SleepState {
 	t.Helper()
 	var st expiry.SleepState
-	eventually(t, within, name+" "+phase, func() (bool, error) {
+	fixture.Eventually(t, within, name+" "+phase, func() (bool, error) {
 		st = sleepStateOf(t, name)
 		return st.Phase == phase, nil
 	})
@@ -126,7 +127,7 @@ func replicasOf(t *testing.T, obj client.Object) (int32, string) {
 
 func expectReplicas(t *testing.T, obj client.Object, want int32, wantSaved string) {
 	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("%s at %d replicas (saved %q)", obj.GetName(), want, wantSaved), func() (bool, error) {
+	fixture.Eventually(t, 10*time.Second, fmt.Sprintf("%s at %d replicas (saved %q)", obj.GetName(), want, wantSaved), func() (bool, error) {
 		n, saved := replicasOf(t, obj)
 		return n == want && saved == wantSaved, nil
 	})
@@ -167,7 +168,7 @@ func TestSleepScalesAPlaybooksWorkloadsToZeroAndUseRestoresThem(t *testing.T) {
 	}
 	expectReplicas(t, web(ns), 0, "2")
 	expectReplicas(t, db(ns), 0, "3")
-	eventually(t, 20*time.Second, "no pods left", func() (bool, error) { return podsIn(t, ns) == 0, nil })
+	fixture.Eventually(t, 20*time.Second, "no pods left", func() (bool, error) { return podsIn(t, ns) == 0, nil })
 	mustContain(t, findEvent(t, eventNamespace, pb.GetName(), "Slept").Note, "5 replicas scaled to zero")
 	if st.Freed != 5 {
 		t.Errorf("freed %d replicas, want 5", st.Freed)
@@ -178,7 +179,7 @@ func TestSleepScalesAPlaybooksWorkloadsToZeroAndUseRestoresThem(t *testing.T) {
 	mustContain(t, st.WokeBy, "use")
 	expectReplicas(t, web(ns), 2, "")
 	expectReplicas(t, db(ns), 3, "")
-	eventually(t, 20*time.Second, "pods back", func() (bool, error) { return podsIn(t, ns) > 0, nil })
+	fixture.Eventually(t, 20*time.Second, "pods back", func() (bool, error) { return podsIn(t, ns) > 0, nil })
 	findEvent(t, eventNamespace, pb.GetName(), "Woke")
 }
 
@@ -332,7 +333,7 @@ func TestADeploymentWithAScaleSubresourceSleepsItself(t *testing.T) {
 		st, _ := expiry.ParseSleep(d.Annotations[expiry.AnnotationSleep])
 		return st
 	}
-	eventually(t, 15*time.Second, "the deployment asleep", func() (bool, error) { return state().Phase == expiry.PhaseAsleep, nil })
+	fixture.Eventually(t, 15*time.Second, "the deployment asleep", func() (bool, error) { return state().Phase == expiry.PhaseAsleep, nil })
 	if st := state(); st.Replicas == nil || *st.Replicas != 3 || *d.Spec.Replicas != 0 {
 		t.Fatalf("asleep with %d replicas, saved %v; want 0, saved 3", *d.Spec.Replicas, st.Replicas)
 	}
@@ -343,7 +344,7 @@ func TestADeploymentWithAScaleSubresourceSleepsItself(t *testing.T) {
 	}
 	mergePatch(t, deploymentsGVR, test, "self", fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`,
 		expiry.AnnotationLastActive, time.Now().UTC().Format(time.RFC3339)))
-	eventually(t, 10*time.Second, "the deployment awake at 3", func() (bool, error) {
+	fixture.Eventually(t, 10*time.Second, "the deployment awake at 3", func() (bool, error) {
 		st := state()
 		return st.Phase == expiry.PhaseAwake && *d.Spec.Replicas == 3, nil
 	})
@@ -410,7 +411,7 @@ func TestACronJobSleepsByItsSuspendField(t *testing.T) {
 		st, _ := expiry.ParseSleep(cj.Annotations[expiry.AnnotationSleep])
 		return st, ptr.Deref(cj.Spec.Suspend, false)
 	}
-	eventually(t, 15*time.Second, "the CronJob asleep and suspended", func() (bool, error) {
+	fixture.Eventually(t, 15*time.Second, "the CronJob asleep and suspended", func() (bool, error) {
 		st, suspended := state()
 		return st.Phase == expiry.PhaseAsleep && suspended, nil
 	})
@@ -423,14 +424,14 @@ func TestACronJobSleepsByItsSuspendField(t *testing.T) {
 	if err := k8s.Patch(ctx, cj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":false}}`))); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the CronJob awake after a spec edit", func() (bool, error) {
+	fixture.Eventually(t, 10*time.Second, "the CronJob awake after a spec edit", func() (bool, error) {
 		st, suspended := state()
 		return st.Phase == expiry.PhaseAwake && !suspended && strings.Contains(st.WokeBy, "generation"), nil
 	})
 
 	// Asleep again, then the policy drops its patch (and sleep): the
 	// wake still undoes the sleep with the patch kept on the object.
-	eventually(t, 15*time.Second, "the CronJob asleep again", func() (bool, error) {
+	fixture.Eventually(t, 15*time.Second, "the CronJob asleep again", func() (bool, error) {
 		st, suspended := state()
 		return st.Phase == expiry.PhaseAsleep && suspended, nil
 	})
@@ -441,7 +442,7 @@ func TestACronJobSleepsByItsSuspendField(t *testing.T) {
 	if err := k8s.Update(ctx, policy); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the CronJob awake and resumed", func() (bool, error) {
+	fixture.Eventually(t, 10*time.Second, "the CronJob awake and resumed", func() (bool, error) {
 		st, suspended := state()
 		return st.Phase == expiry.PhaseAwake && !suspended && st.WokeBy == expiry.WokeByPolicy, nil
 	})

@@ -25,6 +25,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // privateCA makes a CA and a certificate it signs for 127.0.0.1: the CA's
@@ -73,9 +74,9 @@ func TestChannelsTrustTheirOwnPrivateCA(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	caPEM, serverTLS := privateCA(t)
-	mb := startMailboxTLS(t, serverTLS)
+	mb := fixture.NewMailbox(t, serverTLS)
 	rc := startReceiverTLS(t, []byte("whsec-private-ca-1b7d"), serverTLS)
-	host, port := mb.hostPort(t)
+	host, port := mb.Host, mb.Port
 
 	_ = k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secretNamespace}})
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: secretNamespace, Name: "private-ca"}, Data: map[string]string{"ca.crt": string(caPEM)}}
@@ -121,14 +122,14 @@ func TestChannelsTrustTheirOwnPrivateCA(t *testing.T) {
 
 	t.Run("delivers with the CA bundle", func(t *testing.T) {
 		rc.expectEvents(t, trusted.GetName(), "reminder", 1, 10*time.Second)
-		eventually(t, 10*time.Second, "the reminder in the mailbox", func() (bool, error) {
-			return len(mb.withHeader("X-Timeout-Object", trusted.GetName())) == 1, nil
+		fixture.Eventually(t, 10*time.Second, "the reminder in the mailbox", func() (bool, error) {
+			return len(mb.WithHeader("X-Timeout-Object", trusted.GetName())) == 1, nil
 		})
 	})
 	t.Run("refuses the same servers without it", func(t *testing.T) {
 		failed := findEvent(t, eventNamespace, untrusted.GetName(), "MessageFailed")
 		mustContain(t, failed.Note, "via pca-mail-no-ca", "via pca-hook-no-ca", "certificate signed by unknown authority")
-		if n := len(mb.withHeader("X-Timeout-Object", untrusted.GetName())) + len(rc.events(untrusted.GetName(), "reminder")); n != 0 {
+		if n := len(mb.WithHeader("X-Timeout-Object", untrusted.GetName())) + len(rc.events(untrusted.GetName(), "reminder")); n != 0 {
 			t.Errorf("%d reminders reached servers the channel does not trust", n)
 		}
 	})
@@ -160,7 +161,7 @@ func TestAChannelReportsWhetherItIsUsableAndVerified(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			createChannel(t, tc.name, tc.spec)
 			var got *v1alpha1.NotificationChannel
-			eventually(t, 10*time.Second, "channel status", func() (bool, error) {
+			fixture.Eventually(t, 10*time.Second, "channel status", func() (bool, error) {
 				got = &v1alpha1.NotificationChannel{}
 				if err := k8s.Get(context.Background(), client.ObjectKey{Name: tc.name}, got); err != nil {
 					return false, err

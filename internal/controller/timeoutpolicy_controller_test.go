@@ -27,6 +27,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // fakeController records the sources it is asked to watch. Building a
@@ -121,7 +122,7 @@ func TestPolicyReconcilerReconcile(t *testing.T) {
 	}{
 		{
 			name:        "marks a policy with an invalid default TTL not ready, naming the field, and warns once",
-			policy:      newPolicy("broken", defaultTTL("0s")),
+			policy:      fixture.Policy("broken", fixture.DefaultTTL("0s")),
 			wantReady:   metav1.ConditionFalse,
 			wantReason:  v1alpha1.ReasonInvalidSpec,
 			wantMessage: []string{"spec.defaultTTL"},
@@ -129,7 +130,7 @@ func TestPolicyReconcilerReconcile(t *testing.T) {
 		},
 		{
 			name:        "marks a policy whose target kind is not served not ready and looks again later",
-			policy:      newPolicy("widgets", target("example.com/v1", "Widget")),
+			policy:      fixture.Policy("widgets", fixture.Target("example.com/v1", "Widget")),
 			wantResult:  ctrl.Result{RequeueAfter: targetRetry},
 			wantReady:   metav1.ConditionFalse,
 			wantReason:  v1alpha1.ReasonTargetNotFound,
@@ -138,7 +139,7 @@ func TestPolicyReconcilerReconcile(t *testing.T) {
 		},
 		{
 			name:        "marks a policy that archives not ready when the controller has no archive",
-			policy:      newPolicy("archiving", func(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.Archive = true }),
+			policy:      fixture.Policy("archiving", func(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.Archive = true }),
 			wantReady:   metav1.ConditionFalse,
 			wantReason:  v1alpha1.ReasonArchiveUnavailable,
 			wantMessage: []string{"deletion.archive", "--archive", "nothing is deleted"},
@@ -150,7 +151,7 @@ func TestPolicyReconcilerReconcile(t *testing.T) {
 				newConfigMap("a", ttl("10m")),
 				newConfigMap("b", annotated(expiry.AnnotationKeep, "true")),
 			},
-			policy:          newPolicy("configmaps"),
+			policy:          fixture.Policy("configmaps"),
 			wantResult:      ctrl.Result{RequeueAfter: 30 * time.Second},
 			wantReady:       metav1.ConditionTrue,
 			wantReason:      v1alpha1.ReasonActive,
@@ -161,7 +162,7 @@ func TestPolicyReconcilerReconcile(t *testing.T) {
 		{
 			name:            "says the namespace selector is ignored for a cluster-scoped kind, and does not watch namespaces for it",
 			objects:         []client.Object{newNamespace("team-a", nil)},
-			policy:          newPolicy("namespaces", target("v1", "Namespace"), inNamespaces(map[string]string{"env": "dev"})),
+			policy:          fixture.Policy("namespaces", fixture.Target("v1", "Namespace"), fixture.InNamespaces(map[string]string{"env": "dev"})),
 			wantResult:      ctrl.Result{RequeueAfter: 30 * time.Second},
 			wantReady:       metav1.ConditionTrue,
 			wantReason:      v1alpha1.ReasonActive,
@@ -223,7 +224,7 @@ func TestPolicyReconcilerReconcile(t *testing.T) {
 	}
 
 	t.Run("returns the error when the watch cannot be started", func(t *testing.T) {
-		h := newPolicyHarness(t, t0, newPolicy("configmaps"))
+		h := newPolicyHarness(t, t0, fixture.Policy("configmaps"))
 		boom := errors.New("no informer for you")
 		h.ctrl.err = boom
 		_, err := h.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "configmaps"}})
@@ -241,7 +242,7 @@ func TestPolicyReconcilerReconcile(t *testing.T) {
 	})
 
 	t.Run("does not warn again when an edit leaves the same error", func(t *testing.T) {
-		h := newPolicyHarness(t, t0, newPolicy("broken", defaultTTL("0s")))
+		h := newPolicyHarness(t, t0, fixture.Policy("broken", fixture.DefaultTTL("0s")))
 		h.reconcile(t, "broken")
 		drain(h.rec)
 		_, p := h.reconcile(t, "broken")
@@ -260,7 +261,7 @@ func TestPolicyReconcilerReconcile(t *testing.T) {
 	})
 
 	t.Run("warns again when the policy turns invalid in another way", func(t *testing.T) {
-		h := newPolicyHarness(t, t0, newPolicy("broken", defaultTTL("0s")))
+		h := newPolicyHarness(t, t0, fixture.Policy("broken", fixture.DefaultTTL("0s")))
 		h.reconcile(t, "broken")
 		drain(h.rec)
 		_, p := h.reconcile(t, "broken")
@@ -289,28 +290,28 @@ func TestValidate(t *testing.T) {
 	}{
 		{name: "passes a valid spec", mod: func(*v1alpha1.TimeoutPolicy) {}},
 		{name: "passes a spec that leaves every default to the server", mod: func(p *v1alpha1.TimeoutPolicy) { p.Spec.DefaultTTL = "" }},
-		{name: "names spec.defaultTTL when it is zero", mod: defaultTTL("0s"), want: []string{"spec.defaultTTL"}},
-		{name: "names spec.defaultTTL when it does not parse", mod: defaultTTL("3 days"), want: []string{"spec.defaultTTL"}},
-		{name: "names the reminder that does not parse", mod: reminders("3d", "soon"), want: []string{"spec.reminders[1]"}},
-		{name: "names a zero reminder", mod: reminders("0"), want: []string{"spec.reminders[0]"}},
+		{name: "names spec.defaultTTL when it is zero", mod: fixture.DefaultTTL("0s"), want: []string{"spec.defaultTTL"}},
+		{name: "names spec.defaultTTL when it does not parse", mod: fixture.DefaultTTL("3 days"), want: []string{"spec.defaultTTL"}},
+		{name: "names the reminder that does not parse", mod: fixture.Reminders("3d", "soon"), want: []string{"spec.reminders[1]"}},
+		{name: "names a zero reminder", mod: fixture.Reminders("0"), want: []string{"spec.reminders[0]"}},
 		{name: "names spec.minimumNotice when it does not parse", mod: func(p *v1alpha1.TimeoutPolicy) { p.Spec.MinimumNotice = "a day" }, want: []string{"spec.minimumNotice"}},
 		{name: "names spec.selector when it does not parse", mod: bogusSelector, want: []string{"spec.selector"}},
 		{name: "names spec.namespaceSelector when it does not parse", mod: bogusNamespaceSelector, want: []string{"spec.namespaceSelector"}},
-		{name: "names spec.target.apiVersion when it has no version", mod: target("", "ConfigMap"), want: []string{"spec.target.apiVersion"}},
-		{name: "names spec.target.apiVersion when it does not parse", mod: target("a/b/c", "ConfigMap"), want: []string{"spec.target.apiVersion"}},
+		{name: "names spec.target.apiVersion when it has no version", mod: fixture.Target("", "ConfigMap"), want: []string{"spec.target.apiVersion"}},
+		{name: "names spec.target.apiVersion when it does not parse", mod: fixture.Target("a/b/c", "ConfigMap"), want: []string{"spec.target.apiVersion"}},
 		{
 			name: "names every field that is wrong",
 			mod: func(p *v1alpha1.TimeoutPolicy) {
-				defaultTTL("0s")(p)
+				fixture.DefaultTTL("0s")(p)
 				bogusSelector(p)
-				target("", "ConfigMap")(p)
+				fixture.Target("", "ConfigMap")(p)
 			},
 			want: []string{"spec.defaultTTL", "spec.selector", "spec.target.apiVersion"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newPolicy("p", tt.mod)
+			p := fixture.Policy("p", tt.mod)
 			err := validate(p)
 			if len(tt.want) == 0 {
 				if err != nil {
@@ -354,7 +355,7 @@ func TestPolicyReconcilerCount(t *testing.T) {
 		{
 			name: "counts tracked, kept and expiring-soon objects and the next expiry",
 			objects: []client.Object{
-				newPolicy("configmaps", reminders("1d", "3d")),
+				fixture.Policy("configmaps", fixture.Reminders("1d", "3d")),
 				newConfigMap("in-two-days", expiresAt(now.Add(2*expiry.Day))),
 				newConfigMap("in-three-days", expiresAt(now.Add(3*expiry.Day))),
 				newConfigMap("in-five-days", expiresAt(now.Add(5*expiry.Day))),
@@ -371,7 +372,7 @@ func TestPolicyReconcilerCount(t *testing.T) {
 		{
 			name: "takes the next expiry from the default TTL when there is no annotation",
 			objects: []client.Object{
-				newPolicy("configmaps", defaultTTL("2h")),
+				fixture.Policy("configmaps", fixture.DefaultTTL("2h")),
 				newConfigMap("default", inNamespace("team-b")),
 				newConfigMap("later", ttl("1d")),
 			},
@@ -383,7 +384,7 @@ func TestPolicyReconcilerCount(t *testing.T) {
 		{
 			name: "reports no next expiry when every object is kept",
 			objects: []client.Object{
-				newPolicy("configmaps"),
+				fixture.Policy("configmaps"),
 				newConfigMap("kept", annotated(expiry.AnnotationKeep, "true")),
 			},
 			policy:          "configmaps",
@@ -393,7 +394,7 @@ func TestPolicyReconcilerCount(t *testing.T) {
 		{
 			name: "counts only the objects the policy's namespace selector selects",
 			objects: []client.Object{
-				newPolicy("dev", inNamespaces(map[string]string{"env": "dev"})),
+				fixture.Policy("dev", fixture.InNamespaces(map[string]string{"env": "dev"})),
 				newNamespace("team-a", map[string]string{"env": "dev"}),
 				newNamespace("team-b", map[string]string{"env": "prod"}),
 				newConfigMap("a1", ttl("1d")),
@@ -408,8 +409,8 @@ func TestPolicyReconcilerCount(t *testing.T) {
 		{
 			name: "reports Overlapping, naming the winner, when a higher-priority policy governs some of its objects",
 			objects: []client.Object{
-				newPolicy("configmaps"),
-				newPolicy("urgent", priority(10), selecting(urgent), defaultTTL("10m")),
+				fixture.Policy("configmaps"),
+				fixture.Policy("urgent", fixture.Priority(10), fixture.Selecting(urgent), fixture.DefaultTTL("10m")),
 				newConfigMap("plain", ttl("1d")),
 				newConfigMap("urgent-1", labelled(urgent)),
 				newConfigMap("urgent-2", labelled(urgent)),
@@ -423,8 +424,8 @@ func TestPolicyReconcilerCount(t *testing.T) {
 		{
 			name: "reports Overlapping when a policy of the same priority with a name that sorts first governs its objects",
 			objects: []client.Object{
-				newPolicy("beta"),
-				newPolicy("alpha"),
+				fixture.Policy("beta"),
+				fixture.Policy("alpha"),
 				newConfigMap("shared", ttl("1d")),
 			},
 			policy:           "beta",
@@ -434,8 +435,8 @@ func TestPolicyReconcilerCount(t *testing.T) {
 		{
 			name: "does not report Overlapping for the policy that wins",
 			objects: []client.Object{
-				newPolicy("configmaps"),
-				newPolicy("urgent", priority(10), selecting(urgent), defaultTTL("2h")),
+				fixture.Policy("configmaps"),
+				fixture.Policy("urgent", fixture.Priority(10), fixture.Selecting(urgent), fixture.DefaultTTL("2h")),
 				newConfigMap("plain", ttl("1d")),
 				newConfigMap("urgent-1", labelled(urgent)),
 			},
@@ -447,8 +448,8 @@ func TestPolicyReconcilerCount(t *testing.T) {
 		{
 			name: "does not report Overlapping for objects another policy selects that this one does not",
 			objects: []client.Object{
-				newPolicy("plain", selecting(map[string]string{"tier": "plain"})),
-				newPolicy("urgent", priority(10), selecting(urgent)),
+				fixture.Policy("plain", fixture.Selecting(map[string]string{"tier": "plain"})),
+				fixture.Policy("urgent", fixture.Priority(10), fixture.Selecting(urgent)),
 				newConfigMap("urgent-1", labelled(urgent)),
 			},
 			policy:          "plain",
@@ -459,7 +460,7 @@ func TestPolicyReconcilerCount(t *testing.T) {
 			// (api/v1alpha1, TimeoutPolicyStatus.ExpiringSoon).
 			name: "counts nothing as expiring soon when the policy has no reminders, even an object past its expiry",
 			objects: []client.Object{
-				newPolicy("careful", dryRun),
+				fixture.Policy("careful", dryRun),
 				newConfigMap("expired", ttl("10m")),
 				newConfigMap("later", ttl("1d")),
 			},
@@ -511,8 +512,8 @@ func TestPolicyReconcilerCount(t *testing.T) {
 	}
 
 	t.Run("clears a next expiry that no longer applies", func(t *testing.T) {
-		h := newPolicyHarness(t, now, newPolicy("configmaps"))
-		p := newPolicy("configmaps")
+		h := newPolicyHarness(t, now, fixture.Policy("configmaps"))
+		p := fixture.Policy("configmaps")
 		p.Status.NextExpiry = &metav1.Time{Time: t0}
 		p.Status.Tracked = 4
 		if _, err := h.r.count(context.Background(), p, configMapGVK, true, nil); err != nil {
@@ -526,13 +527,13 @@ func TestPolicyReconcilerCount(t *testing.T) {
 	t.Run("reads each namespace's labels once", func(t *testing.T) {
 		var gets int
 		c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(
-			newPolicy("dev", inNamespaces(map[string]string{"env": "dev"})),
+			fixture.Policy("dev", fixture.InNamespaces(map[string]string{"env": "dev"})),
 			newNamespace("team-a", map[string]string{"env": "dev"}),
 			newConfigMap("a1"), newConfigMap("a2"), newConfigMap("a3"),
 		).Build()
 		counting := countingGets{WithWatch: c, gets: &gets}
 		r := &PolicyReconciler{Client: counting, Clock: clocktesting.NewFakePassiveClock(now), watches: &watches{reader: counting}}
-		p := newPolicy("dev", inNamespaces(map[string]string{"env": "dev"}))
+		p := fixture.Policy("dev", fixture.InNamespaces(map[string]string{"env": "dev"}))
 		if _, err := r.count(context.Background(), p, configMapGVK, true, nil); err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,7 @@
 // Copyright 2026 The Amphitheatre Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package controller
+package wakeup
 
 import (
 	"context"
@@ -11,11 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
+
+var playbookGVK = schema.GroupVersionKind{Group: "amphitheatre.app", Version: "v1", Kind: "Playbook"}
 
 func wakeKeyOf(name string) Key {
 	return Key{GVK: playbookGVK, NamespacedName: types.NamespacedName{Name: name}}
@@ -32,7 +37,7 @@ func names(keys []Key) []string {
 
 func TestWakeupsHandOutWhatIsDueInTheOrderItIsDue(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	w := newWakeups(clk, 10)
+	w := New(clk, 10)
 	w.After(wakeKeyOf("c"), 3*time.Second)
 	w.After(wakeKeyOf("a"), time.Second)
 	w.After(wakeKeyOf("b"), 2*time.Second)
@@ -55,7 +60,7 @@ func TestWakeupsHandOutWhatIsDueInTheOrderItIsDue(t *testing.T) {
 
 func TestWakeupsKeepTheEarliestLookOfAnObject(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	w := newWakeups(clk, 10)
+	w := New(clk, 10)
 	w.After(wakeKeyOf("x"), time.Hour)
 	w.After(wakeKeyOf("x"), time.Minute)
 	w.After(wakeKeyOf("x"), 2*time.Hour)
@@ -69,7 +74,7 @@ func TestWakeupsKeepTheEarliestLookOfAnObject(t *testing.T) {
 
 func TestWakeupsALookAskedDuringAReconcileComesAfterIt(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	w := newWakeups(clk, 10)
+	w := New(clk, 10)
 	w.Now(wakeKeyOf("x"))
 	if due, _ := w.takeDue(); len(due) != 1 {
 		t.Fatalf("handed %v, want x", names(due))
@@ -89,7 +94,7 @@ func TestWakeupsALookAskedDuringAReconcileComesAfterIt(t *testing.T) {
 
 func TestWakeupsAReconcileReplacesTheLookPendingBeforeIt(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	w := newWakeups(clk, 10)
+	w := New(clk, 10)
 	w.Now(wakeKeyOf("x"))
 	w.takeDue()
 	w.done(wakeKeyOf("x"), ctrl.Result{RequeueAfter: time.Hour}, false)
@@ -115,7 +120,7 @@ func TestWakeupsAReconcileReplacesTheLookPendingBeforeIt(t *testing.T) {
 
 func TestWakeupsLeaveAFailedReconcileToTheQueuesRetry(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	w := newWakeups(clk, 10)
+	w := New(clk, 10)
 	w.Now(wakeKeyOf("x"))
 	w.takeDue()
 	w.done(wakeKeyOf("x"), ctrl.Result{RequeueAfter: time.Second}, true)
@@ -134,7 +139,7 @@ func TestWakeupsLeaveAFailedReconcileToTheQueuesRetry(t *testing.T) {
 
 func TestWakeupsHandTheQueueNoMoreThanTheBound(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	w := newWakeups(clk, 2)
+	w := New(clk, 2)
 	for _, n := range []string{"a", "b", "c", "d"} {
 		w.Now(wakeKeyOf(n))
 	}
@@ -182,7 +187,7 @@ func (q *recordingQueue) got() []string {
 
 func TestWakeupsFeedTheQueueWhenTheTimeComes(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	w := newWakeups(clk, 10)
+	w := New(clk, 10)
 	q := &recordingQueue{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -191,21 +196,21 @@ func TestWakeupsFeedTheQueueWhenTheTimeComes(t *testing.T) {
 	}
 	w.After(wakeKeyOf("later"), time.Minute)
 	w.Now(wakeKeyOf("first"))
-	waitFor(t, func() bool { return slices.Equal(q.got(), []string{"first"}) }, "first handed at once")
+	fixture.Eventually(t, 5*time.Second, "first handed at once", func() (bool, error) { return slices.Equal(q.got(), []string{"first"}), nil })
 	// Wait for the feeder to set its timer before moving the clock.
-	waitFor(t, clk.HasWaiters, "a timer for the next look")
+	fixture.Eventually(t, 5*time.Second, "a timer for the next look", func() (bool, error) { return clk.HasWaiters(), nil })
 	clk.Step(time.Minute - time.Second)
 	time.Sleep(50 * time.Millisecond) // bounded wait for what must not happen
 	if got := q.got(); len(got) != 1 {
 		t.Fatalf("a second before its time: queue got %v, want only [first]", got)
 	}
 	clk.Step(time.Second)
-	waitFor(t, func() bool { return slices.Equal(q.got(), []string{"first", "later"}) }, "later handed at its time")
+	fixture.Eventually(t, 5*time.Second, "later handed at its time", func() (bool, error) { return slices.Equal(q.got(), []string{"first", "later"}), nil })
 }
 
 func TestWakingReconcilerKeepsTheNextLookOutOfTheQueue(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	w := newWakeups(clk, 10)
+	w := New(clk, 10)
 	errBoom := errors.New("boom")
 	results := map[string]struct {
 		res ctrl.Result
@@ -215,12 +220,12 @@ func TestWakingReconcilerKeepsTheNextLookOutOfTheQueue(t *testing.T) {
 		"fails":  {res: ctrl.Result{RequeueAfter: time.Hour}, err: errBoom},
 		"panics": {},
 	}
-	r := wakingReconciler{wakes: w, inner: reconcilerFunc(func(_ context.Context, k Key) (ctrl.Result, error) {
+	r := w.Reconciler(reconcilerFunc(func(_ context.Context, k Key) (ctrl.Result, error) {
 		if k.Name == "panics" {
 			panic("boom")
 		}
 		return results[k.Name].res, results[k.Name].err
-	})}
+	}))
 	for name := range results {
 		w.Now(wakeKeyOf(name))
 	}
@@ -247,13 +252,3 @@ func TestWakingReconcilerKeepsTheNextLookOutOfTheQueue(t *testing.T) {
 type reconcilerFunc func(context.Context, Key) (ctrl.Result, error)
 
 func (f reconcilerFunc) Reconcile(ctx context.Context, k Key) (ctrl.Result, error) { return f(ctx, k) }
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	for end := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}

@@ -1,24 +1,36 @@
 // Copyright 2026 The Amphitheatre Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package controller
+// Package wakeup times each governed object's next look and hands the work queue what is due.
+package wakeup
 
 import (
 	"container/heap"
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// wakeups holds when each governed object is to be looked at next, in
+// Key identifies a governed object in the work queue: one queue serves
+// every target kind.
+type Key struct {
+	GVK schema.GroupVersionKind
+	types.NamespacedName
+}
+
+// String is the kind and the namespaced name, as logs show them.
+func (k Key) String() string {
+	return k.GVK.Kind + "/" + k.NamespacedName.String()
+}
+
+// Queue holds when each governed object is to be looked at next, in
 // place of a RequeueAfter in controller-runtime's work queue, and hands
 // the work queue only what is due, a few at a time.
 //
@@ -36,7 +48,7 @@ import (
 // reconciled comes after that reconcile; a reconcile's result replaces
 // what was pending before it started. Durations are in real time, as
 // RequeueAfter's are, whatever clock the reconciler plans with.
-type wakeups struct {
+type Queue struct {
 	clock clock.WithTicker
 	// start is when the offsets in the entries count from.
 	start time.Time
@@ -65,7 +77,7 @@ type wakeKey struct {
 	types.NamespacedName
 }
 
-// wake is one object's next look: at is an offset from wakeups.start;
+// wake is one object's next look: at is an offset from Queue.start;
 // seq keeps the order in which looks due at the same moment were asked
 // for.
 type wake struct {
@@ -75,8 +87,10 @@ type wake struct {
 	index int
 }
 
-func newWakeups(clk clock.WithTicker, bound int) *wakeups {
-	return &wakeups{
+// New returns an empty Queue that times the looks with clk and lets
+// bound objects at most be in the work queue or in a reconcile at once.
+func New(clk clock.WithTicker, bound int) *Queue {
+	return &Queue{
 		clock:  clk,
 		start:  clk.Now(),
 		bound:  max(bound, 1),
@@ -89,13 +103,13 @@ func newWakeups(clk clock.WithTicker, bound int) *wakeups {
 }
 
 // Now asks for key to be looked at as soon as possible.
-func (w *wakeups) Now(key Key) {
+func (w *Queue) Now(key Key) {
 	w.After(key, 0)
 }
 
 // After asks for key to be looked at after d, unless an earlier look is
 // pending already.
-func (w *wakeups) After(key Key, d time.Duration) {
+func (w *Queue) After(key Key, d time.Duration) {
 	w.mu.Lock()
 	at := w.clock.Since(w.start) + max(d, 0)
 	k := w.intern(key)
@@ -112,7 +126,7 @@ func (w *wakeups) After(key Key, d time.Duration) {
 
 // Scheduled returns how many objects have a look to come, handed to the
 // work queue or not.
-func (w *wakeups) Scheduled() int {
+func (w *Queue) Scheduled() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.byKey) + len(w.handed)
@@ -122,7 +136,7 @@ func (w *wakeups) Scheduled() int {
 // was pending before the reconcile started, and whatever was asked for
 // during it still comes. A failed reconcile is retried by the work queue's
 // rate limiter, as before, and asks nothing here.
-func (w *wakeups) done(key Key, res ctrl.Result, failed bool) {
+func (w *Queue) done(key Key, res ctrl.Result, failed bool) {
 	w.mu.Lock()
 	k := w.intern(key)
 	delete(w.handed, k)
@@ -140,15 +154,14 @@ func (w *wakeups) done(key Key, res ctrl.Result, failed bool) {
 	w.signal()
 }
 
-// Start hands due objects to the work queue until ctx is done. It is the
-// object controller's source: it runs on the leader, with its workers.
-func (w *wakeups) Start(ctx context.Context, q queue) error {
-	objectLooks.current.Store(w)
+// Start hands due objects to q until ctx is done. It is the object
+// controller's source: it runs on the leader, with its workers.
+func (w *Queue) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[Key]) error {
 	go w.run(ctx, q)
 	return nil
 }
 
-func (w *wakeups) run(ctx context.Context, q queue) {
+func (w *Queue) run(ctx context.Context, q workqueue.TypedRateLimitingInterface[Key]) {
 	for {
 		due, wait := w.takeDue()
 		for _, key := range due {
@@ -177,7 +190,7 @@ func (w *wakeups) run(ctx context.Context, q queue) {
 // takeDue takes the objects due now, as many as the bound lets through,
 // and says how long until the next one is due (0 when there is none, or
 // when the bound holds it back: a finished reconcile kicks).
-func (w *wakeups) takeDue() ([]Key, time.Duration) {
+func (w *Queue) takeDue() ([]Key, time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.clock.Since(w.start)
@@ -195,7 +208,7 @@ func (w *wakeups) takeDue() ([]Key, time.Duration) {
 	return due, 0
 }
 
-func (w *wakeups) pushLocked(k wakeKey, at time.Duration) {
+func (w *Queue) pushLocked(k wakeKey, at time.Duration) {
 	if e, ok := w.byKey[k]; ok {
 		if at < e.at {
 			e.at = at
@@ -209,7 +222,7 @@ func (w *wakeups) pushLocked(k wakeKey, at time.Duration) {
 	heap.Push(&w.pending, e)
 }
 
-func (w *wakeups) intern(key Key) wakeKey {
+func (w *Queue) intern(key Key) wakeKey {
 	i, ok := w.kinds[key.GVK]
 	if !ok {
 		i = int32(len(w.gvks))
@@ -219,7 +232,7 @@ func (w *wakeups) intern(key Key) wakeKey {
 	return wakeKey{kind: i, NamespacedName: key.NamespacedName}
 }
 
-func (w *wakeups) signal() {
+func (w *Queue) signal() {
 	select {
 	case w.kick <- struct{}{}:
 	default:
@@ -254,11 +267,15 @@ func (h *wakeHeap) Pop() any {
 	return e
 }
 
-// wakingReconciler runs the object reconciler for the work queue and
-// keeps its next look in wakeups instead of in the queue.
+// Reconciler runs inner for the work queue and keeps the next look that
+// each reconcile asks for in w instead of in the work queue.
+func (w *Queue) Reconciler(inner reconcile.TypedReconciler[Key]) reconcile.TypedReconciler[Key] {
+	return wakingReconciler{inner: inner, wakes: w}
+}
+
 type wakingReconciler struct {
 	inner reconcile.TypedReconciler[Key]
-	wakes *wakeups
+	wakes *Queue
 }
 
 func (r wakingReconciler) Reconcile(ctx context.Context, key Key) (res ctrl.Result, err error) {
@@ -280,7 +297,7 @@ func (r wakingReconciler) Reconcile(ctx context.Context, key Key) (res ctrl.Resu
 
 // Due returns how many objects are due and waiting for room in the work
 // queue: the backlog, which the work queue's depth no longer shows.
-func (w *wakeups) Due() int {
+func (w *Queue) Due() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.clock.Since(w.start)
@@ -296,33 +313,4 @@ func (w *wakeups) Due() int {
 		stack = append(stack, 2*i+1, 2*i+2)
 	}
 	return n
-}
-
-// wakeupsCollector reports the looks to come of the object controller
-// running in this process (on the leader; none on a standby).
-type wakeupsCollector struct {
-	current   atomic.Pointer[wakeups]
-	scheduled *prometheus.Desc
-	due       *prometheus.Desc
-}
-
-var objectLooks = &wakeupsCollector{
-	scheduled: prometheus.NewDesc("timeout_controller_objects_scheduled",
-		"Governed objects with a look to come (a reminder, an expiry, a retry), on the leader.", nil, nil),
-	due: prometheus.NewDesc("timeout_controller_objects_due",
-		"Governed objects due for a look and waiting for a worker: the backlog.", nil, nil),
-}
-
-func (c *wakeupsCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.scheduled
-	ch <- c.due
-}
-
-func (c *wakeupsCollector) Collect(ch chan<- prometheus.Metric) {
-	var scheduled, due int
-	if w := c.current.Load(); w != nil {
-		scheduled, due = w.Scheduled(), w.Due()
-	}
-	ch <- prometheus.MustNewConstMetric(c.scheduled, prometheus.GaugeValue, float64(scheduled))
-	ch <- prometheus.MustNewConstMetric(c.due, prometheus.GaugeValue, float64(due))
 }

@@ -6,20 +6,29 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
+
+// +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=notificationchannels,verbs=get;list;watch
+// +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=notificationchannels/status,verbs=get;patch;update
+//
+// In its own namespace only (test/install checks that this is enough):
+// the Secrets and the ConfigMaps of CA bundles that channels name, which
+// --secret-namespace confines to that namespace.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get,namespace=timeout-system
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get,namespace=timeout-system
 
 // ChannelReconciler tells a NotificationChannel's administrator whether the
 // channel can be used: its Secrets and CA bundle read, and whether it
@@ -27,6 +36,14 @@ import (
 type ChannelReconciler struct {
 	Client  client.Client
 	Secrets notify.Secrets
+}
+
+// SetupWithManager adds the channel controller to mgr.
+func (r *ChannelReconciler) SetupWithManager(mgr manager.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("channel").
+		For(&v1alpha1.NotificationChannel{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(r)
 }
 
 // Reconcile brings one channel's status up to date.
@@ -78,21 +95,4 @@ func buildChannel(ctx context.Context, ch *v1alpha1.NotificationChannel, secrets
 		return nil, err
 	}
 	return ns[0], nil
-}
-
-// policiesUsing maps a NotificationChannel to the policies that name it.
-func policiesUsing(c client.Reader) func(context.Context, client.Object) []reconcile.Request {
-	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		var list v1alpha1.TimeoutPolicyList
-		if err := c.List(ctx, &list); err != nil {
-			return nil
-		}
-		var reqs []reconcile.Request
-		for _, p := range list.Items {
-			if slices.ContainsFunc(p.Spec.Notifications.Channels, func(r v1alpha1.ChannelReference) bool { return r.Name == o.GetName() }) {
-				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
-			}
-		}
-		return reqs
-	}
 }

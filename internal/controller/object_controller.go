@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,27 +19,28 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 // Key identifies a governed object in the work queue: one queue serves
 // every target kind.
-type Key struct {
-	GVK schema.GroupVersionKind
-	types.NamespacedName
-}
-
-func (k Key) String() string {
-	return k.GVK.Kind + "/" + k.NamespacedName.String()
-}
+type Key = wakeup.Key
 
 // outboxKind is the kind the outbox keeps its entries in.
 var outboxKind = schema.GroupKind{Kind: "ConfigMap"}
@@ -46,6 +48,26 @@ var outboxKind = schema.GroupKind{Kind: "ConfigMap"}
 // conflictRetry is how soon an object is looked at again after a delete
 // lost a race with a write to it.
 const conflictRetry = 100 * time.Millisecond
+
+// The rules the object controller needs for Playbooks, its default
+// target. Each further target kind needs get, list, watch, patch (for the
+// reminder record) and delete on its resource. The census of what a
+// deleted object owned (reclaim.go) and sleep (sleep.go) keep theirs
+// beside their code.
+// +kubebuilder:rbac:groups=amphitheatre.app,resources=playbooks,verbs=get;list;watch;patch;delete
+// Who may write the reminders record annotation, which the admission
+// policy (config/admission) lets no one else write: a verb on a resource
+// no API serves, so that it names this permission and nothing else.
+// +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=reminders,verbs=record
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+//
+// In its own namespace only: the outbox, one ConfigMap per deleted object
+// whose expired and deleted messages are not out yet (listed by label,
+// never cached):
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update;delete,namespace=timeout-system
+// And the cluster archive (--archive=cluster), one Secret per archived
+// manifest, listed by label as metadata, never cached:
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;update;delete,namespace=timeout-system
 
 // ObjectReconciler deletes governed objects when they expire.
 type ObjectReconciler struct {
@@ -76,17 +98,70 @@ type ObjectReconciler struct {
 	// message that found its channel busy, when a slot frees (SlotFreed).
 	Wake func(Key)
 
-	mu sync.Mutex
-	// recordWriteFailed holds the objects whose failure to write their
-	// record was reported (see writeFailed), by the UID it was about.
-	recordWriteFailed map[Key]types.UID
-	retries           retries
-	pending           pendingDeliveries
-	activity          activity
-	slotWaiters       slotWaiters
-	capsOnce          sync.Once
-	capsState         *deletionCaps
-	departures        departures
+	// watches start the watch of each target kind that a policy names,
+	// set by SetupWithManager for the policy reconciler.
+	watches       *watches
+	deliveryOnce  sync.Once
+	deliveryState *deliverer
+	activity      activity
+	capsOnce      sync.Once
+	capsState     *deletionCaps
+	departures    departures
+}
+
+// SetupWithManager adds the object controller to mgr, with workers
+// reconciles at once: one work queue for every target kind, fed by a
+// wakeup.Queue, and the watches of namespace deletions and policies. The
+// watch of each target kind starts when a policy first names it.
+func (r *ObjectReconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, workers int) error {
+	// Built once: every WithValues copies the logger's encoder and its
+	// buffer, which for every reconcile adds up to most of what a cold
+	// start allocates.
+	objectLog := mgr.GetLogger().WithValues("controller", "object")
+	// The objects' next looks are kept outside the work queue, which gets
+	// only what is due, up to twice the workers at a time.
+	wakes := wakeup.New(clock.RealClock{}, 2*workers)
+	c, err := controller.NewTyped("object", mgr, controller.TypedOptions[Key]{
+		Reconciler:              wakes.Reconciler(r),
+		MaxConcurrentReconciles: workers,
+		LogConstructor: func(k *Key) logr.Logger {
+			if k == nil {
+				return objectLog
+			}
+			return objectLog.WithValues("kind", k.GVK.Kind, "object", klog.KRef(k.Namespace, k.Name))
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("create object controller: %w", err)
+	}
+	// A message that found its channel busy is tried again when a slot of
+	// that channel frees, not at a guess.
+	r.Wake = wakes.Now
+	r.Channels.Limiter.OnFree(r.SlotFreed)
+	if err := c.Watch(source.TypedFunc[Key](func(ctx context.Context, q queue) error {
+		objectLooks.current.Store(wakes)
+		return wakes.Start(ctx, q)
+	})); err != nil {
+		return fmt.Errorf("hand due objects to the object controller: %w", err)
+	}
+	// The namespaces a deleted object owns are found by their owner, and
+	// the last one's deletion ends what the deletion freed.
+	if err := mgr.GetFieldIndexer().IndexField(ctx, newMetadata(namespaceKind), ownerIndex, indexOwners); err != nil {
+		return fmt.Errorf("index namespaces by owner: %w", err)
+	}
+	if err := c.Watch(source.TypedKind(mgr.GetCache(), newMetadata(namespaceKind),
+		handler.TypedFuncs[*metav1.PartialObjectMetadata, Key]{
+			DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*metav1.PartialObjectMetadata], _ queue) {
+				r.namespaceGone(ctx, e.Object.Name)
+			},
+		})); err != nil {
+		return fmt.Errorf("watch namespace deletions: %w", err)
+	}
+	r.watches = &watches{cache: mgr.GetCache(), reader: mgr.GetClient(), controller: c, wakes: wakes}
+	if err := c.Watch(source.TypedKind(mgr.GetCache(), &v1alpha1.TimeoutPolicy{}, r.watches.policyChanges())); err != nil {
+		return fmt.Errorf("watch policies: %w", err)
+	}
+	return nil
 }
 
 // caps are the deletion caps and the turns they gave, built on first use
@@ -94,6 +169,31 @@ type ObjectReconciler struct {
 func (r *ObjectReconciler) caps() *deletionCaps {
 	r.capsOnce.Do(func() { r.capsState = newDeletionCaps(r.MaxDeletionsPerMinute) })
 	return r.capsState
+}
+
+// delivery sends the messages and writes the records, built on first use
+// from the reconciler's fields, as caps is: they are all set before the
+// first reconcile.
+func (r *ObjectReconciler) delivery() *deliverer {
+	r.deliveryOnce.Do(func() {
+		r.deliveryState = &deliverer{
+			client:                r.Client,
+			reader:                r.APIReader,
+			recorder:              r.Recorder,
+			clock:                 r.Clock,
+			audit:                 r.audit,
+			dryRun:                r.DryRun,
+			clusterEventNamespace: r.ClusterEventNamespace,
+			wake:                  r.Wake,
+		}
+	})
+	return r.deliveryState
+}
+
+// SlotFreed wakes the object that has waited longest for a slot of the
+// channel, now that one was given back.
+func (r *ObjectReconciler) SlotFreed(channel string) {
+	r.delivery().slotFreed(channel)
 }
 
 // Reconcile plans the next action for one object and carries it out when
@@ -137,8 +237,8 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		// Not cut short by a shutdown: a failure would be reported.
 		writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 		defer cancel()
-		if err := r.recordDelivery(writeCtx, ev, func(*expiry.Record) {}); err != nil {
-			return ctrl.Result{}, r.writeFailed(ev, err)
+		if err := r.delivery().record(writeCtx, ev, func(*expiry.Record) {}); err != nil {
+			return ctrl.Result{}, r.delivery().writeFailed(ev, err)
 		}
 		if !ev.Previous.IsZero() {
 			r.audit(ctx, ev, audit.Record{Type: audit.Extended, Result: audit.OK,
@@ -150,7 +250,7 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		// Deliveries the object does not show are written again until they
 		// stick; planning goes on from them meanwhile, so nothing waits on
 		// the write and nothing is sent twice.
-		if err := r.recordDelivery(ctx, ev, func(*expiry.Record) {}); err != nil {
+		if err := r.delivery().record(ctx, ev, func(*expiry.Record) {}); err != nil {
 			log.Error(err, "record what was sent")
 		}
 	}
@@ -170,7 +270,7 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		log.V(1).Info("waiting", "until", plan.At, "expiresAt", ev.Life.ExpiresAt, "source", ev.Life.Source, "policy", ev.policy.Name)
 		return ctrl.Result{RequeueAfter: expiry.After(plan.At, ev.now)}, nil
 	case expiry.Notify:
-		return r.notify(ctx, ev, plan)
+		return r.delivery().notify(ctx, ev, plan)
 	case expiry.Sleep:
 		return r.sleep(ctx, ev)
 	case expiry.Wake:
@@ -212,21 +312,17 @@ func (r *ObjectReconciler) deletionTurn(ctx context.Context, ev *evaluation) tim
 }
 
 func (r *ObjectReconciler) forget(key Key) {
-	r.mu.Lock()
-	delete(r.recordWriteFailed, key)
-	r.mu.Unlock()
-	r.retries.forget(key)
-	r.pending.forget(key)
+	r.delivery().forget(key)
 	r.caps().forget(key)
 	r.activity.forget(key)
 }
 
-// freshRead reads the whole object from the API server, and its metadata
-// from the same response.
-func (r *ObjectReconciler) freshRead(ctx context.Context, key Key) (*metav1.PartialObjectMetadata, *unstructured.Unstructured, error) {
+// freshRead reads the whole object from the API server through reader,
+// and its metadata from the same response.
+func freshRead(ctx context.Context, reader client.Reader, key Key) (*metav1.PartialObjectMetadata, *unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(key.GVK)
-	if err := r.APIReader.Get(ctx, key.NamespacedName, u); err != nil {
+	if err := reader.Get(ctx, key.NamespacedName, u); err != nil {
 		return nil, nil, err
 	}
 	obj := newMetadata(key.GVK)

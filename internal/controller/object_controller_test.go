@@ -35,6 +35,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 var configMaps = schema.GroupResource{Resource: "configmaps"}
@@ -286,21 +287,21 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 	}{
 		{
 			name:       "waits exactly the time left before a ttl annotation expires",
-			objects:    []client.Object{newPolicy("configmaps")},
+			objects:    []client.Object{fixture.Policy("configmaps")},
 			object:     newConfigMap("scratch", ttl("10m")),
 			now:        t0.Add(4*time.Minute + 30*time.Second),
 			wantResult: ctrl.Result{RequeueAfter: 5*time.Minute + 30*time.Second},
 		},
 		{
 			name:       "waits for the policy's default TTL when the object has no annotation",
-			objects:    []client.Object{newPolicy("configmaps", defaultTTL("2h"))},
+			objects:    []client.Object{fixture.Policy("configmaps", fixture.DefaultTTL("2h"))},
 			object:     newConfigMap("scratch"),
 			now:        t0.Add(time.Hour),
 			wantResult: ctrl.Result{RequeueAfter: time.Hour},
 		},
 		{
 			name:            "deletes an object the moment its ttl expires",
-			objects:         []client.Object{newPolicy("configmaps", propagation(metav1.DeletePropagationForeground))},
+			objects:         []client.Object{fixture.Policy("configmaps", propagation(metav1.DeletePropagationForeground))},
 			object:          newConfigMap("scratch", ttl("10m")),
 			now:             t0.Add(10 * time.Minute),
 			wantDeleted:     true,
@@ -311,7 +312,7 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		},
 		{
 			name:            "deletes an object one second after expiry, in the background when the policy names no propagation",
-			objects:         []client.Object{newPolicy("configmaps")},
+			objects:         []client.Object{fixture.Policy("configmaps")},
 			object:          newConfigMap("scratch", ttl("10m")),
 			now:             t0.Add(10*time.Minute + time.Second),
 			wantDeleted:     true,
@@ -321,7 +322,7 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		},
 		{
 			name:            "deletes at an expires-at annotation, which wins over ttl",
-			objects:         []client.Object{newPolicy("configmaps", propagation(metav1.DeletePropagationOrphan))},
+			objects:         []client.Object{fixture.Policy("configmaps", propagation(metav1.DeletePropagationOrphan))},
 			object:          newConfigMap("scratch", ttl("10m"), expiresAt(t0.Add(5*time.Minute))),
 			now:             t0.Add(5 * time.Minute),
 			wantDeleted:     true,
@@ -331,13 +332,13 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		},
 		{
 			name:    "keeps an object annotated keep=true",
-			objects: []client.Object{newPolicy("configmaps")},
+			objects: []client.Object{fixture.Policy("configmaps")},
 			object:  newConfigMap("scratch", ttl("10m"), annotated(expiry.AnnotationKeep, "true")),
 			now:     t0.Add(1000 * time.Hour),
 		},
 		{
 			name:    "leaves alone an object no policy selects",
-			objects: []client.Object{newPolicy("scratch", selecting(map[string]string{"app": "scratch"}))},
+			objects: []client.Object{fixture.Policy("scratch", fixture.Selecting(map[string]string{"app": "scratch"}))},
 			object:  newConfigMap("db", labelled(map[string]string{"app": "db"}), ttl("1s")),
 			now:     t0.Add(1000 * time.Hour),
 		},
@@ -345,11 +346,11 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 			name:    "leaves alone an object when no policy exists",
 			object:  newConfigMap("scratch", ttl("1s")),
 			now:     t0.Add(1000 * time.Hour),
-			objects: []client.Object{newPolicy("secrets", target("v1", "Secret"))},
+			objects: []client.Object{fixture.Policy("secrets", fixture.Target("v1", "Secret"))},
 		},
 		{
 			name:    "leaves alone an object that is being deleted, until it would be stuck",
-			objects: []client.Object{newPolicy("configmaps")},
+			objects: []client.Object{fixture.Policy("configmaps")},
 			object:  newConfigMap("scratch", ttl("1s"), deletingSince),
 			now:     t0.Add(time.Minute + stuckAfter - time.Second),
 			// Looked at again when it would be stuck.
@@ -357,20 +358,20 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		},
 		{
 			name:    "says nothing about an object no policy governs that is stuck in Terminating",
-			objects: []client.Object{newPolicy("dev", inNamespaces(dev)), newNamespace("team-a", map[string]string{"env": "prod"})},
+			objects: []client.Object{fixture.Policy("dev", fixture.InNamespaces(dev)), newNamespace("team-a", map[string]string{"env": "prod"})},
 			object:  newConfigMap("scratch", ttl("1s"), deletingSince),
 			now:     t0.Add(1000 * time.Hour),
 		},
 		{
 			name:       "warns that an object in Terminating for longer than stuckAfter is stuck, and deletes nothing",
-			objects:    []client.Object{newPolicy("configmaps")},
+			objects:    []client.Object{fixture.Policy("configmaps")},
 			object:     newConfigMap("scratch", ttl("1s"), deletingSince),
 			now:        t0.Add(1000 * time.Hour),
 			wantEvents: []string{"Warning DeletionStuck"},
 		},
 		{
 			name:            "deletes an object in a namespace the namespace selector selects",
-			objects:         []client.Object{newPolicy("dev", inNamespaces(dev)), newNamespace("team-a", dev)},
+			objects:         []client.Object{fixture.Policy("dev", fixture.InNamespaces(dev)), newNamespace("team-a", dev)},
 			object:          newConfigMap("scratch", ttl("10m")),
 			now:             t0.Add(time.Hour),
 			wantDeleted:     true,
@@ -380,13 +381,13 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		},
 		{
 			name:    "leaves alone an object in a namespace the namespace selector does not select",
-			objects: []client.Object{newPolicy("dev", inNamespaces(dev)), newNamespace("team-a", map[string]string{"env": "prod"})},
+			objects: []client.Object{fixture.Policy("dev", fixture.InNamespaces(dev)), newNamespace("team-a", map[string]string{"env": "prod"})},
 			object:  newConfigMap("scratch", ttl("10m")),
 			now:     t0.Add(time.Hour),
 		},
 		{
 			name:    "returns an error when the namespace of a namespace selector cannot be read",
-			objects: []client.Object{newPolicy("dev", inNamespaces(dev))},
+			objects: []client.Object{fixture.Policy("dev", fixture.InNamespaces(dev))},
 			object:  newConfigMap("scratch", ttl("10m")),
 			now:     t0.Add(time.Hour),
 			wantErr: apierrors.IsNotFound,
@@ -394,8 +395,8 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		{
 			name: "lets a policy with an invalid schedule govern and do nothing, even against a valid lower-priority policy",
 			objects: []client.Object{
-				newPolicy("broken", defaultTTL("0s"), priority(10)),
-				newPolicy("short", defaultTTL("1m")),
+				fixture.Policy("broken", fixture.DefaultTTL("0s"), fixture.Priority(10)),
+				fixture.Policy("short", fixture.DefaultTTL("1m")),
 			},
 			object: newConfigMap("scratch"),
 			now:    t0.Add(30 * expiry.Day),
@@ -403,8 +404,8 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		{
 			name: "keeps objects of a policy whose selector is invalid, even against a valid lower-priority policy",
 			objects: []client.Object{
-				newPolicy("broken", bogusSelector, priority(10)),
-				newPolicy("short", defaultTTL("1m")),
+				fixture.Policy("broken", bogusSelector, fixture.Priority(10)),
+				fixture.Policy("short", fixture.DefaultTTL("1m")),
 			},
 			object: newConfigMap("scratch"),
 			now:    t0.Add(30 * expiry.Day),
@@ -412,8 +413,8 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		{
 			name: "keeps objects of a policy whose namespace selector is invalid, even against a valid lower-priority policy",
 			objects: []client.Object{
-				newPolicy("broken", bogusNamespaceSelector, priority(10)),
-				newPolicy("short", defaultTTL("1m")),
+				fixture.Policy("broken", bogusNamespaceSelector, fixture.Priority(10)),
+				fixture.Policy("short", fixture.DefaultTTL("1m")),
 			},
 			object: newConfigMap("scratch"),
 			now:    t0.Add(30 * expiry.Day),
@@ -422,7 +423,7 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 			// The control for the case above: without the broken policy,
 			// the short one deletes.
 			name:            "deletes by a valid policy's short TTL when nothing outranks it",
-			objects:         []client.Object{newPolicy("short", defaultTTL("1m"))},
+			objects:         []client.Object{fixture.Policy("short", fixture.DefaultTTL("1m"))},
 			object:          newConfigMap("scratch"),
 			now:             t0.Add(30 * expiry.Day),
 			wantDeleted:     true,
@@ -432,7 +433,7 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		},
 		{
 			name:            "uses the higher-priority policy's TTL when two policies match",
-			objects:         []client.Object{newPolicy("long", defaultTTL("2h"), priority(5)), newPolicy("short", defaultTTL("1m"))},
+			objects:         []client.Object{fixture.Policy("long", fixture.DefaultTTL("2h"), fixture.Priority(5)), fixture.Policy("short", fixture.DefaultTTL("1m"))},
 			object:          newConfigMap("scratch"),
 			now:             t0.Add(time.Hour),
 			wantResult:      ctrl.Result{RequeueAfter: time.Hour},
@@ -440,7 +441,7 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		},
 		{
 			name:            "returns the error and warns DeletionFailed when the delete is forbidden",
-			objects:         []client.Object{newPolicy("configmaps")},
+			objects:         []client.Object{fixture.Policy("configmaps")},
 			object:          newConfigMap("scratch", ttl("10m")),
 			now:             t0.Add(time.Hour),
 			deleteErr:       forbidden,
@@ -451,7 +452,7 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		},
 		{
 			name:            "does nothing more when the object is already gone at delete",
-			objects:         []client.Object{newPolicy("configmaps")},
+			objects:         []client.Object{fixture.Policy("configmaps")},
 			object:          newConfigMap("scratch", ttl("10m")),
 			now:             t0.Add(time.Hour),
 			deleteErr:       apierrors.NewNotFound(configMaps, "scratch"),
@@ -516,7 +517,7 @@ func checkDeleteOptions(t *testing.T, o client.DeleteOptions, obj *corev1.Config
 
 func TestObjectReconcilerEventMessages(t *testing.T) {
 	cm := newConfigMap("scratch", ttl("10m"))
-	h := newHarness(t, t0.Add(10*time.Minute+1500*time.Millisecond), newPolicy("configmaps"), cm)
+	h := newHarness(t, t0.Add(10*time.Minute+1500*time.Millisecond), fixture.Policy("configmaps"), cm)
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
@@ -565,7 +566,7 @@ func TestObjectReconcilerLosesToWritesTheCacheHasNotSeen(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cm := newConfigMap("scratch", ttl("10m"), labelled(map[string]string{"app": "scratch"}))
-			h := newHarness(t, t0.Add(15*time.Minute), newPolicy("scratch", selecting(map[string]string{"app": "scratch"})), cm)
+			h := newHarness(t, t0.Add(15*time.Minute), fixture.Policy("scratch", fixture.Selecting(map[string]string{"app": "scratch"})), cm)
 			cached := h.stored(cm)
 			tt.write(h, cm)
 			// The cache still shows the object as it was before the write.
@@ -658,7 +659,7 @@ func TestObjectReconcilerRechecksWithTheAPIServer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cm := newConfigMap("scratch", ttl("10m"), labelled(map[string]string{"app": "scratch"}))
 			idle := func(p *v1alpha1.TimeoutPolicy) { p.Spec.IdleTTL = tt.idleTTL }
-			h := newHarness(t, t0.Add(15*time.Minute), newPolicy("scratch", selecting(map[string]string{"app": "scratch"}), archiving, idle), cm)
+			h := newHarness(t, t0.Add(15*time.Minute), fixture.Policy("scratch", fixture.Selecting(map[string]string{"app": "scratch"}), archiving, idle), cm)
 			h.r.Archive = archive.Dir(t.TempDir())
 			h.freshView = tt.freshView
 
@@ -683,7 +684,7 @@ func TestObjectReconcilerRechecksWithTheAPIServer(t *testing.T) {
 
 	t.Run("returns an error when the API server cannot be read", func(t *testing.T) {
 		cm := newConfigMap("scratch", ttl("10m"))
-		h := newHarness(t, t0.Add(15*time.Minute), newPolicy("configmaps", archiving), cm)
+		h := newHarness(t, t0.Add(15*time.Minute), fixture.Policy("configmaps", archiving), cm)
 		h.r.Archive = archive.Dir(t.TempDir())
 		h.freshView = func(*metav1.PartialObjectMetadata) error {
 			return apierrors.NewServiceUnavailable("etcd is sulking")
@@ -721,7 +722,7 @@ func TestObjectReconcilerDeleteConflicts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cm := newConfigMap("scratch", ttl("10m"))
-			h := newHarness(t, t0.Add(time.Hour), newPolicy("configmaps"), cm)
+			h := newHarness(t, t0.Add(time.Hour), fixture.Policy("configmaps"), cm)
 			h.deleteErr = tt.deleteErr
 			h.cacheView = tt.cacheView
 
@@ -796,7 +797,7 @@ func runSteps(t *testing.T, h *harness, cm *corev1.ConfigMap, steps []step) {
 
 func TestObjectReconcilerDryRun(t *testing.T) {
 	cm := newConfigMap("scratch", ttl("10m"))
-	h := newHarness(t, t0, newPolicy("careful", dryRun), cm)
+	h := newHarness(t, t0, fixture.Policy("careful", dryRun), cm)
 	runSteps(t, h, cm, []step{
 		{
 			name:       "waits before expiry",
@@ -853,7 +854,7 @@ func TestObjectReconcilerDryRun(t *testing.T) {
 
 func TestObjectReconcilerInvalidAnnotation(t *testing.T) {
 	cm := newConfigMap("scratch", ttl("3 days"))
-	h := newHarness(t, t0, newPolicy("configmaps", defaultTTL("1h")), cm)
+	h := newHarness(t, t0, fixture.Policy("configmaps", fixture.DefaultTTL("1h")), cm)
 	runSteps(t, h, cm, []step{
 		{
 			name:       "warns InvalidTimeout once, naming the annotation, the value and what is expected",
@@ -903,7 +904,7 @@ func TestObjectReconcilerInvalidAnnotation(t *testing.T) {
 
 func TestObjectReconcilerWarnsAboutAMisspeltKeepAndDeletesOnTime(t *testing.T) {
 	cm := newConfigMap("scratch", annotated(expiry.Prefix+"Keep", "true"))
-	h := newHarness(t, t0, newPolicy("configmaps", defaultTTL("1h")), cm)
+	h := newHarness(t, t0, fixture.Policy("configmaps", fixture.DefaultTTL("1h")), cm)
 	runSteps(t, h, cm, []step{
 		{
 			name:       "warns InvalidTimeout, naming the key, the known keys and the one meant",
@@ -939,7 +940,7 @@ func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
 	}{
 		{
 			name:   "forgets an invalid value once the controller deletes the object",
-			policy: newPolicy("configmaps"),
+			policy: fixture.Policy("configmaps"),
 			object: newConfigMap("scratch", ttl("3 days")),
 			first:  t0.Add(time.Minute),
 			then: func(h *harness, cm *corev1.ConfigMap) {
@@ -954,7 +955,7 @@ func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
 		},
 		{
 			name:   "forgets an invalid value once it is fixed",
-			policy: newPolicy("configmaps"),
+			policy: fixture.Policy("configmaps"),
 			object: newConfigMap("scratch", ttl("3 days")),
 			first:  t0.Add(time.Minute),
 			then: func(h *harness, cm *corev1.ConfigMap) {
@@ -983,7 +984,7 @@ func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
 
 	t.Run("remembers nothing about an object with nothing to report", func(t *testing.T) {
 		cm := newConfigMap("scratch", ttl("10m"))
-		h := newHarness(t, t0.Add(time.Minute), newPolicy("configmaps"), cm)
+		h := newHarness(t, t0.Add(time.Minute), fixture.Policy("configmaps"), cm)
 		for _, at := range []time.Time{t0.Add(time.Minute), t0.Add(10 * time.Minute)} {
 			h.clock.SetTime(at)
 			if _, err := h.reconcile(cm); err != nil {
@@ -1000,7 +1001,7 @@ func TestObjectReconcilerRecreatedObject(t *testing.T) {
 	// The watch may fold a delete and a create under the same name into
 	// one reconcile: the new object is a new object, warned about afresh.
 	cm := newConfigMap("scratch", ttl("3 days"))
-	h := newHarness(t, t0.Add(time.Minute), newPolicy("configmaps"), cm)
+	h := newHarness(t, t0.Add(time.Minute), fixture.Policy("configmaps"), cm)
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
@@ -1027,7 +1028,7 @@ func TestObjectReconcilerClusterScoped(t *testing.T) {
 	ns := newNamespace("sandbox", map[string]string{"env": "prod"})
 	ns.UID = "uid-sandbox"
 	ns.CreationTimestamp = metav1.NewTime(t0)
-	p := newPolicy("sandboxes", target("v1", "Namespace"), defaultTTL("1h"), inNamespaces(map[string]string{"env": "dev"}))
+	p := fixture.Policy("sandboxes", fixture.Target("v1", "Namespace"), fixture.DefaultTTL("1h"), fixture.InNamespaces(map[string]string{"env": "dev"}))
 	h := newHarness(t, t0.Add(time.Hour), p, ns)
 	key := Key{GVK: namespaceGVK, NamespacedName: types.NamespacedName{Name: "sandbox"}}
 
@@ -1048,7 +1049,7 @@ func TestObjectReconcilerClusterScoped(t *testing.T) {
 
 func TestObjectReconcilerGlobalDryRun(t *testing.T) {
 	cm := newConfigMap("scratch", ttl("10m"))
-	h := newHarness(t, t0, newPolicy("plain"), cm)
+	h := newHarness(t, t0, fixture.Policy("plain"), cm)
 	var trail bytes.Buffer
 	h.r.DryRun, h.r.Audit = true, audit.New(&trail)
 	runSteps(t, h, cm, []step{
@@ -1082,7 +1083,7 @@ func TestObjectReconcilerGlobalDryRun(t *testing.T) {
 func TestObjectReconcilerWaitsForItsTurnUnderACap(t *testing.T) {
 	first := newConfigMap("first", ttl("10m"))
 	second := newConfigMap("second", ttl("10m"))
-	h := newHarness(t, t0, newPolicy("capped", func(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.MaxPerMinute = 2 }), first, second)
+	h := newHarness(t, t0, fixture.Policy("capped", func(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.MaxPerMinute = 2 }), first, second)
 	h.clock.SetTime(t0.Add(10 * time.Minute))
 
 	if _, err := h.reconcile(first); err != nil || h.stored(first) != nil {

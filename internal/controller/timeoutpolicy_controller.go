@@ -19,11 +19,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
@@ -36,6 +42,9 @@ import (
 // targetRetry is how often a policy whose target kind is not served yet
 // (its CRD not installed, say) looks again.
 const targetRetry = 15 * time.Second
+
+// +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=timeoutpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=timeoutpolicies/status,verbs=get;patch;update
 
 // PolicyReconciler validates TimeoutPolicies, starts the watch on each
 // target kind, and reports what each policy governs in its status.
@@ -63,6 +72,51 @@ type PolicyReconciler struct {
 	// last logged as not ready, so that each is logged once, including
 	// one the status already showed when the process started.
 	said sync.Map
+}
+
+// SetupWithManager adds the policy controller to mgr.
+func (r *PolicyReconciler) SetupWithManager(mgr manager.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("policy").
+		// Labels decide which channels a policy may use.
+		For(&v1alpha1.TimeoutPolicy{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		Watches(&v1alpha1.NotificationChannel{}, handler.EnqueueRequestsFromMapFunc(policiesUsing(mgr.GetClient()))).
+		// Another policy's edit can change which objects this one governs.
+		Watches(&v1alpha1.TimeoutPolicy{}, handler.EnqueueRequestsFromMapFunc(allPolicies(mgr.GetClient())),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(r)
+}
+
+// policiesUsing maps a NotificationChannel to the policies that name it.
+func policiesUsing(c client.Reader) func(context.Context, client.Object) []reconcile.Request {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list v1alpha1.TimeoutPolicyList
+		if err := c.List(ctx, &list); err != nil {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for _, p := range list.Items {
+			if slices.ContainsFunc(p.Spec.Notifications.Channels, func(r v1alpha1.ChannelReference) bool { return r.Name == o.GetName() }) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
+			}
+		}
+		return reqs
+	}
+}
+
+// allPolicies maps an object to every policy.
+func allPolicies(c client.Reader) handler.MapFunc {
+	return func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list v1alpha1.TimeoutPolicyList
+		if err := c.List(ctx, &list); err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for _, p := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
+		}
+		return reqs
+	}
 }
 
 // Reconcile brings one policy's watch and status up to date.
