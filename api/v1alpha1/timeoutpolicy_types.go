@@ -66,7 +66,6 @@ type Deletion struct {
 // Sleep says when a governed object is put to sleep (its workloads scaled
 // to zero) before it is deleted, and how long it sleeps before deletion.
 // +kubebuilder:validation:XValidation:rule="has(self.afterIdle) != has(self.after)",message="sleep needs exactly one of afterIdle and after"
-// +kubebuilder:validation:XValidation:rule="has(self.patch) == has(self.wakePatch)",message="sleep.patch and sleep.wakePatch go together"
 type Sleep struct {
 	// AfterIdle puts the object to sleep this long after its last activity
 	// (creation, the last-active annotation, a spec edit or a wake), the
@@ -97,18 +96,13 @@ type Sleep struct {
 	// Patch puts the object to sleep with this JSON merge patch of the
 	// object itself, instead of scaling, for a kind that suspends through
 	// a field: {"spec": {"suspend": true}} for a CronJob or a Flux object.
-	// It may not touch metadata. WakePatch undoes it; both or neither.
+	// It may not touch metadata, apiVersion or kind, nor remove a
+	// top-level field, and is at most 4 KiB. The wake puts back the values
+	// it replaced, as the object had them before the sleep.
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +optional
 	Patch *runtime.RawExtension `json:"patch,omitempty"`
-
-	// WakePatch is the JSON merge patch that wakes an object Patch put to
-	// sleep: {"spec": {"suspend": false}}.
-	// +kubebuilder:validation:Type=object
-	// +kubebuilder:pruning:PreserveUnknownFields
-	// +optional
-	WakePatch *runtime.RawExtension `json:"wakePatch,omitempty"`
 }
 
 // KeepPolicy says whether a policy honours the keep annotation.

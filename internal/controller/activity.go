@@ -94,10 +94,10 @@ func (r *ObjectReconciler) recordActivity(ctx context.Context, ev *evaluation, p
 	key, obj := ev.key, ev.obj
 	window := ev.Schedule.ActivityWindow()
 	recorded, _ := expiry.ParseActivity(obj.Annotations[expiry.AnnotationActivity])
-	// An object asleep that was scaled itself changes generation with the
-	// controller's own writes: use of it is someone scaling it up, which
-	// observeWake sees.
-	selfAsleep := ev.Life.Asleep && ev.Life.Sleep.Replicas != nil
+	// An object asleep that was scaled or patched itself changes
+	// generation with the controller's own writes: use of it is someone
+	// scaling it up or editing it, which observeWake sees.
+	selfAsleep := ev.Life.Asleep && (ev.Life.Sleep.Replicas != nil || ev.Life.Sleep.Patch != nil)
 	if window <= 0 || ev.Life.Keep || selfAsleep || obj.Generation <= recorded.Generation {
 		r.activity.forget(key)
 		return time.Time{}, false, nil

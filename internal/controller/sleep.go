@@ -168,6 +168,31 @@ func parent(key Key) client.Object {
 	return u
 }
 
+// inverse reads the object and returns the merge patch that undoes patch
+// on it: the values patch replaces, as the object has them now.
+func (r *ObjectReconciler) inverse(ctx context.Context, key Key, uid types.UID, patch []byte) ([]byte, error) {
+	var p map[string]any
+	if err := json.Unmarshal(patch, &p); err != nil {
+		return nil, fmt.Errorf("spec.sleep.patch: %w", err)
+	}
+	cur := &unstructured.Unstructured{}
+	cur.SetGroupVersionKind(key.GVK)
+	if err := r.APIReader.Get(ctx, key.NamespacedName, cur); err != nil {
+		return nil, fmt.Errorf("get %s: %w", key, err)
+	}
+	if cur.GetUID() != uid {
+		return nil, fmt.Errorf("get %s: replaced by another object of that name", key)
+	}
+	wake, err := json.Marshal(expiry.Inverse(p, cur.Object))
+	if err != nil {
+		return nil, err
+	}
+	if len(wake) > 4*expiry.MaxSleepPatch {
+		return nil, fmt.Errorf("the values spec.sleep.patch replaces on %s take %d bytes, more than the %d the sleep annotation keeps", key, len(wake), 4*expiry.MaxSleepPatch)
+	}
+	return wake, nil
+}
+
 // scaleTo scales an object that is scaled itself, through its scale
 // subresource.
 func scaleTo(ctx context.Context, c client.Client, key Key, replicas int32) error {
@@ -220,7 +245,12 @@ func (r *ObjectReconciler) observeWake(ctx context.Context, ev *evaluation) (str
 	if !st.Sleeping() || !ev.Life.Asleep {
 		return "", false, nil
 	}
-	if st.WakePatch != nil && st.Phase == expiry.PhaseSleeping {
+	if st.Patch != nil {
+		// Patched itself: someone editing it wakes it. A sleep under way
+		// changes its generation itself.
+		if st.Phase == expiry.PhaseAsleep && ev.obj.Generation != st.Generation {
+			return fmt.Sprintf("a spec edit (generation %d)", ev.obj.Generation), false, nil
+		}
 		return "", false, nil
 	}
 	if st.Replicas != nil {
@@ -235,8 +265,7 @@ func (r *ObjectReconciler) observeWake(ctx context.Context, ev *evaluation) (str
 		}
 		return fmt.Sprintf("scaled up to %d by someone else", replicas), true, nil
 	}
-	// A sleep under way by patch changed the generation itself.
-	if st.Generation != 0 && ev.obj.Generation != st.Generation && (st.WakePatch == nil || st.Phase == expiry.PhaseAsleep) {
+	if st.Generation != 0 && ev.obj.Generation != st.Generation {
 		return fmt.Sprintf("a spec edit (generation %d)", ev.obj.Generation), false, nil
 	}
 	ws, err := r.workloads(ctx, ev.obj.UID)
@@ -271,14 +300,11 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 
 	obj := ev.obj.DeepCopy()
 	st := ev.Life.Sleep
+	// A sleep under way goes on the way it began, whatever the policy
+	// says since.
 	sleepPatch := ev.Schedule.SleepPatch
-	switch {
-	case st.Phase == expiry.PhaseSleeping && st.WakePatch == nil:
-		// A sleep under way goes on the way it began.
-		sleepPatch = nil
-	case st.Phase == expiry.PhaseSleeping && sleepPatch == nil:
-		// Begun by a patch the policy no longer has: undone instead.
-		return r.wake(ctx, ev, expiry.WokeByPolicy)
+	if st.Phase == expiry.PhaseSleeping {
+		sleepPatch = st.Patch
 	}
 	var self bool
 	var replicas int32
@@ -291,7 +317,11 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 	if st.Phase != expiry.PhaseSleeping {
 		st = expiry.SleepState{Phase: expiry.PhaseSleeping, Since: now.UTC(), Woke: st.Woke, WokeBy: st.WokeBy, Generation: obj.Generation}
 		if sleepPatch != nil {
-			st.WakePatch = ev.Schedule.WakePatch
+			wake, err := r.inverse(ctx, key, obj.UID, sleepPatch)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			st.Patch, st.WakePatch = sleepPatch, wake
 		}
 		if self {
 			st.Replicas = &replicas
@@ -360,7 +390,7 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 	st.Phase, st.Generation, st.Freed = expiry.PhaseAsleep, fresh.Generation, freed
 	st.FreedCPUMillis, st.FreedMemoryBytes = cpu, mem
 	annotations := map[string]any{expiry.AnnotationSleep: st.String()}
-	if self || st.WakePatch != nil {
+	if self || st.Patch != nil {
 		act, _ := expiry.ParseActivity(fresh.Annotations[expiry.AnnotationActivity])
 		act.Generation = fresh.Generation
 		annotations[expiry.AnnotationActivity] = act.String()
@@ -369,9 +399,9 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 		return r.sleepWriteFailed(key, err)
 	}
 	sleeps.Inc()
-	log.Info("slept", "since", st.Since, "replicas", freed, "patched", st.WakePatch != nil, "policy", ev.policy.Name)
+	log.Info("slept", "since", st.Since, "replicas", freed, "patched", st.Patch != nil, "policy", ev.policy.Name)
 	what := fmt.Sprintf("%d replicas scaled to zero", freed)
-	if st.WakePatch != nil {
+	if st.Patch != nil {
 		what = "spec.sleep.patch applied"
 	}
 	r.Recorder.Eventf(reference(key.GVK, fresh), nil, corev1.EventTypeNormal, ReasonSlept, actionSleep,
@@ -403,7 +433,7 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 		}
 	}
 
-	patched := st.WakePatch != nil
+	patched := st.Patch != nil
 	var self bool
 	var replicas int32
 	if !patched {
@@ -455,7 +485,7 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 	}
 	external := st.External
 	st.Phase, st.Replicas, st.Freed, st.FreedCPUMillis, st.FreedMemoryBytes, st.External = expiry.PhaseAwake, nil, 0, 0, 0, false
-	st.WakePatch = nil
+	st.Patch, st.WakePatch = nil, nil
 	annotations := map[string]any{expiry.AnnotationSleep: st.String()}
 	if self || patched {
 		act, _ := expiry.ParseActivity(fresh.Annotations[expiry.AnnotationActivity])

@@ -311,6 +311,13 @@ func deletion(in Input, deleteAt time.Time) Plan {
 	return Plan{Action: Delete, At: expiresAt}
 }
 
+func sooner(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
@@ -341,6 +348,10 @@ func nextSleep(in Input) (Plan, bool) {
 	}
 	if st.Sleeping() {
 		switch {
+		case !l.Max.IsZero() && !now.Before(l.Max):
+			// At its maximum the deletion comes first, even before a sleep
+			// that keeps failing.
+			return Plan{}, false
 		case l.Keep:
 			return Plan{Action: Wake, WokeBy: WokeByKeep, At: now}, true
 		case !s.Sleeps():
@@ -393,13 +404,13 @@ func sleepMessages(in Input, p Plan) Plan {
 		// wait for it (nextSleep comes first).
 		due, key := l.SleepAt.Add(-lead), KeySleeping(l.SleepAt)
 		switch missing := rec.missing(key, in.Channels[v1alpha1.EventSleeping]); {
-		case !due.After(l.LastActive) || len(missing) == 0:
+		case l.SleepByUse && !due.After(l.LastActive) || len(missing) == 0:
 		case in.Now.Before(due):
 			if due.Before(p.At) {
 				p.At = due
 			}
 		default:
-			return Plan{Action: Notify, Event: v1alpha1.EventSleeping, Key: key, At: l.SleepAt, Channels: missing, Deadline: l.SleepAt}
+			return Plan{Action: Notify, Event: v1alpha1.EventSleeping, Key: key, At: l.SleepAt, Channels: missing, Deadline: sooner(p.At, l.SleepAt)}
 		}
 	}
 	if l.SleepAt.Before(p.At) {

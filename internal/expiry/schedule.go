@@ -11,8 +11,6 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 )
 
@@ -36,10 +34,9 @@ type Schedule struct {
 	SleepAfterIdle, SleepAfter, SleepDeleteAfter time.Duration
 	// SleepReminder is the lead of the sleeping message; 0 sends none.
 	SleepReminder time.Duration
-	// SleepPatch and WakePatch are the merge patches that put the object
-	// itself to sleep and wake it, for a kind that suspends through a
-	// field; nil scales instead.
-	SleepPatch, WakePatch []byte
+	// SleepPatch is the merge patch that puts the object itself to sleep,
+	// for a kind that suspends through a field; nil scales instead.
+	SleepPatch []byte
 }
 
 // ActivityWindow is how stale a recorded activity may be before new
@@ -124,10 +121,11 @@ func NewSchedule(spec v1alpha1.TimeoutPolicySpec) (Schedule, error) {
 		s.SleepAfter = positive(sl.After, "spec.sleep.after", &errs)
 		s.SleepDeleteAfter = positive(sl.DeleteAfter, "spec.sleep.deleteAfter", &errs)
 		s.SleepReminder = positive(sl.Reminder, "spec.sleep.reminder", &errs)
-		s.SleepPatch = mergePatch(sl.Patch, "spec.sleep.patch", &errs)
-		s.WakePatch = mergePatch(sl.WakePatch, "spec.sleep.wakePatch", &errs)
-		if (s.SleepPatch == nil) != (s.WakePatch == nil) {
-			errs = append(errs, errors.New("spec.sleep: patch and wakePatch go together"))
+		if sl.Patch != nil {
+			var err error
+			if s.SleepPatch, err = CheckMergePatch(sl.Patch.Raw); err != nil {
+				errs = append(errs, fmt.Errorf("spec.sleep.patch: %w", err))
+			}
 		}
 		switch {
 		case (sl.AfterIdle == "") == (sl.After == ""):
@@ -145,31 +143,42 @@ func NewSchedule(spec v1alpha1.TimeoutPolicySpec) (Schedule, error) {
 	return s, errors.Join(errs...)
 }
 
-// MaxSleepPatch bounds spec.sleep.patch and wakePatch: the wake patch is
-// kept in the sleep annotation of each object asleep.
+// MaxSleepPatch bounds spec.sleep.patch, and the values it replaces that
+// the sleep annotation keeps for the wake.
 const MaxSleepPatch = 4 << 10
 
-// mergePatch checks an optional merge patch of spec.sleep: a JSON object
-// that leaves metadata alone (the controller's own annotations live
-// there).
-func mergePatch(p *runtime.RawExtension, field string, errs *[]error) []byte {
-	if p == nil || len(p.Raw) == 0 {
-		return nil
-	}
+// CheckMergePatch checks a merge patch of an object itself, as spec.sleep
+// names one and the sleep annotation keeps its inverse: a JSON object of
+// at most MaxSleepPatch bytes that leaves metadata (the controller's own
+// annotations live there), apiVersion and kind alone and removes no
+// top-level field.
+func CheckMergePatch(raw []byte) ([]byte, error) {
 	var m map[string]json.RawMessage
-	switch err := json.Unmarshal(p.Raw, &m); {
-	case len(p.Raw) > MaxSleepPatch:
-		*errs = append(*errs, fmt.Errorf("%s: %d bytes, more than %d", field, len(p.Raw), MaxSleepPatch))
-	case err != nil:
-		*errs = append(*errs, fmt.Errorf("%s: not a JSON object: %w", field, err))
-	case len(m) == 0:
-		*errs = append(*errs, fmt.Errorf("%s: empty: it would change nothing", field))
-	case m["metadata"] != nil || m["apiVersion"] != nil || m["kind"] != nil:
-		*errs = append(*errs, fmt.Errorf("%s: may not change metadata, apiVersion or kind", field))
-	default:
-		return p.Raw
+	if len(raw) > MaxSleepPatch {
+		return nil, fmt.Errorf("%d bytes, more than %d", len(raw), MaxSleepPatch)
 	}
-	return nil
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("not a JSON object: %s", cmp.Or(errString(err), "null"))
+	}
+	if len(m) == 0 {
+		return nil, errors.New("empty: it would change nothing")
+	}
+	for k, v := range m {
+		switch {
+		case k == "metadata" || k == "apiVersion" || k == "kind":
+			return nil, errors.New("may not change metadata, apiVersion or kind")
+		case string(v) == "null":
+			return nil, fmt.Errorf("may not remove the field %q", k)
+		}
+	}
+	return raw, nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // positive parses an optional duration field that must be positive when

@@ -65,9 +65,12 @@ type SleepState struct {
 	// External says the wake under way was someone else scaling a
 	// workload up.
 	External bool `json:"external,omitempty"`
-	// WakePatch is the merge patch that wakes an object put to sleep by
-	// its policy's spec.sleep.patch: kept here, so that the wake undoes
-	// the sleep whatever the policy says by then.
+	// Patch is the policy's spec.sleep.patch that puts the object to
+	// sleep, and WakePatch its inverse: the values it replaces, read from
+	// the object before the sleep. Both are kept here, so that a sleep
+	// under way goes on, and the wake undoes it, whatever the policy says
+	// by then.
+	Patch     json.RawMessage `json:"patch,omitempty"`
 	WakePatch json.RawMessage `json:"wakePatch,omitempty"`
 }
 
@@ -86,7 +89,42 @@ func ParseSleep(value string) (SleepState, error) {
 	default:
 		return SleepState{}, fmt.Errorf("annotation %s: unknown phase %q", AnnotationSleep, s.Phase)
 	}
+	// The controller applies them to the object: never to its metadata,
+	// where its own annotations are.
+	for _, p := range []json.RawMessage{s.Patch, s.WakePatch} {
+		if p == nil {
+			continue
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(p, &m); err != nil || len(p) > 4*MaxSleepPatch || m["metadata"] != nil || m["apiVersion"] != nil || m["kind"] != nil {
+			return SleepState{}, fmt.Errorf("annotation %s: a patch that is no merge patch of the object's spec", AnnotationSleep)
+		}
+	}
+	if (s.Patch == nil) != (s.WakePatch == nil) {
+		return SleepState{}, fmt.Errorf("annotation %s: a patch without its inverse", AnnotationSleep)
+	}
 	return s, nil
+}
+
+// Inverse returns the merge patch that undoes patch on an object whose
+// content is current: for each field patch sets, the value current has
+// there, or null where it has none.
+func Inverse(patch, current map[string]any) map[string]any {
+	out := make(map[string]any, len(patch))
+	for k, pv := range patch {
+		cv, ok := current[k]
+		pm, pIsMap := pv.(map[string]any)
+		cm, cIsMap := cv.(map[string]any)
+		switch {
+		case pIsMap && cIsMap:
+			out[k] = Inverse(pm, cm)
+		case ok:
+			out[k] = cv
+		default:
+			out[k] = nil
+		}
+	}
+	return out
 }
 
 // String is the annotation value.

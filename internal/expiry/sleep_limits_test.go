@@ -4,6 +4,7 @@
 package expiry
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -37,15 +38,16 @@ func TestNewScheduleChecksTheSleep(t *testing.T) {
 		{"refuses a sleep past the smallest maximum", "1ns", v1alpha1.Sleep{After: "1s", DeleteAfter: "1d"}, "before they sleep"},
 		{"takes a reminder", "", v1alpha1.Sleep{AfterIdle: "3h", DeleteAfter: "14d", Reminder: "30m"}, ""},
 		{"refuses a reminder of nothing", "", v1alpha1.Sleep{AfterIdle: "3h", DeleteAfter: "14d", Reminder: "0s"}, "spec.sleep.reminder"},
-		{"takes a patch and its inverse", "", suspend(`{"spec":{"suspend":true}}`, `{"spec":{"suspend":false}}`), ""},
-		{"refuses a patch without its inverse", "", suspend(`{"spec":{"suspend":true}}`, ""), "go together"},
-		{"refuses an inverse without its patch", "", suspend("", `{"spec":{"suspend":false}}`), "go together"},
-		{"refuses a patch of metadata", "", suspend(`{"metadata":{"annotations":{"x":"y"}}}`, `{"spec":{}}`), "may not change metadata"},
-		{"refuses a patch of the kind", "", suspend(`{"spec":{"suspend":true}}`, `{"kind":"Pod"}`), "may not change metadata"},
-		{"refuses a patch that is no object", "", suspend(`[1]`, `{"spec":{"suspend":false}}`), "not a JSON object"},
-		{"refuses an empty patch", "", suspend(`{}`, `{"spec":{"suspend":false}}`), "empty"},
-		{"takes a patch of the largest size", "", suspend(`{"spec":{"x":"`+strings.Repeat("a", MaxSleepPatch-17)+`"}}`, `{"spec":{}}`), ""},
-		{"refuses a patch over the largest size", "", suspend(`{"spec":{"x":"`+strings.Repeat("a", MaxSleepPatch-16)+`"}}`, `{"spec":{}}`), "more than"},
+		{"takes a patch", "", suspend(`{"spec":{"suspend":true}}`), ""},
+		{"takes a patch that removes a field of the spec", "", suspend(`{"spec":{"paused":null}}`), ""},
+		{"refuses a patch of metadata", "", suspend(`{"metadata":{"annotations":{"x":"y"}}}`), "may not change metadata"},
+		{"refuses a patch of the kind", "", suspend(`{"kind":"Pod"}`), "may not change metadata"},
+		{"refuses a patch that removes the spec", "", suspend(`{"spec":null}`), `may not remove the field "spec"`},
+		{"refuses a patch that is no object", "", suspend(`[1]`), "not a JSON object"},
+		{"refuses a patch of null", "", suspend(`null`), "not a JSON object"},
+		{"refuses an empty patch", "", suspend(`{}`), "empty"},
+		{"takes a patch of the largest size", "", suspend(`{"spec":{"x":"` + strings.Repeat("a", MaxSleepPatch-17) + `"}}`), ""},
+		{"refuses a patch over the largest size", "", suspend(`{"spec":{"x":"` + strings.Repeat("a", MaxSleepPatch-16) + `"}}`), "more than"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -257,15 +259,37 @@ func TestASleepMessageReplacesTheEarlierOnesOnly(t *testing.T) {
 	}
 }
 
-// suspend is a sleep after idle whose patch and wake patch are given; an
-// empty one is left out.
-func suspend(patch, wake string) v1alpha1.Sleep {
-	s := v1alpha1.Sleep{AfterIdle: "3h", DeleteAfter: "14d"}
-	if patch != "" {
-		s.Patch = &runtime.RawExtension{Raw: []byte(patch)}
+// suspend is a sleep after idle by patch.
+func suspend(patch string) v1alpha1.Sleep {
+	return v1alpha1.Sleep{AfterIdle: "3h", DeleteAfter: "14d", Patch: &runtime.RawExtension{Raw: []byte(patch)}}
+}
+
+// TestTheInverseOfAPatchPutsBackWhatItReplaced: the wake of a sleep by
+// patch applies the inverse, read from the object before the sleep.
+func TestTheInverseOfAPatchPutsBackWhatItReplaced(t *testing.T) {
+	for _, tt := range []struct {
+		name, patch, current, want string
+	}{
+		{"a field set before", `{"spec":{"suspend":true}}`, `{"spec":{"suspend":false,"schedule":"@daily"}}`, `{"spec":{"suspend":false}}`},
+		{"a field absent before is removed", `{"spec":{"suspend":true}}`, `{"spec":{"schedule":"@daily"}}`, `{"spec":{"suspend":null}}`},
+		{"a field already at the patch's value stays so", `{"spec":{"suspend":true}}`, `{"spec":{"suspend":true}}`, `{"spec":{"suspend":true}}`},
+		{"a field the patch removes comes back", `{"spec":{"paused":null}}`, `{"spec":{"paused":{"until":"x"}}}`, `{"spec":{"paused":{"until":"x"}}}`},
+		{"an object where there was none", `{"spec":{"a":{"b":1}}}`, `{"spec":{"a":"text"}}`, `{"spec":{"a":"text"}}`},
+		{"a whole object absent before", `{"spec":{"a":{"b":1}}}`, `{"status":{}}`, `{"spec":null}`},
+		{"a list, whole", `{"spec":{"l":[1]}}`, `{"spec":{"l":[1,2]}}`, `{"spec":{"l":[1,2]}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var p, c map[string]any
+			if err := json.Unmarshal([]byte(tt.patch), &p); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(tt.current), &c); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(Inverse(p, c))
+			if string(got) != tt.want {
+				t.Errorf("Inverse = %s, want %s", got, tt.want)
+			}
+		})
 	}
-	if wake != "" {
-		s.WakePatch = &runtime.RawExtension{Raw: []byte(wake)}
-	}
-	return s
 }

@@ -218,6 +218,48 @@ func TestTheSleepingMessageGoesOutOnceBeforeEachSleep(t *testing.T) {
 	if p, _, _ := plan(nil, nil, created.Add(time.Hour)); p.Action != Wait || !p.At.Equal(sleepAt) {
 		t.Errorf("a lead of afterIdle: %+v, want no message and a wait for the sleep", p)
 	}
+	// By age, use does not move the sleep: a use after the message was
+	// due does not drop it.
+	byAge := Schedule{DefaultTTL: Day, SleepAfter: 8 * time.Hour, SleepDeleteAfter: Week, SleepReminder: 30 * time.Minute}
+	at8 := created.Add(8 * time.Hour)
+	l := byAge.Lifetime(created, map[string]string{AnnotationLastActive: at8.Add(-20 * time.Minute).Format(time.RFC3339)})
+	if p := Next(Input{Life: l, Schedule: byAge, Record: (*Record)(nil).ForLife(l, created, at8.Add(-10*time.Minute)), Channels: channels, Now: at8.Add(-10 * time.Minute)}); p.Action != Notify || p.Event != v1alpha1.EventSleeping {
+		t.Errorf("by age, used after the message was due: %+v, want the sleeping message", p)
+	}
+}
+
+// TestASleepUnderWayAtTheMaximumGivesWayToTheDeletion: a sleep that keeps
+// failing (a patch the API server refuses) does not hold an object past
+// maxTTL.
+func TestASleepUnderWayAtTheMaximumGivesWayToTheDeletion(t *testing.T) {
+	s := Schedule{DefaultTTL: Day, MaxTTL: 2 * Day, SleepAfterIdle: 3 * time.Hour, SleepDeleteAfter: Week}
+	st := SleepState{Phase: PhaseSleeping, Since: created.Add(4 * time.Hour), Generation: 1}
+	for _, tt := range []struct {
+		now  time.Time
+		want Action
+	}{{created.Add(2*Day - time.Second), Sleep}, {created.Add(2 * Day), Delete}} {
+		l := s.Lifetime(created, sleepState(st))
+		p := Next(Input{Life: l, Schedule: s, Record: (*Record)(nil).ForLife(l, created, tt.now), Now: tt.now})
+		if p.Action != tt.want {
+			t.Errorf("at %s: %+v, want %s", tt.now, p, tt.want)
+		}
+	}
+}
+
+func TestParseSleepRefusesAPatchOfMetadata(t *testing.T) {
+	for _, v := range []string{
+		`{"phase":"Asleep","patch":{"metadata":{"annotations":{"x":"y"}}},"wakePatch":{"spec":{}}}`,
+		`{"phase":"Waking","patch":{"spec":{}},"wakePatch":{"kind":"Secret"}}`,
+		`{"phase":"Asleep","patch":{"spec":{"suspend":true}}}`,
+		`{"phase":"Asleep","patch":[1],"wakePatch":{"spec":{}}}`,
+	} {
+		if _, err := ParseSleep(v); err == nil {
+			t.Errorf("ParseSleep(%s) took it", v)
+		}
+	}
+	if _, err := ParseSleep(`{"phase":"Asleep","patch":{"spec":{"suspend":true}},"wakePatch":{"spec":{"suspend":null}}}`); err != nil {
+		t.Errorf("ParseSleep of a patch and its inverse: %v", err)
+	}
 }
 
 func TestSleptAndWokeAreSaidOnce(t *testing.T) {

@@ -50,17 +50,17 @@ Its namespaces ({{join .Namespaces ", "}}) held {{.}}; garbage collection remove
 	},
 	v1alpha1.EventSleeping: {
 		subject: `{{.Object.Kind}} {{display .Object}} goes to sleep {{relative .ExpiresAt .Time}}`,
-		text:    `Your {{.Object.Kind}} {{display .Object}} has been idle and will be put to sleep {{relative .ExpiresAt .Time}}, on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}): its workloads will be scaled to zero. Using it before then keeps it awake; using it later wakes it.`,
+		text:    `Your {{.Object.Kind}} {{display .Object}} will be put to sleep {{relative .ExpiresAt .Time}}, on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}): what it runs stops until it is used again. Using it before then keeps it awake; using it later wakes it.`,
 	},
 	v1alpha1.EventSlept: {
 		subject: `{{.Object.Kind}} {{display .Object}} is asleep`,
-		text: `Your {{.Object.Kind}} {{display .Object}} was idle and has been put to sleep: its workloads are scaled to zero. Using it wakes it, and restores them.
+		text: `Your {{.Object.Kind}} {{display .Object}} has been put to sleep: what it runs is stopped. Using it wakes it, and restores what the sleep changed.
 
 If it stays asleep, it will be deleted {{relative .ExpiresAt .Time}}, on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}).`,
 	},
 	v1alpha1.EventWoke: {
 		subject: `{{.Object.Kind}} {{display .Object}} woke`,
-		text:    `Your {{.Object.Kind}} {{display .Object}} woke{{with .Detail}} ({{.}}){{end}}: its workloads are restored. It will not be deleted before {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}).`,
+		text:    `Your {{.Object.Kind}} {{display .Object}} woke{{with .Detail}} ({{.}}){{end}}: what the sleep changed is restored. It will not be deleted before {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}).`,
 	},
 	v1alpha1.EventWouldDelete: {
 		subject: `{{.Object.Kind}} {{display .Object}} would have been deleted`,

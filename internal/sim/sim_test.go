@@ -380,6 +380,20 @@ var regressions = []struct {
 			{Kind: "scaleUp", WaitMS: 30 * 60_000},
 		},
 	},
+	{
+		// A model fix: an edit the controller saw only when a policy edit
+		// made it govern the object is counted from then, so the 20m
+		// stage of a sleep of 10m+10m falls due at that use and does not
+		// apply; the world took the edit's own time and owed notice.
+		name:  "a stage due at a use the controller counted when it saw it owes no notice",
+		check: "noticeGiven", schedule: []Step{
+			{Kind: "policyCreate", Val: "ttl=1h,rem=20m;5m,notice=10m,sel=a,prio=3,dry=0,cap=0,max=1h,keep=Forbidden,sleep=after:30m:2h", WaitMS: 1000},
+			{Kind: "create", Obj: 1, Val: "b", WaitMS: 300000},
+			{Kind: "use", Obj: 1, WaitMS: 30000},
+			{Kind: "outage", Ch: 1, DurMS: 30000, WaitMS: 1800000},
+			{Kind: "policyEdit", Val: "ttl=30m,rem=20m,notice=10m,sel=,prio=2,dry=0,cap=0,sleep=idle:10m:10m"},
+		},
+	},
 }
 
 // TestRegressionSchedulesKeepEveryPromise replays each regression case

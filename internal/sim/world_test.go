@@ -439,10 +439,11 @@ func (w *world) facts(cm *corev1.ConfigMap, pols []v1alpha1.TimeoutPolicy) Facts
 			// A lead of idleTTL or more would fall due at the moment of
 			// use: it does not apply to an expiry the idle clock sets; nor
 			// does a reminder due before the last use, of one the sleep
-			// sets.
+			// sets, where the controller may have placed that use (as
+			// late as when it saw an edit).
 			due := f.ExpiresAt.Add(-lead)
 			if sleepSets {
-				if first, _ := w.lastUse(cm); !due.After(first) {
+				if _, latest := w.lastUse(cm); !due.After(latest) {
 					continue
 				}
 			} else if idleSets && lead >= sched.IdleTTL {

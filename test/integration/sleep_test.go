@@ -377,10 +377,11 @@ func TestTheSleepingMessageArrivesOnceBeforeTheSleep(t *testing.T) {
 }
 
 // TestACronJobSleepsByItsSuspendField: a policy for CronJobs sleeps them
-// with spec.sleep.patch (spec.suspend true) and wakes them with its
-// wakePatch. Asleep, its own patch is no use of it; someone setting
-// suspend back to false is a spec edit, which wakes it; and the wake
-// undoes the sleep even once the policy no longer names a patch.
+// with spec.sleep.patch (spec.suspend true), and the wake puts back what
+// the patch replaced. Asleep, its own patch is no use of it; someone
+// setting suspend back to false is a spec edit, which wakes it; the wake
+// undoes the sleep even once the policy no longer sleeps; and a CronJob
+// its owner had suspended stays suspended after a wake.
 func TestACronJobSleepsByItsSuspendField(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -393,7 +394,6 @@ func TestACronJobSleepsByItsSuspendField(t *testing.T) {
 	spec := sleepPolicy(test, "3s", "1h")
 	spec.Target = v1alpha1.Target{APIVersion: "batch/v1", Kind: "CronJob"}
 	spec.Sleep.Patch = &runtime.RawExtension{Raw: []byte(`{"spec":{"suspend":true}}`)}
-	spec.Sleep.WakePatch = &runtime.RawExtension{Raw: []byte(`{"spec":{"suspend":false}}`)}
 	policy := createPolicy(t, test, spec)
 	cj := &batchv1.CronJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: test, Name: "nightly", Labels: map[string]string{testLabel: test}},
@@ -446,4 +446,39 @@ func TestACronJobSleepsByItsSuspendField(t *testing.T) {
 		st, suspended := state()
 		return st.Phase == expiry.PhaseAwake && !suspended && st.WokeBy == expiry.WokeByPolicy, nil
 	})
+
+	// Suspended by its owner, then put to sleep: the wake leaves it
+	// suspended, as it was.
+	paused := cj.DeepCopy()
+	paused.Name, paused.ResourceVersion, paused.Annotations, paused.Spec.Suspend = "paused", "", nil, ptr.To(true)
+	if err := k8s.Create(ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(policy), policy); err != nil {
+		t.Fatal(err)
+	}
+	policy.Spec.Sleep = spec.Sleep
+	if err := k8s.Update(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	pausedState := func() expiry.SleepState {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(paused), paused); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := expiry.ParseSleep(paused.Annotations[expiry.AnnotationSleep])
+		return st
+	}
+	fixture.Eventually(t, 15*time.Second, "the paused CronJob asleep", func() (bool, error) {
+		return pausedState().Phase == expiry.PhaseAsleep, nil
+	})
+	mergePatch(t, cronJobsGVR, test, "paused", fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`,
+		expiry.AnnotationLastActive, time.Now().UTC().Format(time.RFC3339)))
+	fixture.Eventually(t, 10*time.Second, "the paused CronJob awake", func() (bool, error) {
+		return pausedState().Phase == expiry.PhaseAwake, nil
+	})
+	if !ptr.Deref(paused.Spec.Suspend, false) {
+		t.Errorf("the wake resumed a CronJob its owner had suspended")
+	}
 }
+
+var cronJobsGVR = batchv1.SchemeGroupVersion.WithResource("cronjobs")
