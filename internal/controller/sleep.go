@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -204,14 +205,32 @@ func scaleTo(ctx context.Context, c client.Client, key Key, replicas int32) erro
 // annotate merge-patches the annotations of obj (nil values remove them),
 // locked on the resourceVersion it was read at.
 func annotate(ctx context.Context, c client.Client, obj client.Object, annotations map[string]any) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+	return annotateSpec(ctx, c, obj, annotations, nil)
+}
+
+// annotateSpec is annotate that also merge-patches the spec, when spec is
+// not nil, in the same write.
+func annotateSpec(ctx context.Context, c client.Client, obj client.Object, annotations, spec map[string]any) error {
+	body := map[string]any{"metadata": map[string]any{
 		"resourceVersion": obj.GetResourceVersion(),
 		"annotations":     annotations,
-	}})
+	}}
+	if spec != nil {
+		body["spec"] = spec
+	}
+	patch, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
 	return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+}
+
+// replicasInSpec reports whether objects of kind gvk keep the replicas of
+// their scale subresource at spec.replicas, so that a patch of the object
+// can scale it and write its sleep state at once. Others are scaled
+// through the subresource, in a write of its own.
+func replicasInSpec(gvk schema.GroupVersionKind) bool {
+	return gvk.Group == appsv1.GroupName && (gvk.Kind == "Deployment" || gvk.Kind == "StatefulSet" || gvk.Kind == "ReplicaSet")
 }
 
 // patchWorkload sets a workload's replicas annotation (nil removes it)
@@ -260,7 +279,7 @@ func (r *ObjectReconciler) observeWake(ctx context.Context, ev *evaluation) (str
 		// way may not have scaled it yet: at the replicas it had before,
 		// it is taken for that.
 		_, replicas, err := r.selfScaled(ctx, ev.key)
-		if err != nil || replicas == 0 || st.Phase == expiry.PhaseSleeping && replicas == *st.Replicas {
+		if err != nil || replicas == 0 || st.Phase == expiry.PhaseSleeping && replicas == *st.Replicas && !replicasInSpec(ev.key.GVK) {
 			return "", false, err
 		}
 		return fmt.Sprintf("scaled up to %d by someone else", replicas), true, nil
@@ -303,7 +322,8 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 	// A sleep under way goes on the way it began, whatever the policy
 	// says since.
 	sleepPatch := ev.Schedule.SleepPatch
-	if st.Phase == expiry.PhaseSleeping {
+	resumed := st.Phase == expiry.PhaseSleeping
+	if resumed {
 		sleepPatch = st.Patch
 	}
 	var self bool
@@ -323,10 +343,16 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 			}
 			st.Patch, st.WakePatch = sleepPatch, wake
 		}
+		var spec map[string]any
 		if self {
-			st.Replicas = &replicas
+			st.Replicas = ptr.To(replicas)
+			if replicasInSpec(key.GVK) {
+				// Said Sleeping and scaled in one write: at more than
+				// zero, a sleep under way was scaled up since.
+				spec, replicas = map[string]any{"replicas": 0}, 0
+			}
 		}
-		if err := annotate(ctx, r.Client, obj, map[string]any{expiry.AnnotationSleep: st.String()}); err != nil {
+		if err := annotateSpec(ctx, r.Client, obj, map[string]any{expiry.AnnotationSleep: st.String()}, spec); err != nil {
 			return r.sleepWriteFailed(key, err)
 		}
 	}
@@ -340,6 +366,11 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("apply spec.sleep.patch to %s: %w", key, err)
 		}
 	case self:
+		if replicas > 0 && resumed && replicasInSpec(key.GVK) {
+			// Scaled up since the write that scaled it down: use, which
+			// the next pass sees.
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
 		if replicas > 0 {
 			if err := scaleTo(ctx, r.Client, key, 0); err != nil {
 				return ctrl.Result{}, fmt.Errorf("scale %s to zero: %w", key, err)

@@ -482,3 +482,69 @@ func TestACronJobSleepsByItsSuspendField(t *testing.T) {
 }
 
 var cronJobsGVR = batchv1.SchemeGroupVersion.WithResource("cronjobs")
+
+// TestADeploymentScaledBackUpDuringAHalfDoneSleepWakes: a leader dies
+// right after the write that said Sleeping and scaled a Deployment target
+// to zero; during the failover someone scales it back to exactly the
+// replicas it had. The next leader takes that for use: it wakes the
+// Deployment and leaves it at 3, rather than finishing the sleep.
+func TestADeploymentScaledBackUpDuringAHalfDoneSleepWakes(t *testing.T) {
+	// Not parallel: it stops the suite's controller.
+	ctx := context.Background()
+	const test = "sleep-self-crash"
+	if err := stopController(); err != nil {
+		t.Fatal(err)
+	}
+	started := false
+	start := func() {
+		if _, err := startController(restConfig, testScheme); err != nil {
+			t.Fatal(err)
+		}
+		started = true
+	}
+	t.Cleanup(func() {
+		if !started {
+			start()
+		}
+	})
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: test}}
+	if err := k8s.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+	spec := sleepPolicy(test, "1h", "1h")
+	spec.Target = v1alpha1.Target{APIVersion: "apps/v1", Kind: "Deployment"}
+	createPolicy(t, test, spec)
+	labels := map[string]string{"app": "self"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: test, Name: "self", Labels: map[string]string{testLabel: test}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}}},
+		},
+	}
+	if err := k8s.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(d.CreationTimestamp.Add(1100 * time.Millisecond)))
+	half := expiry.SleepState{Phase: expiry.PhaseSleeping, Since: time.Now().UTC(), Generation: d.Generation, Replicas: ptr.To[int32](3)}
+	mergePatch(t, deploymentsGVR, test, "self", fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"spec":{"replicas":0}}`, expiry.AnnotationSleep, half.String()))
+	someone := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: test, Name: "self"}}
+	if err := k8s.SubResource("scale").Patch(ctx, someone, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":3}}`))); err != nil {
+		t.Fatal(err)
+	}
+	start()
+	var st expiry.SleepState
+	fixture.Eventually(t, 15*time.Second, "the deployment awake", func() (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+			return false, err
+		}
+		st, _ = expiry.ParseSleep(d.Annotations[expiry.AnnotationSleep])
+		return st.Phase == expiry.PhaseAwake, nil
+	})
+	mustContain(t, st.WokeBy, "scaled up to 3")
+	if *d.Spec.Replicas != 3 {
+		t.Errorf("the deployment at %d replicas after the wake, want the 3 someone set", *d.Spec.Replicas)
+	}
+}
