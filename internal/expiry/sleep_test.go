@@ -6,6 +6,7 @@ package expiry
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -298,5 +299,59 @@ func TestSleptAndWokeAreSaidOnce(t *testing.T) {
 	rec = rec.ForLife(l, created, later)
 	if p := Next(Input{Life: l, Schedule: sleepy, Record: rec, Channels: ch, Now: later}); p.Action != Wait {
 		t.Fatalf("plan %+v after use, want Wait", p)
+	}
+}
+
+// The sleeping message at the edges: a lead of a nanosecond is a lead,
+// and a plan without a record (an object kept has none) waits for the
+// sleep.
+func TestTheSleepingMessageAtItsEdges(t *testing.T) {
+	s := sleepy
+	s.SleepReminder = time.Nanosecond
+	sleepAt := created.Add(3 * time.Hour)
+	channels := map[v1alpha1.EventType][]string{v1alpha1.EventSleeping: {"mail"}}
+	l := s.Lifetime(created, nil)
+	now := sleepAt.Add(-time.Nanosecond)
+	if p := Next(Input{Life: l, Schedule: s, Record: (*Record)(nil).ForLife(l, created, now), Channels: channels, Now: now}); p.Action != Notify || p.Event != v1alpha1.EventSleeping {
+		t.Errorf("a nanosecond before the sleep, with a lead of a nanosecond: %+v, want the sleeping message", p)
+	}
+	s.SleepReminder = time.Hour
+	if p := sleepMessages(Input{Life: l, Schedule: s, Channels: channels, Now: created}, Plan{Action: Wait, At: created.Add(Day)}); p.Action != Wait || !p.At.Equal(sleepAt) {
+		t.Errorf("without a record: %+v, want a wait for the sleep", p)
+	}
+}
+
+// The rehearsal stays on the record through other messages, until the
+// postponement on going live is out.
+func TestTheRehearsalLastsUntilGoingLiveIsAnnounced(t *testing.T) {
+	r := (*Record)(nil).For(expires, created, created)
+	at := expires.Add(time.Minute)
+	r.Delivered(KeyWouldDelete, false, people, at)
+	r.Delivered(StageKey(Day), true, people, at.Add(time.Minute))
+	r.Delivered(KeyExtended, false, people, at.Add(2*time.Minute))
+	if !r.Rehearsed.Equal(at) {
+		t.Fatalf("rehearsed %s after other messages, want %s", r.Rehearsed, at)
+	}
+	r.Delivered(KeyWouldDelete, false, people, at.Add(3*time.Minute))
+	if !r.Rehearsed.Equal(at) {
+		t.Errorf("rehearsed %s after a second report, want the first %s", r.Rehearsed, at)
+	}
+	r.Delivered(KeyLive, false, people, at.Add(4*time.Minute))
+	if !r.Rehearsed.IsZero() {
+		t.Errorf("rehearsed %s after the postponement on going live, want none", r.Rehearsed)
+	}
+}
+
+// The patches a sleep annotation may hold, at the size limit.
+func TestParseSleepTakesPatchesUpToTheirLimit(t *testing.T) {
+	state := func(n int) string {
+		wake := `{"spec":{"x":"` + strings.Repeat("a", n-17) + `"}}`
+		return `{"phase":"Asleep","patch":{"spec":{"x":1}},"wakePatch":` + wake + `}`
+	}
+	if _, err := ParseSleep(state(4 * MaxSleepPatch)); err != nil {
+		t.Errorf("a wake patch of %d bytes: %v", 4*MaxSleepPatch, err)
+	}
+	if _, err := ParseSleep(state(4*MaxSleepPatch + 1)); err == nil {
+		t.Errorf("a wake patch of %d bytes was taken", 4*MaxSleepPatch+1)
 	}
 }

@@ -394,6 +394,20 @@ var regressions = []struct {
 			{Kind: "policyEdit", Val: "ttl=30m,rem=20m,notice=10m,sel=,prio=2,dry=0,cap=0,sleep=idle:10m:10m"},
 		},
 	},
+	{
+		// A model fix, as above: an edit made while no policy governed the
+		// object is counted from when the controller saw it, which may make
+		// the idle clock set the expiry, and a stage of 20m under idleTTL
+		// 15m then does not apply.
+		name:  "a stage that does not apply under the idle clock of a use counted when seen owes no notice",
+		check: "noticeGiven", schedule: []Step{
+			{Kind: "policyCreate", Val: "ttl=2h,rem=20m,notice=10m,sel=b,prio=3,dry=0,cap=0,idle=15m", WaitMS: 1800000},
+			{Kind: "create", Obj: 3, Val: "b;ttl=45m", WaitMS: 900000},
+			{Kind: "selectorChange", Val: "a"},
+			{Kind: "use", Obj: 3, WaitMS: 1800000},
+			{Kind: "selectorChange", Val: "b", WaitMS: 1800000},
+		},
+	},
 }
 
 // TestRegressionSchedulesKeepEveryPromise replays each regression case

@@ -435,6 +435,17 @@ func (w *world) facts(cm *corev1.ConfigMap, pols []v1alpha1.TimeoutPolicy) Facts
 		if rule, ok := sleepRuleOf(p.Spec); ok && !f.Kept {
 			sleepSets = w.sleepFacts(cm, rule, &f)
 		}
+		// Whether the idle clock sets the expiry where the controller may
+		// have placed the last use as late as it may (when it saw an
+		// edit): a stage that does not apply then may go unsent.
+		idleSetsLate := idleSets
+		if _, latest := w.lastUse(cm); !f.Kept && p.Spec.IdleTTL != "" && !sleepSets {
+			late := latest.Add(sched.IdleTTL)
+			if !f.MaxAt.IsZero() {
+				late = earliest(late, f.MaxAt)
+			}
+			idleSetsLate = idleSetsLate || late.After(f.ExpiresAt)
+		}
 		for _, lead := range sched.Reminders {
 			// A lead of idleTTL or more would fall due at the moment of
 			// use: it does not apply to an expiry the idle clock sets; nor
@@ -446,7 +457,7 @@ func (w *world) facts(cm *corev1.ConfigMap, pols []v1alpha1.TimeoutPolicy) Facts
 				if _, latest := w.lastUse(cm); !due.After(latest) {
 					continue
 				}
-			} else if idleSets && lead >= sched.IdleTTL {
+			} else if idleSetsLate && lead >= sched.IdleTTL {
 				continue
 			}
 			if !due.Before(f.Since) {
