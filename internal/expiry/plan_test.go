@@ -707,3 +707,24 @@ func TestNextKeepsTheNoticeAcrossLifetimeChanges(t *testing.T) {
 		})
 	}
 }
+
+// TestAPostponementOutlivesAChangeOfTheExpiry: the deletion time a
+// postponement gave (later by a slow delivery) holds whichever way the
+// expiry moves after it.
+func TestAPostponementOutlivesAChangeOfTheExpiry(t *testing.T) {
+	s := Schedule{DefaultTTL: time.Hour, MinimumNotice: 10 * time.Minute}
+	expiresAt := created.Add(time.Hour)
+	rec := (*Record)(nil).For(expiresAt, created, created)
+	rec.Delivered(KeyLive, false, people, expiresAt.Add(15*time.Second))
+	rec.PostponedTo = expiresAt.Add(10*time.Minute + 15*time.Second)
+	for _, at := range []time.Time{created.Add(30 * time.Minute), created.Add(2 * time.Hour)} {
+		moved := rec.For(at, created, expiresAt.Add(time.Minute))
+		if !moved.PostponedTo.Equal(rec.PostponedTo) {
+			t.Errorf("expiry moved to %s: postponed to %s, want %s", at, moved.PostponedTo, rec.PostponedTo)
+		}
+		now := rec.PostponedTo.Add(-time.Second)
+		if p := Next(Input{Life: Lifetime{ExpiresAt: at}, Schedule: s, Record: moved, Channels: toAll(people), Now: now}); p.Action == Delete {
+			t.Errorf("expiry moved to %s: deleted a second before the postponement", at)
+		}
+	}
+}

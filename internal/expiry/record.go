@@ -66,8 +66,9 @@ type Record struct {
 	// Title is the object's title (a Playbook's spec.title), read once for
 	// its first message.
 	Title string `json:"title,omitempty"`
-	// PostponedTo is the deletion time a postponement message announced:
-	// the object is not deleted before it, whatever the policy says since.
+	// PostponedTo is the deletion time a postponement message announced
+	// (later, when its delivery was slow, by as much): the object is not
+	// deleted before it, whatever the policy or its annotations say since.
 	PostponedTo time.Time `json:"postponedTo,omitzero"`
 	// Announced is the latest deletion time a message (a reminder, an
 	// extension, a postponement) gave people, under this expiry or an
@@ -356,7 +357,8 @@ func (r *Record) moveExpiry(at, created, now time.Time) *Record {
 	case r.ExpiresAt.Equal(at):
 		return r
 	case at.After(r.ExpiresAt):
-		next := &Record{ExpiresAt: at, Since: now, NoticeAt: r.NoticeAt, Title: r.Title, Announced: r.Announced, Noticed: r.Noticed, Rehearsed: r.Rehearsed}
+		next := &Record{ExpiresAt: at, Since: now, NoticeAt: r.NoticeAt, Title: r.Title, Announced: r.Announced, Noticed: r.Noticed,
+			Rehearsed: r.Rehearsed, PostponedTo: r.PostponedTo}
 		if r.NoticeAt.IsZero() {
 			// Nobody has been told anything yet: the stages that were owed
 			// stay owed (the most urgent is sent, then the minimum notice
@@ -376,7 +378,8 @@ func (r *Record) moveExpiry(at, created, now time.Time) *Record {
 		// Counted from creation, as for an object first seen: stages
 		// already due are caught up and the notice is owed again. What
 		// people were told still holds: no deletion before it.
-		return &Record{ExpiresAt: at, Since: created, Title: r.Title, Announced: r.Announced, Noticed: r.Noticed, Rehearsed: r.Rehearsed}
+		return &Record{ExpiresAt: at, Since: created, Title: r.Title, Announced: r.Announced, Noticed: r.Noticed,
+			Rehearsed: r.Rehearsed, PostponedTo: r.PostponedTo}
 	}
 }
 

@@ -408,6 +408,29 @@ var regressions = []struct {
 			{Kind: "selectorChange", Val: "b", WaitMS: 1800000},
 		},
 	},
+	{
+		// A slow send of the postponement on going live moves the deletion
+		// past the time it announced (the notice runs from delivery); the
+		// ttl annotation then moved the expiry, and the new record forgot
+		// that later time: deleted 9m45s after the postponement.
+		name:  "a deletion a slow postponement moved stays moved when the expiry changes",
+		check: "liveAfterNotice", schedule: []Step{
+			{Kind: "policyCreate", Val: "ttl=30m,rem=20m;5m,notice=10m,sel=,prio=3,dry=1,cap=0,keep=Forbidden,sleep=idle:1h:2h:5m", WaitMS: 1000},
+			{Kind: "create", Obj: 2, Val: "a", WaitMS: 30000},
+			{Kind: "scaleUp", WaitMS: 300000},
+			{Kind: "restart", WaitMS: 900000},
+			{Kind: "lastActive", Obj: 1, Val: "+20m", WaitMS: 1800000},
+			{Kind: "policyEdit", Pol: 1, Val: "ttl=2h,rem=5m,notice=10m,sel=,prio=2,dry=1,cap=0", WaitMS: 1800000},
+			{Kind: "crash", Val: "15s", DurMS: 4, WaitMS: 1800000},
+			{Kind: "invalidTTL", Obj: 1, Val: "soon", WaitMS: 900000},
+			{Kind: "selectorChange", Val: "a", WaitMS: 300000},
+			{Kind: "scaleUp", Obj: 3, WaitMS: 1800000},
+			{Kind: "scaleUp", Obj: 2, WaitMS: 900000},
+			{Kind: "slowSend", Ch: 1, DurMS: 15000, WaitMS: 300000},
+			{Kind: "policyCreate", Pol: 2, Val: "ttl=2h,rem=,notice=10m,sel=,prio=4,dry=0,cap=0,idle=15m,keep=Forbidden,arch=1", WaitMS: 30000},
+			{Kind: "ttl", Obj: 2, Val: "90m", WaitMS: 1000},
+		},
+	},
 }
 
 // TestRegressionSchedulesKeepEveryPromise replays each regression case
