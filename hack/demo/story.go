@@ -312,7 +312,7 @@ func createSecret(ctx context.Context, cl client.Client, value string) error {
 }
 
 func (s *story) lifetime(u *unstructured.Unstructured) expiry.Lifetime {
-	return s.schedule.Lifetime(u.GetCreationTimestamp().Time, u.GetAnnotations())
+	return s.schedule.Lifetime(u.GetCreationTimestamp().Time, u.GetAnnotations(), time.Now())
 }
 
 // stagesOf returns the reminder leads that apply to a lifetime that took

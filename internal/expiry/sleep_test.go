@@ -134,7 +134,7 @@ func TestSleepPlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := tt.schedule.Lifetime(created, tt.annotations)
+			l := tt.schedule.Lifetime(created, tt.annotations, afterAll)
 			var rec *Record
 			if !l.Keep {
 				rec = (*Record)(nil).ForLife(l, created, tt.now)
@@ -160,7 +160,7 @@ func TestSleepPlan(t *testing.T) {
 
 func TestSleptAndWokeAreSaidOnce(t *testing.T) {
 	asleep := SleepState{Phase: PhaseAsleep, Since: created.Add(4 * time.Hour)}
-	l := sleepy.Lifetime(created, sleepState(asleep))
+	l := sleepy.Lifetime(created, sleepState(asleep), afterAll)
 	now := asleep.Since.Add(time.Minute)
 	ch := map[v1alpha1.EventType][]string{v1alpha1.EventSlept: {"events"}, v1alpha1.EventWoke: {"events"}}
 	rec := (*Record)(nil).ForLife(l, created, now)
@@ -175,7 +175,7 @@ func TestSleptAndWokeAreSaidOnce(t *testing.T) {
 
 	woke := SleepState{Phase: PhaseAwake, Since: asleep.Since, Woke: asleep.Since.Add(Day)}
 	now = woke.Woke.Add(time.Minute)
-	l = sleepy.Lifetime(created, sleepState(woke))
+	l = sleepy.Lifetime(created, sleepState(woke), afterAll)
 	rec = rec.ForLife(l, created, now)
 	p = Next(Input{Life: l, Schedule: sleepy, Record: rec, Channels: ch, Now: now})
 	if p.Action != Notify || p.Event != v1alpha1.EventWoke {
@@ -187,7 +187,7 @@ func TestSleptAndWokeAreSaidOnce(t *testing.T) {
 	rec.Delivered(p.Key, false, p.Channels, now)
 	// Used again: the expiry moves, the woke message is not said again.
 	later := now.Add(time.Hour)
-	l = sleepy.Lifetime(created, map[string]string{AnnotationSleep: woke.String(), AnnotationLastActive: later.Format(time.RFC3339)})
+	l = sleepy.Lifetime(created, map[string]string{AnnotationSleep: woke.String(), AnnotationLastActive: later.Format(time.RFC3339)}, afterAll)
 	if !rec.Follows(l) {
 		t.Errorf("a record holding only the woke message follows use without a write")
 	}
