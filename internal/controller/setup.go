@@ -51,7 +51,8 @@ import (
 // +kubebuilder:rbac:groups=timeout.amphitheatre.app,resources=reminders,verbs=record
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// Who scrapes the metrics is checked with the API server:
+// Who scrapes the metrics, and whether a policy's author may use the
+// channels it names, is checked with the API server:
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 //
@@ -142,7 +143,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	}
 	reviews, err := authorizationv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
-		return fmt.Errorf("create SelfSubjectAccessReview client: %w", err)
+		return fmt.Errorf("create the access review client: %w", err)
 	}
 	// What runs on the leader is added to held, which holds it back until
 	// the API server serves the controller's own CRDs (the gate below).
@@ -153,7 +154,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	}
 
 	secrets := secretReader{reader: mgr.GetAPIReader(), namespace: opts.SecretNamespace}
-	channels := &Channels{Reader: mgr.GetClient(), Secrets: secrets, Clock: opts.Clock, Limiter: notify.NewLimiter(opts.MaxSendsPerChannel)}
+	channels := &Channels{Reader: mgr.GetClient(), Secrets: secrets, Clock: opts.Clock, Limiter: notify.NewLimiter(opts.MaxSendsPerChannel),
+		Grants: &Grants{Reviews: reviews.SubjectAccessReviews()}}
 	objects := &ObjectReconciler{
 		Client:                mgr.GetClient(),
 		APIReader:             mgr.GetAPIReader(),
@@ -231,8 +233,10 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	}
 	err = ctrl.NewControllerManagedBy(held).
 		Named("policy").
-		// Labels decide which channels a policy may use.
-		For(&v1alpha1.TimeoutPolicy{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		// Labels and the author stamp (an annotation) decide which
+		// channels a policy may use.
+		For(&v1alpha1.TimeoutPolicy{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
+			predicate.AnnotationChangedPredicate{}))).
 		Watches(&v1alpha1.NotificationChannel{}, handler.EnqueueRequestsFromMapFunc(policiesUsing(mgr.GetClient()))).
 		// Another policy's edit can change which objects this one governs.
 		Watches(&v1alpha1.TimeoutPolicy{}, handler.EnqueueRequestsFromMapFunc(allPolicies(mgr.GetClient())),
