@@ -41,7 +41,7 @@ manifests: ## Generate the CRD and RBAC manifests under config/, and copy the CR
 	$(CONTROLLER_GEN) crd rbac:roleName=timeout-controller paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	rm -f charts/timeout-controller/crds/*.yaml && cp config/crd/bases/*.yaml charts/timeout-controller/crds/
-	cp config/admission/component/policy.yaml config/admission/component/binding.yaml charts/timeout-controller/files/admission/
+	cp $(filter-out %/kustomization.yaml,$(wildcard config/admission/component/*.yaml)) charts/timeout-controller/files/admission/
 	$(MAKE) --no-print-directory monitoring
 	$(MAKE) --no-print-directory docs
 

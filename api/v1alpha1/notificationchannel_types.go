@@ -170,6 +170,25 @@ const (
 	// not let it use the channel that way: its policySelector does not
 	// match the policy, or the policy's to is outside its allowed domains.
 	ReasonChannelRefused = "ChannelRefused"
+	// ReasonChannelNotGranted: the policy's author may not use a
+	// NotificationChannel it names (the verb use on notificationchannels,
+	// by name), or the policy has no author stamp and the channel is not
+	// granted to every authenticated user.
+	ReasonChannelNotGranted = "ChannelNotGranted"
+)
+
+// Using a channel is a permission of the policy's author, which the
+// author cannot give themselves.
+const (
+	// VerbUse is the RBAC verb on notificationchannels, by name, that
+	// lets whoever writes a TimeoutPolicy name the channel in it.
+	VerbUse = "use"
+	// AnnotationAuthor is who last created or updated a TimeoutPolicy, as
+	// the MutatingAdmissionPolicy timeout-policy-author.amphitheatre.app
+	// stamps it on every write: JSON {"username": …, "groups": […]}. The
+	// controller delivers through a channel only if that author may use
+	// it.
+	AnnotationAuthor = "timeout.amphitheatre.app/author"
 )
 
 // NotificationChannelStatus is what the controller last found of a channel.

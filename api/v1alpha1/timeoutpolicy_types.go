@@ -222,6 +222,10 @@ const (
 	// ConditionOverlapping is True while objects this policy matches are
 	// governed by another policy instead.
 	ConditionOverlapping = "Overlapping"
+	// ConditionUnbounded is set on a policy that forbids keep: True while
+	// it has no maxTTL, so that a lifetime annotation (expires-at in 2999)
+	// still keeps an object as long as it says.
+	ConditionUnbounded = "Unbounded"
 
 	ReasonActive         = "Active"
 	ReasonInvalidSpec    = "InvalidSpec"
@@ -245,6 +249,10 @@ const (
 	ReasonNoRecipients = "NoRecipients"
 	ReasonOutranked    = "Outranked"
 	ReasonNoOverlap    = "NoOverlap"
+	// ReasonNoMaxTTL: keep is Forbidden and nothing caps lifetimes.
+	ReasonNoMaxTTL = "NoMaxTTL"
+	// ReasonMaxTTL: keep is Forbidden and maxTTL caps every lifetime.
+	ReasonMaxTTL = "MaxTTL"
 )
 
 // TimeoutPolicyStatus is what the controller last saw of a policy's objects.
@@ -253,7 +261,8 @@ type TimeoutPolicyStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready and Overlapping.
+	// Conditions: Ready, Overlapping and, when keep is Forbidden,
+	// Unbounded.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

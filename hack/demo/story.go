@@ -183,6 +183,10 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 		}
 	}
 	s.n.say("created NotificationChannels %s (SMTP) and %s (webhook): the administrator's, naming servers and Secrets", mailChannel, webhookName)
+	if err := installChannelAdmission(ctx, cl); err != nil {
+		return err
+	}
+	s.n.say("installed the admission policies of config/admission that stamp each TimeoutPolicy with its author: the controller sends through a channel only for an author granted the verb use on it")
 
 	policy := &v1alpha1.TimeoutPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: policyName},
@@ -205,6 +209,8 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 		return err
 	}
 	s.n.say("created TimeoutPolicy %s: Playbooks live %s unless their annotations say otherwise", policyName, policy.Spec.DefaultTTL)
+	s.n.more("stamped with its author %s, who may use both channels (a cluster administrator holds every verb, use included)",
+		policy.Annotations[v1alpha1.AnnotationAuthor])
 	s.n.more("reminders %s before expiry, by mail to %s (SMTP %s) and as signed CloudEvents to webhook %s",
 		joinDurations(s.schedule.Reminders, " and "), mailTo, rc.mailAddr(), webhookName)
 	s.n.more("minimumNotice %s: nothing is deleted sooner than %s after its first reminder reached someone", minimumNotice, minimumNotice)
@@ -312,7 +318,7 @@ func createSecret(ctx context.Context, cl client.Client, value string) error {
 }
 
 func (s *story) lifetime(u *unstructured.Unstructured) expiry.Lifetime {
-	return s.schedule.Lifetime(u.GetCreationTimestamp().Time, u.GetAnnotations())
+	return s.schedule.Lifetime(u.GetCreationTimestamp().Time, u.GetAnnotations(), time.Now())
 }
 
 // stagesOf returns the reminder leads that apply to a lifetime that took

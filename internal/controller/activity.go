@@ -115,7 +115,47 @@ func (r *ObjectReconciler) recordActivity(ctx context.Context, ev *evaluation, p
 		return next, false, nil
 	}
 
-	value := expiry.Activity{Generation: obj.Generation, At: seen.at.UTC()}
+	value := expiry.Activity{Generation: obj.Generation, At: seen.at.UTC(), Ahead: recorded.Ahead}
+	applied, err := r.writeActivity(ctx, ev, value)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	if applied {
+		r.activity.wrote(key, ev.now)
+		activityWrites.Inc()
+		logf.FromContext(ctx).V(1).Info("activity recorded", "generation", value.Generation, "at", value.At, "policy", ev.policy.Name)
+	}
+	return time.Time{}, true, nil
+}
+
+// settleActivity notes on the object a time of use ahead of the clock
+// (expiry.Settle): until it is noted it counts from now at every look,
+// which would put the expiry off for ever. It writes at once, before
+// anything is decided from the lifetime, and says whether it wrote: the
+// watch event of the write brings the next reconcile.
+func (r *ObjectReconciler) settleActivity(ctx context.Context, ev *evaluation) (bool, error) {
+	if ev.Life.Keep {
+		return false, nil
+	}
+	value, write := expiry.Settle(ev.obj.Annotations, ev.now)
+	if !write {
+		return false, nil
+	}
+	applied, err := r.writeActivity(ctx, ev, value)
+	if err != nil {
+		return false, err
+	}
+	if applied && value.Ahead != nil {
+		logf.FromContext(ctx).Info("last-active ahead of the clock noted", "lastActive", value.Ahead.LastActive, "seen", value.Ahead.Seen, "policy", ev.policy.Name)
+	}
+	return true, nil
+}
+
+// writeActivity writes the activity annotation. applied is false, with no
+// error, when the object changed or went meanwhile: its event brings
+// another look.
+func (r *ObjectReconciler) writeActivity(ctx context.Context, ev *evaluation, value expiry.Activity) (applied bool, err error) {
+	key, obj := ev.key, ev.obj
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		// On this object, not one recreated under its name. Not locked on
 		// the resourceVersion: an object in use changes all the time, a
@@ -127,22 +167,16 @@ func (r *ObjectReconciler) recordActivity(ctx context.Context, ev *evaluation, p
 		"annotations": map[string]string{expiry.AnnotationActivity: value.String()},
 	}})
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("encode the activity of %s: %w", key, err)
+		return false, fmt.Errorf("encode the activity of %s: %w", key, err)
 	}
 	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	err = r.Client.Patch(writeCtx, obj.DeepCopy(), client.RawPatch(types.MergePatchType, patch))
 	switch {
-	case apierrors.IsConflict(err):
-		// The object changed: its update event brings another look.
-		return time.Time{}, true, nil
-	case apierrors.IsNotFound(err):
-		return time.Time{}, true, nil
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		return false, nil
 	case err != nil:
-		return time.Time{}, false, fmt.Errorf("record the activity of %s: %w", key, err)
+		return false, fmt.Errorf("record the activity of %s: %w", key, err)
 	}
-	r.activity.wrote(key, ev.now)
-	activityWrites.Inc()
-	logf.FromContext(ctx).V(1).Info("activity recorded", "generation", value.Generation, "at", value.At, "policy", ev.policy.Name)
-	return time.Time{}, true, nil
+	return true, nil
 }

@@ -239,3 +239,59 @@ func TestAUseInsideTheThrottleWindowIsWrittenBeforeADueReminder(t *testing.T) {
 		t.Errorf("%d reminders about the new expiry %s; want 1", reminded, newExpiry)
 	}
 }
+
+// A last-active of 2999 is use at the moment it was first seen: the
+// controller notes that moment on the object before anything else, a
+// restart and a later recorded edit keep the note, and the object is
+// deleted idleTTL after it, not in 2999.
+func TestALastActiveFarAheadKeepsTheObjectOnlyIdleTTLPastItsWrite(t *testing.T) {
+	written := t0.Add(20 * time.Minute)
+	cm := newConfigMap("forged", firstGeneration)
+	policy := fixture.Policy("idle", fixture.Reminders(), func(p *v1alpha1.TimeoutPolicy) {
+		p.Spec.DefaultTTL, p.Spec.IdleTTL, p.Spec.Keep = "30m", "1h", v1alpha1.KeepForbidden
+	})
+	h := newHarness(t, written, policy, cm)
+	cur := h.stored(cm)
+	cur.Annotations = map[string]string{expiry.AnnotationLastActive: "2999-01-01T00:00:00Z"}
+	if err := h.client.Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
+	mustReconcile(t, h, cm)
+	act, err := expiry.ParseActivity(h.stored(cm).Annotations[expiry.AnnotationActivity])
+	if err != nil || act.Ahead == nil || !act.Ahead.Seen.Equal(written) {
+		t.Fatalf("activity %+v, %v; want the last-active noted as seen at %s", act, err, written)
+	}
+	mustReconcile(t, h, cm) // the pass after the note
+	if got := drain(h.rec); !slices.ContainsFunc(got, func(e string) bool {
+		return strings.Contains(e, ReasonInvalidTimeout) && strings.Contains(e, "counts from "+written.Format(time.RFC3339))
+	}) {
+		t.Errorf("events %v; want an InvalidTimeout saying the use counts from %s", got, written)
+	}
+
+	// A restart and an edit recorded later keep the note.
+	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
+	h.clock.SetTime(written.Add(30 * time.Minute))
+	editSpec(h, cm)
+	for range 3 {
+		mustReconcile(t, h, cm)
+	}
+	act, _ = expiry.ParseActivity(h.stored(cm).Annotations[expiry.AnnotationActivity])
+	if act.Generation != 2 || act.Ahead == nil || !act.Ahead.Seen.Equal(written) {
+		t.Fatalf("activity %+v after the edit; want generation 2 and the note of %s kept", act, written)
+	}
+
+	// The edit at written+30m is the latest use: deleted an hour after it.
+	expires := written.Add(90 * time.Minute)
+	h.clock.SetTime(expires.Add(-time.Second))
+	mustReconcile(t, h, cm)
+	if h.stored(cm) == nil {
+		t.Fatalf("deleted before %s", expires)
+	}
+	h.clock.SetTime(expires)
+	for range 2 {
+		mustReconcile(t, h, cm)
+	}
+	if h.stored(cm) != nil {
+		t.Fatalf("not deleted at %s, an hour after its last use: the last-active of 2999 kept it", expires)
+	}
+}

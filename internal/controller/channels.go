@@ -115,6 +115,9 @@ type Channels struct {
 	Clock   clock.PassiveClock
 	// Limiter caps each channel's sends at once; nil means no cap.
 	Limiter *notify.Limiter
+	// Grants says whether a policy's author may use each channel it
+	// names; nil checks nothing (tests and the simulation).
+	Grants *Grants
 	// Build builds the notifiers of a policy's channels; nil is
 	// channelKinds.Build. Tests and the simulation build their own.
 	Build func(ctx context.Context, channels []notify.Channel, secrets notify.Secrets) ([]notify.Notifier, error)
@@ -223,15 +226,28 @@ func (c *Channels) lookup(ctx context.Context, p *v1alpha1.TimeoutPolicy) ([]*v1
 			err: fmt.Errorf("NotificationChannel %s does not exist", strings.Join(missing, ", "))}
 	}
 	inputs.WriteString(labels.Set(p.Labels).String())
+	// A new author is asked about afresh.
+	inputs.WriteString("," + p.Annotations[v1alpha1.AnnotationAuthor])
 	return out, inputs.String(), nil
 }
 
-// build checks that p may use each of its channels the way it asks to and
-// builds their notifiers.
+// build checks that p's author may use each of its channels, and p the
+// way it asks to, and builds their notifiers.
 func (c *Channels) build(ctx context.Context, p *v1alpha1.TimeoutPolicy, chans []*v1alpha1.NotificationChannel) (*channelSet, error) {
 	templates, err := notify.NewTemplates(p.Spec.Notifications.Templates)
 	if err != nil {
 		return nil, err
+	}
+	names := make([]string, len(chans))
+	for i, ch := range chans {
+		names[i] = ch.Name
+	}
+	denied, err := c.Grants.refused(ctx, p, names)
+	if err != nil {
+		return nil, err
+	}
+	if len(denied) > 0 {
+		return nil, &channelError{reason: v1alpha1.ReasonChannelNotGranted, err: notGranted(p, denied)}
 	}
 	var (
 		resolved []notify.Channel

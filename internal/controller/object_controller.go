@@ -227,6 +227,9 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	if err != nil || ev == nil {
 		return ctrl.Result{}, err
 	}
+	if wrote, err := r.settleActivity(ctx, ev); wrote || err != nil {
+		return ctrl.Result{}, err
+	}
 	r.warnInvalid(ctx, ev)
 
 	// Record.

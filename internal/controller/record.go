@@ -59,7 +59,7 @@ func (d *deliverer) record(ctx context.Context, ev *evaluation, update func(*exp
 			return nil
 		}
 		fresh, _ := expiry.ParseRecord(obj.Annotations[expiry.AnnotationReminders])
-		life := ev.Schedule.Lifetime(obj.CreationTimestamp.Time, obj.Annotations)
+		life := ev.Schedule.Lifetime(obj.CreationTimestamp.Time, obj.Annotations, ev.now)
 		if life.Keep || !life.ExpiresAt.Equal(rec.ExpiresAt) {
 			// The object changed under us (kept, extended): the new plan
 			// supersedes what was just sent.

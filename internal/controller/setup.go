@@ -30,6 +30,8 @@ import (
 // the API server. The rules of each controller stand beside it, in
 // <kind>_controller.go.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// Whether a policy's author may use the channels it names is checked
+// with the API server too.
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 //
@@ -110,7 +112,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	}
 	reviews, err := authorizationv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
-		return fmt.Errorf("create SelfSubjectAccessReview client: %w", err)
+		return fmt.Errorf("create the access review client: %w", err)
 	}
 	// What runs on the leader is added to held, which holds it back until
 	// the API server serves the controller's own CRDs (the gate below).
@@ -121,7 +123,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	}
 
 	secrets := secretReader{reader: mgr.GetAPIReader(), namespace: opts.SecretNamespace}
-	channels := &Channels{Reader: mgr.GetClient(), Secrets: secrets, Clock: opts.Clock, Limiter: notify.NewLimiter(opts.MaxSendsPerChannel)}
+	channels := &Channels{Reader: mgr.GetClient(), Secrets: secrets, Clock: opts.Clock, Limiter: notify.NewLimiter(opts.MaxSendsPerChannel),
+		Grants: &Grants{Reviews: reviews.SubjectAccessReviews()}}
 	objects := &ObjectReconciler{
 		Client:                mgr.GetClient(),
 		APIReader:             mgr.GetAPIReader(),

@@ -78,8 +78,10 @@ type PolicyReconciler struct {
 func (r *PolicyReconciler) SetupWithManager(mgr manager.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("policy").
-		// Labels decide which channels a policy may use.
-		For(&v1alpha1.TimeoutPolicy{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		// Labels and the author stamp (an annotation) decide which
+		// channels a policy may use.
+		For(&v1alpha1.TimeoutPolicy{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
+			predicate.AnnotationChangedPredicate{}))).
 		Watches(&v1alpha1.NotificationChannel{}, handler.EnqueueRequestsFromMapFunc(policiesUsing(mgr.GetClient()))).
 		// Another policy's edit can change which objects this one governs.
 		Watches(&v1alpha1.TimeoutPolicy{}, handler.EnqueueRequestsFromMapFunc(allPolicies(mgr.GetClient())),
@@ -138,6 +140,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		r.setReady(policy, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec, err.Error())
 		return ctrl.Result{}, r.patchStatus(ctx, orig, policy, ReasonInvalidPolicy)
 	}
+	setUnbounded(policy)
 
 	gvk := match.TargetGVK(policy)
 	mapping, err := r.RESTMapper.RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -227,6 +230,28 @@ func validate(p *v1alpha1.TimeoutPolicy) error {
 		errs = append(errs, fmt.Errorf("spec.target.apiVersion: %q is not a group/version", p.Spec.Target.APIVersion))
 	}
 	return errors.Join(errs...)
+}
+
+// setUnbounded sets the Unbounded condition of a policy that forbids keep:
+// forbidding keep bounds nothing while an annotation may still ask for an
+// expiry in 2999, so it says so until maxTTL caps lifetimes. A policy that
+// allows keep has no such condition.
+func setUnbounded(p *v1alpha1.TimeoutPolicy) {
+	if p.Spec.Keep != v1alpha1.KeepForbidden {
+		meta.RemoveStatusCondition(&p.Status.Conditions, v1alpha1.ConditionUnbounded)
+		return
+	}
+	c := metav1.Condition{
+		Type: v1alpha1.ConditionUnbounded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonNoMaxTTL,
+		Message: "spec.keep is Forbidden but the policy has no spec.maxTTL: an " + expiry.AnnotationExpiresAt + " or " + expiry.AnnotationTTL +
+			" annotation still keeps an object as long as it says (expires-at 2999-01-01T00:00:00Z keeps it until 2999). Set spec.maxTTL to cap every lifetime",
+		ObservedGeneration: p.Generation,
+	}
+	if p.Spec.MaxTTL != "" {
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonMaxTTL
+		c.Message = fmt.Sprintf("No object lives past spec.maxTTL (%s) from its creation, whatever its annotations say", p.Spec.MaxTTL)
+	}
+	meta.SetStatusCondition(&p.Status.Conditions, c)
 }
 
 // noRecipients is the Ready message of a policy whose objects have nobody
@@ -324,7 +349,7 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 			}
 			return nil
 		}
-		life := self.Schedule.Lifetime(o.CreationTimestamp.Time, o.Annotations)
+		life := self.Schedule.Lifetime(o.CreationTimestamp.Time, o.Annotations, now)
 		if life.Keep {
 			kept++
 			return nil

@@ -281,6 +281,40 @@ func TestPolicyReconcilerReconcile(t *testing.T) {
 	})
 }
 
+// A policy that forbids keep and has no maxTTL bounds nothing: an
+// expires-at in 2999 keeps an object as long. Its status says so.
+func TestPolicyReconcilerSaysForbiddingKeepWithoutMaxTTLBoundsNothing(t *testing.T) {
+	forbidding := func(p *v1alpha1.TimeoutPolicy) { p.Spec.Keep = v1alpha1.KeepForbidden }
+	h := newPolicyHarness(t, t0, fixture.Policy("strict", forbidding), fixture.Policy("lenient"))
+	_, p := h.reconcile(t, "strict")
+	c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionUnbounded)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonNoMaxTTL ||
+		!strings.Contains(c.Message, "spec.maxTTL") || c.ObservedGeneration != p.Generation {
+		t.Fatalf("Unbounded = %+v, want True/NoMaxTTL naming spec.maxTTL", c)
+	}
+	if ready := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
+		t.Errorf("Ready = %+v, want True: the policy works, it only bounds less than it seems", ready)
+	}
+	p.Spec.MaxTTL = "30d"
+	if err := h.client.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	_, p = h.reconcile(t, "strict")
+	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionUnbounded); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonMaxTTL {
+		t.Errorf("Unbounded with a maxTTL = %+v, want False/MaxTTL", c)
+	}
+	p.Spec.Keep = v1alpha1.KeepAllowed
+	if err := h.client.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if _, p = h.reconcile(t, "strict"); meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionUnbounded) != nil {
+		t.Errorf("Unbounded on a policy that allows keep: %+v", p.Status.Conditions)
+	}
+	if _, p = h.reconcile(t, "lenient"); meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionUnbounded) != nil {
+		t.Errorf("Unbounded on a policy that allows keep: %+v", p.Status.Conditions)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name string

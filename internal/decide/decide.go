@@ -66,7 +66,7 @@ type Unwritten func(shown *expiry.Record, expiresAt time.Time) *expiry.Record
 // Evaluate computes the lifetime and the record of obj under policy c at
 // now. unwritten may be nil (the plugin has written nothing).
 func Evaluate(c *match.Candidate, obj Object, now time.Time, unwritten Unwritten) Decision {
-	d := Decision{Schedule: c.Schedule, Life: c.Schedule.Lifetime(obj.Created, obj.Annotations)}
+	d := Decision{Schedule: c.Schedule, Life: c.Schedule.Lifetime(obj.Created, obj.Annotations, now)}
 	// The record is the controller's own; if someone broke it, the worst
 	// that follows is a repeated reminder, never a deletion without one.
 	d.Shown, d.RecordErr = expiry.ParseRecord(obj.Annotations[expiry.AnnotationReminders])

@@ -39,15 +39,85 @@ const (
 	SourceGeneration = "metadata.generation"
 )
 
+// Skew is how far ahead of the controller's clock a time of use may be
+// and still count as the time it was written: the clocks of the writer
+// and the controller may differ by a few seconds.
+const Skew = 5 * time.Second
+
 // Activity is what the controller recorded of an object's use: a change of
-// metadata.generation (a spec edit) that it saw at At.
+// metadata.generation (a spec edit) that it saw at At, and when it first
+// saw a last-active annotation that named a time ahead of its clock.
 type Activity struct {
 	// Generation is the generation the controller last recorded; an
 	// object without the annotation counts as recorded at generation 1,
 	// the one it was created with.
 	Generation int64 `json:"generation"`
-	// At is when the controller saw the generation change.
-	At time.Time `json:"at"`
+	// At is when the controller saw the generation change; zero when it
+	// has recorded none.
+	At time.Time `json:"at,omitzero"`
+	// Ahead is set while the last-active annotation names a time that was
+	// ahead of the controller's clock when it first saw it.
+	Ahead *Ahead `json:"ahead,omitempty"`
+}
+
+// Ahead notes a last-active annotation that named a time ahead of the
+// controller's clock: the time it named, and when the controller first
+// saw it. Use is never in the future: the use counts from Seen, so that
+// writing a far date cannot keep an object.
+type Ahead struct {
+	LastActive time.Time `json:"lastActive"`
+	Seen       time.Time `json:"seen"`
+}
+
+// ahead reports whether a time of use t is in the future at now, beyond
+// the clock skew allowed.
+func ahead(t, now time.Time) bool {
+	return t.After(now.Add(Skew))
+}
+
+// lastActive returns when the use that a last-active annotation naming t
+// was, read at now: t itself, unless t was ahead of the clock when the
+// controller first saw it (its note says when), or is ahead of now and
+// not noted yet. clamped says the use counts from earlier than t.
+func (a Activity) lastActive(t, now time.Time) (used time.Time, clamped bool) {
+	// A note seen ahead of now was not written by the controller.
+	if n := a.Ahead; n != nil && n.LastActive.Equal(t) && !ahead(n.Seen, now) {
+		if n.Seen.Before(t) {
+			return n.Seen, true
+		}
+		return t, false
+	}
+	if ahead(t, now) {
+		return now, true
+	}
+	return t, false
+}
+
+// Settle returns the activity annotation that keeps what Lifetime makes of
+// times of use ahead of now where it put them: it notes when a last-active
+// ahead of now was first seen (now), brings a recorded time of use ahead
+// of now back to now, and drops a note whose last-active is gone, so that
+// the same far date written again later counts from then. write is false
+// when the annotation needs no change.
+func Settle(annotations map[string]string, now time.Time) (a Activity, write bool) {
+	a, err := ParseActivity(annotations[AnnotationActivity])
+	if err == nil && ahead(a.At, now) {
+		a.At, write = now, true
+	}
+	var t time.Time
+	parsed := false
+	if v, ok := annotations[AnnotationLastActive]; ok {
+		t, err = time.Parse(time.RFC3339, strings.TrimSpace(v))
+		parsed = err == nil
+	}
+	noted := a.Ahead != nil && parsed && a.Ahead.LastActive.Equal(t)
+	switch {
+	case parsed && ahead(t, now) && (!noted || ahead(a.Ahead.Seen, now)):
+		a.Ahead, write = &Ahead{LastActive: t, Seen: now}, true
+	case a.Ahead != nil && !noted:
+		a.Ahead, write = nil, true
+	}
+	return a, write
 }
 
 // ParseActivity reads the activity annotation; an empty value is the
@@ -76,7 +146,12 @@ func (a Activity) String() string {
 // forbids keep, the keep annotation is reported and ignored. An allowed
 // keep wins over the maximum: maxTTL caps lifetimes, and whether an object
 // may be kept is spec.keep's say.
-func (s Schedule) Lifetime(created time.Time, annotations map[string]string) Lifetime {
+//
+// A time of use ahead of now (by more than Skew) counts from when the
+// controller first saw it, which the activity annotation notes (Settle),
+// or from now until it does: use is never in the future, and a far date
+// in last-active keeps nothing. Such a last-active is reported.
+func (s Schedule) Lifetime(created time.Time, annotations map[string]string, now time.Time) Lifetime {
 	a := annotations
 	var refused *Invalid
 	if v, ok := annotations[AnnotationKeep]; ok && s.KeepForbidden {
@@ -97,29 +172,48 @@ func (s Schedule) Lifetime(created time.Time, annotations map[string]string) Lif
 	}
 
 	l.LastActive, l.ActiveBy = created, SourceCreated
+	// The controller's own annotation: if someone broke it, the object
+	// counts as unused since its other activity, and the next change of
+	// generation is recorded afresh.
+	act, actErr := ParseActivity(annotations[AnnotationActivity])
 	if v, ok := annotations[AnnotationLastActive]; ok {
 		t, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
-		switch {
-		case err != nil:
+		if err != nil {
 			l.Invalid = append(l.Invalid, Invalid{
 				Annotation: AnnotationLastActive, Value: v,
 				Expected: "an RFC 3339 time, such as 2026-12-24T18:00:00Z",
 				Fallback: "activity counts from the object's creation and the changes the controller saw",
 			})
-		case t.After(l.LastActive):
-			l.LastActive, l.ActiveBy = t, AnnotationLastActive
+		} else {
+			used, clamped := act.lastActive(t, now)
+			if clamped {
+				l.Invalid = append(l.Invalid, Invalid{
+					Annotation: AnnotationLastActive, Value: v,
+					Expected: fmt.Sprintf("a time no later than when it is written (%s of clock skew allowed)", FormatDuration(Skew)),
+					Fallback: "the use counts from " + used.UTC().Format(time.RFC3339) + ", when it was first seen",
+				})
+			}
+			if used.After(l.LastActive) {
+				l.LastActive, l.ActiveBy = used, AnnotationLastActive
+			}
 		}
 	}
-	// The controller's own annotation: if someone broke it, the object
-	// counts as unused since its other activity, and the next change of
-	// generation is recorded afresh.
-	if act, err := ParseActivity(annotations[AnnotationActivity]); err == nil && act.At.After(l.LastActive) {
-		l.LastActive, l.ActiveBy = act.At, SourceGeneration
+	if actErr == nil {
+		// The controller records only what it saw: a later time was not
+		// written by it, and counts as now until it is brought back.
+		at := act.At
+		if ahead(at, now) {
+			at = now
+		}
+		if at.After(l.LastActive) {
+			l.LastActive, l.ActiveBy = at, SourceGeneration
+		}
 	}
-	// A wake is activity: it restarts the idle clock.
+	// A wake is activity: it restarts the idle clock. The controller
+	// writes the wake at its own clock: one ahead of now it did not write.
 	if st, err := ParseSleep(annotations[AnnotationSleep]); err == nil {
 		l.Sleep = st
-		if st.Woke.After(l.LastActive) {
+		if st.Woke.After(l.LastActive) && !ahead(st.Woke, now) {
 			l.LastActive, l.ActiveBy = st.Woke, SourceWoke
 		}
 	} else {

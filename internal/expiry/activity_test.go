@@ -4,6 +4,7 @@
 package expiry
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +20,9 @@ var idle = Schedule{DefaultTTL: 14 * Day, IdleTTL: 3 * Day, MaxTTL: 30 * Day,
 
 func rfc(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
+// far is the last-active that would keep an object for centuries.
+var far = time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)
+
 func TestScheduleLifetime(t *testing.T) {
 	forbidden := idle
 	forbidden.KeepForbidden = true
@@ -30,6 +34,8 @@ func TestScheduleLifetime(t *testing.T) {
 		name        string
 		schedule    Schedule
 		annotations map[string]string
+		// now is when the lifetime is read; afterAll when zero.
+		now         time.Time
 		wantKeep    bool
 		wantAt      time.Time
 		wantSource  string
@@ -92,9 +98,102 @@ func TestScheduleLifetime(t *testing.T) {
 			wantInvalid: []string{AnnotationTTL},
 		},
 		{
-			name: "without a maximum, a last-active far ahead keeps the object that long", schedule: noMax,
+			name: "without a maximum, a last-active written long ago keeps the object idleTTL past it", schedule: noMax,
 			annotations: map[string]string{AnnotationLastActive: rfc(created.Add(100 * Day))},
 			wantAt:      created.Add(103 * Day), wantSource: SourceIdle, wantActive: AnnotationLastActive, wantIdle: true,
+		},
+		{
+			name: "a last-active far ahead counts from now until the controller notes it", schedule: noMax,
+			annotations: map[string]string{AnnotationLastActive: "2999-01-01T00:00:00Z"},
+			now:         created.Add(13 * Day),
+			wantAt:      created.Add(16 * Day), wantSource: SourceIdle, wantActive: AnnotationLastActive, wantIdle: true,
+			wantInvalid: []string{AnnotationLastActive},
+		},
+		{
+			name: "a last-active far ahead counts from when the controller first saw it", schedule: noMax,
+			annotations: map[string]string{
+				AnnotationLastActive: "2999-01-01T00:00:00Z",
+				AnnotationActivity:   Activity{Generation: 1, Ahead: &Ahead{LastActive: far, Seen: created.Add(12 * Day)}}.String(),
+			},
+			now:    created.Add(40 * Day),
+			wantAt: created.Add(15 * Day), wantSource: SourceIdle, wantActive: AnnotationLastActive, wantIdle: true,
+			wantInvalid: []string{AnnotationLastActive},
+		},
+		{
+			name: "a last-active as far ahead as the clock skew allows counts as written", schedule: noMax,
+			annotations: map[string]string{AnnotationLastActive: rfc(created.Add(13*Day + Skew))},
+			now:         created.Add(13 * Day),
+			wantAt:      created.Add(16*Day + Skew), wantSource: SourceIdle, wantActive: AnnotationLastActive, wantIdle: true,
+		},
+		{
+			name: "a last-active a second further ahead than the skew counts from now", schedule: noMax,
+			annotations: map[string]string{AnnotationLastActive: rfc(created.Add(13*Day + Skew + time.Second))},
+			now:         created.Add(13 * Day),
+			wantAt:      created.Add(16 * Day), wantSource: SourceIdle, wantActive: AnnotationLastActive, wantIdle: true,
+			wantInvalid: []string{AnnotationLastActive},
+		},
+		{
+			name: "a note seen ahead of now is not the controller's", schedule: noMax,
+			annotations: map[string]string{
+				AnnotationLastActive: "2999-01-01T00:00:00Z",
+				AnnotationActivity:   Activity{Generation: 1, Ahead: &Ahead{LastActive: far, Seen: created.Add(13*Day + Skew + time.Second)}}.String(),
+			},
+			now:    created.Add(13 * Day),
+			wantAt: created.Add(16 * Day), wantSource: SourceIdle, wantActive: AnnotationLastActive, wantIdle: true,
+			wantInvalid: []string{AnnotationLastActive},
+		},
+		{
+			name: "a note seen within the skew ahead of now counts", schedule: noMax,
+			annotations: map[string]string{
+				AnnotationLastActive: "2999-01-01T00:00:00Z",
+				AnnotationActivity:   Activity{Generation: 1, Ahead: &Ahead{LastActive: far, Seen: created.Add(13*Day + Skew)}}.String(),
+			},
+			now:    created.Add(13 * Day),
+			wantAt: created.Add(16*Day + Skew), wantSource: SourceIdle, wantActive: AnnotationLastActive, wantIdle: true,
+			wantInvalid: []string{AnnotationLastActive},
+		},
+		{
+			name: "a note about another time does not apply", schedule: noMax,
+			annotations: map[string]string{
+				AnnotationLastActive: "2999-01-01T00:00:00Z",
+				AnnotationActivity:   Activity{Generation: 1, Ahead: &Ahead{LastActive: far.Add(time.Second), Seen: created.Add(Day)}}.String(),
+			},
+			now:    created.Add(13 * Day),
+			wantAt: created.Add(16 * Day), wantSource: SourceIdle, wantActive: AnnotationLastActive, wantIdle: true,
+			wantInvalid: []string{AnnotationLastActive},
+		},
+		{
+			name: "a note seen at the time it names leaves the time as it is", schedule: noMax,
+			annotations: map[string]string{
+				AnnotationLastActive: rfc(created.Add(12 * Day)),
+				AnnotationActivity:   Activity{Generation: 1, Ahead: &Ahead{LastActive: created.Add(12 * Day), Seen: created.Add(12 * Day)}}.String(),
+			},
+			now:    created.Add(13 * Day),
+			wantAt: created.Add(15 * Day), wantSource: SourceIdle, wantActive: AnnotationLastActive, wantIdle: true,
+		},
+		{
+			name: "a recorded generation change ahead of now counts as now", schedule: noMax,
+			annotations: map[string]string{AnnotationActivity: Activity{Generation: 3, At: far}.String()},
+			now:         created.Add(13 * Day),
+			wantAt:      created.Add(16 * Day), wantSource: SourceIdle, wantActive: SourceGeneration, wantIdle: true,
+		},
+		{
+			name: "a recorded generation change within the skew counts as recorded", schedule: noMax,
+			annotations: map[string]string{AnnotationActivity: Activity{Generation: 3, At: created.Add(13*Day + Skew)}.String()},
+			now:         created.Add(13 * Day),
+			wantAt:      created.Add(16*Day + Skew), wantSource: SourceIdle, wantActive: SourceGeneration, wantIdle: true,
+		},
+		{
+			name: "a wake ahead of now is no use", schedule: noMax,
+			annotations: map[string]string{AnnotationSleep: SleepState{Phase: PhaseAwake, Woke: created.Add(13*Day + Skew + time.Second)}.String()},
+			now:         created.Add(13 * Day),
+			wantAt:      created.Add(14 * Day), wantSource: SourceDefault, wantActive: SourceCreated,
+		},
+		{
+			name: "a wake within the skew is use", schedule: noMax,
+			annotations: map[string]string{AnnotationSleep: SleepState{Phase: PhaseAwake, Woke: created.Add(13*Day + Skew)}.String()},
+			now:         created.Add(13 * Day),
+			wantAt:      created.Add(16*Day + Skew), wantSource: SourceIdle, wantActive: SourceWoke, wantIdle: true,
 		},
 		{
 			name: "a last-active before creation counts as the creation", schedule: short,
@@ -137,7 +236,11 @@ func TestScheduleLifetime(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := tt.schedule.Lifetime(created, tt.annotations)
+			now := tt.now
+			if now.IsZero() {
+				now = afterAll
+			}
+			l := tt.schedule.Lifetime(created, tt.annotations, now)
 			if l.Keep != tt.wantKeep {
 				t.Fatalf("Keep = %v, want %v", l.Keep, tt.wantKeep)
 			}
@@ -165,9 +268,206 @@ func TestScheduleLifetime(t *testing.T) {
 }
 
 func TestClampWarningSaysSo(t *testing.T) {
-	l := idle.Lifetime(created, map[string]string{AnnotationExpiresAt: rfc(created.Add(60 * Day))})
+	l := idle.Lifetime(created, map[string]string{AnnotationExpiresAt: rfc(created.Add(60 * Day))}, afterAll)
 	if len(l.Invalid) != 1 || !strings.Contains(l.Invalid[0].Error(), "maxTTL 30d") || !strings.Contains(l.Invalid[0].Error(), rfc(created.Add(30*Day))) {
 		t.Fatalf("warning = %v, want one naming maxTTL 30d and the time it clamps to", l.Invalid)
+	}
+}
+
+func TestAClampedLastActiveSaysFromWhenUseCounts(t *testing.T) {
+	now := created.Add(13 * Day)
+	l := idle.Lifetime(created, map[string]string{AnnotationLastActive: "2999-01-01T00:00:00Z"}, now)
+	if len(l.Invalid) != 1 || !strings.Contains(l.Invalid[0].Error(), "no later than when it is written (5s of clock skew allowed)") ||
+		!strings.Contains(l.Invalid[0].Error(), "counts from "+rfc(now)) {
+		t.Fatalf("warning = %v, want one naming the skew allowed and the time use counts from", l.Invalid)
+	}
+}
+
+func TestSettle(t *testing.T) {
+	now := created.Add(13 * Day)
+	farValue := "2999-01-01T00:00:00Z"
+	noted := func(at, seen time.Time) *Ahead { return &Ahead{LastActive: at, Seen: seen} }
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		want        Activity
+		wantWrite   bool
+	}{
+		{name: "writes nothing for an object without use", want: Activity{Generation: 1}},
+		{
+			name:        "writes nothing for a last-active in the past",
+			annotations: map[string]string{AnnotationLastActive: rfc(now.Add(-time.Hour))},
+			want:        Activity{Generation: 1},
+		},
+		{
+			name:        "writes nothing for a last-active within the clock skew",
+			annotations: map[string]string{AnnotationLastActive: rfc(now.Add(Skew))},
+			want:        Activity{Generation: 1},
+		},
+		{
+			name:        "notes a last-active ahead of now, seen now",
+			annotations: map[string]string{AnnotationLastActive: farValue},
+			want:        Activity{Generation: 1, Ahead: noted(far, now)}, wantWrite: true,
+		},
+		{
+			name:        "notes a last-active a second past the clock skew",
+			annotations: map[string]string{AnnotationLastActive: rfc(now.Add(Skew + time.Second))},
+			want:        Activity{Generation: 1, Ahead: noted(now.Add(Skew+time.Second), now)}, wantWrite: true,
+		},
+		{
+			name: "keeps the generation it recorded when it notes",
+			annotations: map[string]string{
+				AnnotationLastActive: farValue,
+				AnnotationActivity:   Activity{Generation: 4, At: created.Add(Day)}.String(),
+			},
+			want: Activity{Generation: 4, At: created.Add(Day), Ahead: noted(far, now)}, wantWrite: true,
+		},
+		{
+			name: "keeps a note of the last-active the object shows",
+			annotations: map[string]string{
+				AnnotationLastActive: farValue,
+				AnnotationActivity:   Activity{Generation: 2, Ahead: noted(far, created.Add(Day))}.String(),
+			},
+			want: Activity{Generation: 2, Ahead: noted(far, created.Add(Day))},
+		},
+		{
+			name: "keeps a note whose last-active is no longer ahead",
+			annotations: map[string]string{
+				AnnotationLastActive: rfc(now.Add(-time.Hour)),
+				AnnotationActivity:   Activity{Generation: 2, Ahead: noted(now.Add(-time.Hour), created.Add(Day))}.String(),
+			},
+			want: Activity{Generation: 2, Ahead: noted(now.Add(-time.Hour), created.Add(Day))},
+		},
+		{
+			name: "keeps a note seen within the skew ahead of now",
+			annotations: map[string]string{
+				AnnotationLastActive: farValue,
+				AnnotationActivity:   Activity{Generation: 2, Ahead: noted(far, now.Add(Skew))}.String(),
+			},
+			want: Activity{Generation: 2, Ahead: noted(far, now.Add(Skew))},
+		},
+		{
+			name: "replaces a note seen ahead of now, which it did not write",
+			annotations: map[string]string{
+				AnnotationLastActive: farValue,
+				AnnotationActivity:   Activity{Generation: 2, Ahead: noted(far, now.Add(Skew+time.Second))}.String(),
+			},
+			want: Activity{Generation: 2, Ahead: noted(far, now)}, wantWrite: true,
+		},
+		{
+			name: "replaces a note of another last-active",
+			annotations: map[string]string{
+				AnnotationLastActive: farValue,
+				AnnotationActivity:   Activity{Generation: 2, Ahead: noted(far.Add(time.Second), created.Add(Day))}.String(),
+			},
+			want: Activity{Generation: 2, Ahead: noted(far, now)}, wantWrite: true,
+		},
+		{
+			name: "drops a note whose last-active was changed",
+			annotations: map[string]string{
+				AnnotationLastActive: rfc(now),
+				AnnotationActivity:   Activity{Generation: 2, Ahead: noted(far, created.Add(Day))}.String(),
+			},
+			want: Activity{Generation: 2}, wantWrite: true,
+		},
+		{
+			name:        "drops a note whose last-active was removed",
+			annotations: map[string]string{AnnotationActivity: Activity{Generation: 2, Ahead: noted(far, created.Add(Day))}.String()},
+			want:        Activity{Generation: 2}, wantWrite: true,
+		},
+		{
+			name: "drops a note whose last-active no longer parses",
+			annotations: map[string]string{
+				AnnotationLastActive: "soon",
+				AnnotationActivity:   Activity{Generation: 2, Ahead: noted(far, created.Add(Day))}.String(),
+			},
+			want: Activity{Generation: 2}, wantWrite: true,
+		},
+		{
+			name:        "brings a recorded change ahead of now back to now",
+			annotations: map[string]string{AnnotationActivity: Activity{Generation: 3, At: far}.String()},
+			want:        Activity{Generation: 3, At: now}, wantWrite: true,
+		},
+		{
+			name:        "leaves a recorded change within the skew",
+			annotations: map[string]string{AnnotationActivity: Activity{Generation: 3, At: now.Add(Skew)}.String()},
+			want:        Activity{Generation: 3, At: now.Add(Skew)},
+		},
+		{
+			name:        "replaces an unreadable activity when it notes",
+			annotations: map[string]string{AnnotationLastActive: farValue, AnnotationActivity: "{"},
+			want:        Activity{Generation: 1, Ahead: noted(far, now)}, wantWrite: true,
+		},
+		{
+			name:        "leaves an unreadable activity alone otherwise",
+			annotations: map[string]string{AnnotationActivity: "{"},
+			want:        Activity{Generation: 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, write := Settle(tt.annotations, now)
+			if write != tt.wantWrite || got.String() != tt.want.String() {
+				t.Fatalf("Settle = %s, %t; want %s, %t", got, write, tt.want, tt.wantWrite)
+			}
+			if !write {
+				return
+			}
+			// What it writes is what the lifetime read before the write.
+			a := maps.Clone(tt.annotations)
+			if a == nil {
+				a = map[string]string{}
+			}
+			before := noMaxIdle.Lifetime(created, a, now)
+			a[AnnotationActivity] = got.String()
+			after := noMaxIdle.Lifetime(created, a, now)
+			if !after.LastActive.Equal(before.LastActive) {
+				t.Errorf("last active %s once written, %s before", rfc(after.LastActive), rfc(before.LastActive))
+			}
+			if again, write := Settle(a, now.Add(Day)); write {
+				t.Errorf("Settle a day after its own write = %s, true; want nothing to write", again)
+			}
+		})
+	}
+}
+
+// noMaxIdle is idle without a maximum: nothing but the clamp bounds use.
+var noMaxIdle = Schedule{DefaultTTL: 14 * Day, IdleTTL: 3 * Day, Reminders: []time.Duration{3 * Day, 2 * Day}, MinimumNotice: Day}
+
+// A last-active of 2999 written on day 12 of an object's life: the
+// controller sees it at once and notes it, or later, after a restart.
+// Either way the object is reminded and deleted idleTTL after the note,
+// never later, and never before idleTTL past the write.
+func TestAFarLastActiveIsDeletedIdleTTLAfterItWasSeen(t *testing.T) {
+	written := created.Add(12 * Day)
+	for _, seenAfter := range []time.Duration{0, time.Hour, 2 * Day} {
+		seen := written.Add(seenAfter)
+		a := map[string]string{AnnotationLastActive: "2999-01-01T00:00:00Z"}
+		act, write := Settle(a, seen)
+		if !write {
+			t.Fatalf("seen %s after the write: nothing to note", seenAfter)
+		}
+		a[AnnotationActivity] = act.String()
+		want := seen.Add(noMaxIdle.IdleTTL)
+		var rec *Record
+		var deleted time.Time
+		for now := seen; now.Before(want.Add(2 * Day)); now = now.Add(time.Hour) {
+			if _, write := Settle(a, now); write {
+				t.Fatalf("Settle at %s wants to write again", rfc(now))
+			}
+			var p Plan
+			p, rec = plan(noMaxIdle, a, rec, now)
+			if p.Action == Notify {
+				rec.Delivered(p.Key, p.Event == v1alpha1.EventReminder, p.Channels, now)
+			}
+			if p.Action == Delete {
+				deleted = now
+				break
+			}
+		}
+		if deleted.IsZero() || deleted.Before(written.Add(noMaxIdle.IdleTTL)) || deleted.After(want.Add(time.Hour)) {
+			t.Errorf("seen %s after the write: deleted at %s, want within an hour after %s", seenAfter, rfc(deleted), rfc(want))
+		}
 	}
 }
 
@@ -216,7 +516,7 @@ func TestActivityWindowIsATwentiethOfIdleTTL(t *testing.T) {
 // plan evaluates an object with the annotations at now, from the record
 // it showed before, as the controller does.
 func plan(s Schedule, annotations map[string]string, rec *Record, now time.Time) (Plan, *Record) {
-	l := s.Lifetime(created, annotations)
+	l := s.Lifetime(created, annotations, now)
 	next := rec.ForLife(l, created, now)
 	return Next(Input{Life: l, Schedule: s, Record: next, Channels: toAll(people), Now: now}), next
 }
@@ -323,7 +623,7 @@ func FuzzScheduleLifetime(f *testing.F) {
 	f.Fuzz(func(t *testing.T, lastActive, activity, keep string) {
 		a := map[string]string{AnnotationLastActive: lastActive, AnnotationActivity: activity, AnnotationKeep: keep}
 		for _, s := range []Schedule{idle, forbidden} {
-			l := s.Lifetime(created, a)
+			l := s.Lifetime(created, a, afterAll)
 			if l.Keep {
 				if s.KeepForbidden {
 					t.Fatalf("kept under keep: Forbidden: %+v", l)
@@ -338,6 +638,14 @@ func FuzzScheduleLifetime(f *testing.F) {
 			}
 			if l.LastActive.Before(created) {
 				t.Fatalf("last active %s, before the creation", l.LastActive)
+			}
+		}
+		// Read while the times written may be ahead of the clock: use
+		// never counts from the future.
+		now := created.Add(Day)
+		for _, s := range []Schedule{idle, noMaxIdle} {
+			if l := s.Lifetime(created, a, now); l.LastActive.After(now.Add(Skew)) {
+				t.Fatalf("last active %s, ahead of now %s", l.LastActive, now)
 			}
 		}
 	})

@@ -208,7 +208,7 @@ func TestLifetimeAtTheBoundariesOfItsClocks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := tt.schedule.Lifetime(created, tt.annotations)
+			l := tt.schedule.Lifetime(created, tt.annotations, afterAll)
 			if !l.ExpiresAt.Equal(tt.expires) || !l.IdleAt.Equal(tt.idleAt) || !l.Max.Equal(tt.max) {
 				t.Errorf("expires %s, idle at %s, max %s; want %s, %s, %s", l.ExpiresAt, l.IdleAt, l.Max, tt.expires, tt.idleAt, tt.max)
 			}

@@ -19,6 +19,9 @@ var (
 	expires  = created.Add(14 * Day)
 	standard = Schedule{DefaultTTL: 14 * Day, Reminders: []time.Duration{3 * Day, 2 * Day}, MinimumNotice: Day}
 	people   = []string{"email", "slack"}
+	// afterAll is a now later than every time the tests write: no time of
+	// use is ahead of it.
+	afterAll = created.AddDate(20, 0, 0)
 )
 
 // sent builds a record for expires in which key reached channels at at.

@@ -136,7 +136,7 @@ func TestTheMaximumWarningNamesTheAnnotationUnderUseAndSleep(t *testing.T) {
 		{"under use", Schedule{DefaultTTL: Day, IdleTTL: 40 * Day, MaxTTL: 7 * Day}, SourceIdle},
 		{"under sleep", Schedule{DefaultTTL: Day, MaxTTL: 7 * Day, SleepAfter: 3 * Day, SleepDeleteAfter: 30 * Day}, SourceSleep},
 	} {
-		l := tt.schedule.Lifetime(created, map[string]string{AnnotationTTL: "10d"})
+		l := tt.schedule.Lifetime(created, map[string]string{AnnotationTTL: "10d"}, afterAll)
 		var named []string
 		for _, inv := range l.Invalid {
 			named = append(named, inv.Annotation)
@@ -145,7 +145,7 @@ func TestTheMaximumWarningNamesTheAnnotationUnderUseAndSleep(t *testing.T) {
 			t.Errorf("%s: source %s, warnings about %v; want the maximum, and one warning about %s", tt.name, l.Source, named, AnnotationTTL)
 		}
 		tt.schedule.MaxTTL = 0
-		if l := tt.schedule.Lifetime(created, map[string]string{AnnotationTTL: "10d"}); l.Source != tt.source {
+		if l := tt.schedule.Lifetime(created, map[string]string{AnnotationTTL: "10d"}, afterAll); l.Source != tt.source {
 			t.Fatalf("%s: without the maximum the source is %s, want %s: the case tests nothing", tt.name, l.Source, tt.source)
 		}
 	}
@@ -153,11 +153,11 @@ func TestTheMaximumWarningNamesTheAnnotationUnderUseAndSleep(t *testing.T) {
 
 func TestALifetimeIsIdleOnlyWhenUseSetsIt(t *testing.T) {
 	sleepy := Schedule{DefaultTTL: Day, SleepAfterIdle: 3 * time.Hour, SleepDeleteAfter: Day}
-	if l := sleepy.Lifetime(created, nil); l.Source != SourceSleep || !l.Idle() {
+	if l := sleepy.Lifetime(created, nil, afterAll); l.Source != SourceSleep || !l.Idle() {
 		t.Errorf("a sleep after idle sets the expiry: source %s, idle %t", l.Source, l.Idle())
 	}
 	sleepy.DefaultTTL = 30 * Day
-	if l := sleepy.Lifetime(created, nil); l.Source != SourceDefault || l.Idle() {
+	if l := sleepy.Lifetime(created, nil, afterAll); l.Source != SourceDefault || l.Idle() {
 		t.Errorf("defaultTTL sets the expiry: source %s, idle %t; want not idle", l.Source, l.Idle())
 	}
 }
@@ -192,7 +192,7 @@ func TestSleepNeverDelaysNorHastensADeletionDue(t *testing.T) {
 		l := maxed.Lifetime(created, map[string]string{
 			AnnotationSleep:      SleepState{Phase: PhaseAwake, Since: created.Add(Day), Woke: created.Add(2 * Day)}.String(),
 			AnnotationLastActive: maximum.Add(-time.Hour).Format(time.RFC3339),
-		})
+		}, afterAll)
 		rec := (*Record)(nil).ForLife(l, created, maximum)
 		if p := Next(Input{Life: l, Schedule: maxed, Record: rec, Channels: channels, Now: maximum}); p.Action != Delete {
 			t.Errorf("Next = %+v, want Delete", p)
@@ -201,7 +201,7 @@ func TestSleepNeverDelaysNorHastensADeletionDue(t *testing.T) {
 	t.Run("puts an object to sleep before its maximum", func(t *testing.T) {
 		s := maxed
 		s.MaxTTL = 30 * Day
-		l := s.Lifetime(created, nil)
+		l := s.Lifetime(created, nil, afterAll)
 		now := created.Add(3 * time.Hour)
 		if p := Next(Input{Life: l, Schedule: s, Record: (*Record)(nil).ForLife(l, created, now), Channels: channels, Now: now}); p.Action != Sleep || !p.At.Equal(now) {
 			t.Errorf("Next = %+v, want Sleep at %s", p, now)
@@ -210,7 +210,7 @@ func TestSleepNeverDelaysNorHastensADeletionDue(t *testing.T) {
 	t.Run("waits for the sleep, not the reminder, before its maximum", func(t *testing.T) {
 		s := maxed
 		s.MaxTTL, s.Reminders, s.MinimumNotice = 30*Day, []time.Duration{3 * Day}, Day
-		l := s.Lifetime(created, nil)
+		l := s.Lifetime(created, nil, afterAll)
 		now := created.Add(time.Hour)
 		if p := Next(Input{Life: l, Schedule: s, Record: (*Record)(nil).ForLife(l, created, now), Channels: channels, Now: now}); p.Action != Wait || !p.At.Equal(l.SleepAt) {
 			t.Errorf("Next = %+v, want Wait until the sleep at %s", p, l.SleepAt)
@@ -219,7 +219,7 @@ func TestSleepNeverDelaysNorHastensADeletionDue(t *testing.T) {
 	t.Run("plans no sleep past the maximum while the deletion waits for its notice", func(t *testing.T) {
 		s := maxed
 		s.Reminders, s.MinimumNotice = []time.Duration{time.Hour}, Day
-		l := s.Lifetime(created, nil)
+		l := s.Lifetime(created, nil, afterAll)
 		rec := (*Record)(nil).ForLife(l, created, created)
 		rec.Delivered("1h", true, people, maximum.Add(-time.Hour))
 		rec.Delivered(KeyPostponed, false, people, maximum)

@@ -137,7 +137,7 @@ func TestSleepPlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := tt.schedule.Lifetime(created, tt.annotations)
+			l := tt.schedule.Lifetime(created, tt.annotations, afterAll)
 			var rec *Record
 			if !l.Keep {
 				rec = (*Record)(nil).ForLife(l, created, tt.now)
@@ -171,7 +171,7 @@ func TestTheSleepingMessageGoesOutOnceBeforeEachSleep(t *testing.T) {
 	sleepAt := created.Add(3 * time.Hour)
 	channels := map[v1alpha1.EventType][]string{v1alpha1.EventReminder: {"mail"}, v1alpha1.EventSleeping: {"mail", "chat"}}
 	plan := func(annotations map[string]string, rec *Record, now time.Time) (Plan, Lifetime, *Record) {
-		l := s.Lifetime(created, annotations)
+		l := s.Lifetime(created, annotations, now)
 		rec = rec.ForLife(l, created, now)
 		return Next(Input{Life: l, Schedule: s, Record: rec, Channels: channels, Now: now}), l, rec
 	}
@@ -223,7 +223,7 @@ func TestTheSleepingMessageGoesOutOnceBeforeEachSleep(t *testing.T) {
 	// due does not drop it.
 	byAge := Schedule{DefaultTTL: Day, SleepAfter: 8 * time.Hour, SleepDeleteAfter: Week, SleepReminder: 30 * time.Minute}
 	at8 := created.Add(8 * time.Hour)
-	l := byAge.Lifetime(created, map[string]string{AnnotationLastActive: at8.Add(-20 * time.Minute).Format(time.RFC3339)})
+	l := byAge.Lifetime(created, map[string]string{AnnotationLastActive: at8.Add(-20 * time.Minute).Format(time.RFC3339)}, at8.Add(-10*time.Minute))
 	if p := Next(Input{Life: l, Schedule: byAge, Record: (*Record)(nil).ForLife(l, created, at8.Add(-10*time.Minute)), Channels: channels, Now: at8.Add(-10 * time.Minute)}); p.Action != Notify || p.Event != v1alpha1.EventSleeping {
 		t.Errorf("by age, used after the message was due: %+v, want the sleeping message", p)
 	}
@@ -239,7 +239,7 @@ func TestASleepUnderWayAtTheMaximumGivesWayToTheDeletion(t *testing.T) {
 		now  time.Time
 		want Action
 	}{{created.Add(2*Day - time.Second), Sleep}, {created.Add(2 * Day), Delete}} {
-		l := s.Lifetime(created, sleepState(st))
+		l := s.Lifetime(created, sleepState(st), tt.now)
 		p := Next(Input{Life: l, Schedule: s, Record: (*Record)(nil).ForLife(l, created, tt.now), Now: tt.now})
 		if p.Action != tt.want {
 			t.Errorf("at %s: %+v, want %s", tt.now, p, tt.want)
@@ -265,7 +265,7 @@ func TestParseSleepRefusesAPatchOfMetadata(t *testing.T) {
 
 func TestSleptAndWokeAreSaidOnce(t *testing.T) {
 	asleep := SleepState{Phase: PhaseAsleep, Since: created.Add(4 * time.Hour)}
-	l := sleepy.Lifetime(created, sleepState(asleep))
+	l := sleepy.Lifetime(created, sleepState(asleep), afterAll)
 	now := asleep.Since.Add(time.Minute)
 	ch := map[v1alpha1.EventType][]string{v1alpha1.EventSlept: {"events"}, v1alpha1.EventWoke: {"events"}}
 	rec := (*Record)(nil).ForLife(l, created, now)
@@ -280,7 +280,7 @@ func TestSleptAndWokeAreSaidOnce(t *testing.T) {
 
 	woke := SleepState{Phase: PhaseAwake, Since: asleep.Since, Woke: asleep.Since.Add(Day)}
 	now = woke.Woke.Add(time.Minute)
-	l = sleepy.Lifetime(created, sleepState(woke))
+	l = sleepy.Lifetime(created, sleepState(woke), afterAll)
 	rec = rec.ForLife(l, created, now)
 	p = Next(Input{Life: l, Schedule: sleepy, Record: rec, Channels: ch, Now: now})
 	if p.Action != Notify || p.Event != v1alpha1.EventWoke {
@@ -292,7 +292,7 @@ func TestSleptAndWokeAreSaidOnce(t *testing.T) {
 	rec.Delivered(p.Key, false, p.Channels, now)
 	// Used again: the expiry moves, the woke message is not said again.
 	later := now.Add(time.Hour)
-	l = sleepy.Lifetime(created, map[string]string{AnnotationSleep: woke.String(), AnnotationLastActive: later.Format(time.RFC3339)})
+	l = sleepy.Lifetime(created, map[string]string{AnnotationSleep: woke.String(), AnnotationLastActive: later.Format(time.RFC3339)}, afterAll)
 	if !rec.Follows(l) {
 		t.Errorf("a record holding only the woke message follows use without a write")
 	}
@@ -310,7 +310,7 @@ func TestTheSleepingMessageAtItsEdges(t *testing.T) {
 	s.SleepReminder = time.Nanosecond
 	sleepAt := created.Add(3 * time.Hour)
 	channels := map[v1alpha1.EventType][]string{v1alpha1.EventSleeping: {"mail"}}
-	l := s.Lifetime(created, nil)
+	l := s.Lifetime(created, nil, created)
 	now := sleepAt.Add(-time.Nanosecond)
 	if p := Next(Input{Life: l, Schedule: s, Record: (*Record)(nil).ForLife(l, created, now), Channels: channels, Now: now}); p.Action != Notify || p.Event != v1alpha1.EventSleeping {
 		t.Errorf("a nanosecond before the sleep, with a lead of a nanosecond: %+v, want the sleeping message", p)

@@ -95,7 +95,7 @@ func extendPatch(ev *Evaluation, target func(current, now time.Time) time.Time, 
 		// What the other annotations say: it applies once keep goes.
 		a := maps.Clone(ev.Object.GetAnnotations())
 		delete(a, expiry.AnnotationKeep)
-		current = ev.Governing.Schedule.Lifetime(ev.Object.GetCreationTimestamp().Time, a)
+		current = ev.Governing.Schedule.Lifetime(ev.Object.GetCreationTimestamp().Time, a, ev.Now)
 	}
 	at := target(current.ExpiresAt, ev.Now)
 	if at.Before(ev.Object.GetCreationTimestamp().Time) {
@@ -208,9 +208,10 @@ func touchPatch(ev *Evaluation) (*patch, error) {
 // usePatch records use now in the last-active annotation, as
 // Amphitheatre's API server does: touch and wake write it.
 func usePatch(ev *Evaluation, verb string) *patch {
-	// Rounded up: the annotation holds whole seconds, and use must not
-	// count a fraction early.
-	now := ceilSecond(ev.Now)
+	// Truncated: the annotation holds whole seconds, and a time ahead of
+	// the clock is no use (the controller counts it from when it saw it).
+	// Use in the second an object went to sleep wakes it all the same.
+	now := ev.Now.Truncate(time.Second)
 	return &patch{
 		set:  map[string]*string{expiry.AnnotationLastActive: ptr(now.UTC().Format(time.RFC3339))},
 		verb: verb + ": last active " + formatTime(now),
@@ -327,7 +328,7 @@ func report(w io.Writer, output string, ev *Evaluation, what string) error {
 	case d.IsZero():
 	case !d.After(ev.Now):
 		fmt.Fprintln(w, "  it is due: the controller deletes it now")
-	case d.After(ev.Life.ExpiresAt):
+	case ev.Postponed():
 		fmt.Fprintf(w, "  deleted at %s (%s), after the minimum notice\n", formatTime(d), relative(d, ev.Now))
 	}
 	if len(ev.Steps) > 1 && ev.Steps[0].Action != ActionDelete {

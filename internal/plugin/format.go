@@ -5,6 +5,7 @@ package plugin
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
@@ -36,25 +37,52 @@ func Age(d time.Duration) string {
 	return "0s"
 }
 
-// Left writes the time left before a deletion: "2d 4h", or "due" when
-// it is due now or past.
-func Left(d time.Duration) string {
-	if d < time.Second {
+// Span writes the time from one moment to a later one for people, as
+// Age does, and a span of a year or more in years and days ("973y 12d"):
+// a time.Duration stops at about 292 years, and a date in 2999 must not
+// read as "106751d 23h". A negative span counts as zero.
+func Span(from, to time.Time) string {
+	y := to.Year() - from.Year()
+	if y > 0 && from.AddDate(y, 0, 0).After(to) {
+		y--
+	}
+	if y <= 0 {
+		return Age(to.Sub(from))
+	}
+	out := fmt.Sprintf("%dy", y)
+	if days := to.Sub(from.AddDate(y, 0, 0)) / expiry.Day; days > 0 {
+		out += fmt.Sprintf(" %dd", days)
+	}
+	return out
+}
+
+// Left writes the time left from now to a deletion at: "2d 4h", or
+// "due" when it is due now or past.
+func Left(at, now time.Time) string {
+	if at.Before(now.Add(time.Second)) {
 		return "due"
 	}
-	return Age(d)
+	return Span(now, at)
 }
 
 // relative writes t as seen from now: "in 2d 4h", "3m 10s ago", "now".
 func relative(t, now time.Time) string {
-	d := t.Sub(now)
 	switch {
-	case d >= time.Second:
-		return "in " + Age(d)
-	case d <= -time.Second:
-		return Age(-d) + " ago"
+	case !t.Before(now.Add(time.Second)):
+		return "in " + Span(now, t)
+	case !t.After(now.Add(-time.Second)):
+		return Span(t, now) + " ago"
 	}
 	return "now"
+}
+
+// secondsBetween is the whole seconds from one moment to another, also
+// past the 292 years a time.Duration holds.
+func secondsBetween(from, to time.Time) int64 {
+	if d := to.Sub(from); d != math.MaxInt64 && d != math.MinInt64 {
+		return int64(d / time.Second)
+	}
+	return to.Unix() - from.Unix()
 }
 
 // truncate shortens s to n runes, marking the cut.

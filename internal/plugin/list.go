@@ -112,7 +112,7 @@ func itemOf(ev *Evaluation) Item {
 		it.MaxAt = timePtr(ev.Life.Max)
 		if d := ev.DeleteAt(); !d.IsZero() {
 			it.DeleteAt = timePtr(d)
-			left := int64(d.Sub(ev.Now) / time.Second)
+			left := secondsBetween(ev.Now, d)
 			it.SecondsLeft = &left
 		}
 	}
@@ -341,7 +341,7 @@ func writeTable(w io.Writer, evs []*Evaluation, wide bool) error {
 		if wide {
 			created = formatTime(time.Time(it.Created))
 		} else {
-			created = Age(ev.Now.Sub(time.Time(it.Created))) + " ago"
+			created = Span(time.Time(it.Created), ev.Now) + " ago"
 		}
 		if it.ExpiresAt != nil {
 			if wide {
@@ -354,7 +354,7 @@ func writeTable(w io.Writer, evs []*Evaluation, wide bool) error {
 		case it.Deletion != nil:
 			left = relative(time.Time(it.Deletion.Since), ev.Now)
 		case it.DeleteAt != nil:
-			left = Left(time.Time(*it.DeleteAt).Sub(ev.Now))
+			left = Left(time.Time(*it.DeleteAt), ev.Now)
 		}
 		row = append(row, strings.ToLower(it.Kind)+"/"+it.Name, dash(truncate(it.Title, 32)), created, expires, left)
 		if sleeps {

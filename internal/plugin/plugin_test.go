@@ -272,8 +272,40 @@ func TestAge(t *testing.T) {
 			t.Errorf("Age(%s) = %q, want %q", d, got, want)
 		}
 	}
-	if got := Left(-time.Minute); got != "due" {
+	if got := Left(t0.Add(-time.Minute), t0); got != "due" {
 		t.Errorf("Left of a past deletion = %q, want due", got)
+	}
+}
+
+func TestSpanPastWhatADurationHolds(t *testing.T) {
+	now := time.Date(2026, 11, 26, 0, 4, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		to   time.Time
+		want string
+	}{
+		{now.Add(5*time.Hour + 12*time.Minute), "5h 12m"},
+		{now.AddDate(1, 0, 0).Add(-time.Second), "364d 23h"},
+		{now.AddDate(1, 0, 0), "1y"},
+		{now.AddDate(1, 0, 3).Add(time.Hour), "1y 3d"},
+		{time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC), "972y 35d"},
+		{now.Add(-time.Hour), "0s"},
+	} {
+		if got := Span(now, tt.to); got != tt.want {
+			t.Errorf("Span to %s = %q, want %q", tt.to.Format(time.RFC3339), got, tt.want)
+		}
+	}
+	far := time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)
+	if got := Left(far, now); got != "972y 35d" {
+		t.Errorf("Left to 2999 = %q, want 972y 35d, not the 106751d 23h a Duration stops at", got)
+	}
+	if got := relative(now, far); got != "972y 35d ago" {
+		t.Errorf("relative from 2999 = %q", got)
+	}
+	if got, want := secondsBetween(now, far), far.Unix()-now.Unix(); got != want {
+		t.Errorf("seconds to 2999 = %d, want %d", got, want)
+	}
+	if got := secondsBetween(now, now.Add(90*time.Second+time.Millisecond)); got != 90 {
+		t.Errorf("seconds = %d, want 90", got)
 	}
 }
 

@@ -185,11 +185,11 @@ func TestWake(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := obj.(*unstructured.Unstructured).GetAnnotations()[expiry.AnnotationLastActive], "2026-03-01T15:00:01Z"; got != want {
-			t.Errorf("last-active %q, want %q (now, rounded up)", got, want)
+		if got, want := obj.(*unstructured.Unstructured).GetAnnotations()[expiry.AnnotationLastActive], "2026-03-01T15:00:00Z"; got != want {
+			t.Errorf("last-active %q, want %q (now, truncated: never ahead of the clock)", got, want)
 		}
-		want := `playbook/2b1e7c9e ("Weekend demo") woken: last active 2026-03-01T15:00:01Z
-  expires 2026-03-15T18:00:01Z (in 14d 3h)
+		want := `playbook/2b1e7c9e ("Weekend demo") woken: last active 2026-03-01T15:00:00Z
+  expires 2026-03-15T18:00:00Z (in 14d 2h)
   waking: woken by use (timeout.amphitheatre.app/last-active); the controller restores what its sleep scaled down
   awake: woke 2026-03-01T15:00:00Z (now), by use (timeout.amphitheatre.app/last-active)
 `

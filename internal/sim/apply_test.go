@@ -195,12 +195,12 @@ func (w *world) use(obj int) {
 }
 
 // activeAt is the last-active value v stands for: "now" is the current
-// time rounded up to the second, as clients are told to write it; "+d"
+// time truncated to the second, as clients are told to write it; "+d"
 // and "-d" are that far from now; anything else is written as it is.
 func (w *world) activeAt(v string) string {
 	switch {
 	case v == "now":
-		return w.now().Add(time.Second - 1).Truncate(time.Second).UTC().Format(time.RFC3339)
+		return w.now().Truncate(time.Second).UTC().Format(time.RFC3339)
 	case strings.HasPrefix(v, "-"):
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -221,6 +221,9 @@ func (w *world) annotate(obj int, sets bool, key, value string) {
 	}
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
+	}
+	if key == expiry.AnnotationLastActive && cm.Annotations[key] != value {
+		w.activeWritten[cm.UID] = w.now()
 	}
 	if value == "" {
 		delete(cm.Annotations, key)

@@ -294,13 +294,22 @@ func TestIdleExpiryMaximumAndForbiddenKeepDecideTheDeletionTime(t *testing.T) {
 			deleted: 35*time.Minute + time.Second,
 		},
 		{
-			name: "a future last-active keeps an object until it plus idleTTL, capped at the maximum",
+			name: "a future last-active counts from when it was written, not from the time it names",
 			steps: []Step{
-				{Kind: kPolicyCreate, Val: "ttl=10m,idle=30m,max=1h," + policy, WaitMS: 1000},
+				{Kind: kPolicyCreate, Val: "ttl=10m,idle=30m," + policy, WaitMS: 1000},
 				{Kind: kCreate, Val: "a", WaitMS: 1000},
 				{Kind: kLastActive, Val: "+2h", WaitMS: 90 * 60_000},
 			},
-			deleted: time.Hour + time.Second,
+			deleted: 30*time.Minute + 2*time.Second,
+		},
+		{
+			name: "use caps at the maximum",
+			steps: []Step{
+				{Kind: kPolicyCreate, Val: "ttl=10m,idle=30m,max=40m," + policy, WaitMS: 1000},
+				{Kind: kCreate, Val: "a", WaitMS: 20 * 60_000},
+				{Kind: kLastActive, Val: "now", WaitMS: 60 * 60_000},
+			},
+			deleted: 40*time.Minute + time.Second,
 		},
 		{
 			name: "a last-active that is no time is ignored",

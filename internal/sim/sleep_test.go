@@ -90,38 +90,18 @@ func readSleep(cm *corev1.ConfigMap) simSleep {
 // sleeping: the state says the object is asleep, or going to sleep.
 func (s simSleep) sleeping() bool { return s.Phase == "Sleeping" || s.Phase == "Asleep" }
 
-// lastActiveAnnotation is the valid last-active annotation of cm; zero
-// when it has none.
-func lastActiveAnnotation(cm *corev1.ConfigMap) time.Time {
-	v, ok := cm.Annotations["timeout.amphitheatre.app/last-active"]
-	if !ok {
-		return time.Time{}
-	}
-	t, err := time.Parse(time.RFC3339, strings.TrimSpace(v))
-	if err != nil {
-		return time.Time{}
-	}
-	return t
-}
-
-// usedAfter reports whether cm was used after t: surely (a use later than
-// t), or perhaps (a use in the second of t, which last-active cannot
-// tell apart).
+// usedAfter reports whether cm was used after t: surely (a use the
+// controller may count no earlier than after t), or perhaps (one it may
+// count in the second of t or later, which last-active cannot tell apart).
+// The uses are those of lastUse (last-active, as far ahead of the clock as
+// the controller lets it count; spec edits, counted when seen) and someone
+// else scaling a workload up.
 func (w *world) usedAfter(cm *corev1.ConfigMap, t time.Time) (surely, perhaps bool) {
-	uses := []time.Time{lastActiveAnnotation(cm), w.scaledUp[cm.UID]}
-	if cm.Generation > 1 {
-		uses = append(uses, w.usedAt[cm.UID])
-	}
-	for _, u := range uses {
-		if u.IsZero() {
-			continue
-		}
-		if u.After(t) {
-			surely = true
-		}
-		if !u.Before(t.Truncate(time.Second)) {
-			perhaps = true
-		}
+	first, latest := w.lastUse(cm)
+	from := t.Truncate(time.Second)
+	surely, perhaps = first.After(t), !latest.Before(from)
+	if up := w.scaledUp[cm.UID]; !up.IsZero() {
+		surely, perhaps = surely || up.After(t), perhaps || !up.Before(from)
 	}
 	return surely, perhaps
 }

@@ -93,6 +93,9 @@ type world struct {
 	// usedAt is when each object's spec was last edited: use, under a
 	// policy with idleTTL.
 	usedAt map[types.UID]time.Time
+	// activeWritten is when each object's last-active annotation took
+	// the value it holds.
+	activeWritten map[types.UID]time.Time
 	// stale holds, while the cache lags, the objects as the cache still
 	// shows them (nil: not there yet).
 	lagUntil time.Time
@@ -147,17 +150,18 @@ var scheme = newScheme()
 
 func newWorld(disabled map[string]string) *world {
 	w := &world{
-		ctx:       logf.IntoContext(context.Background(), logr.Discard()),
-		clock:     clocktesting.NewFakeClock(t0),
-		queue:     map[string]time.Time{},
-		fails:     map[string]int{},
-		since:     map[types.UID]time.Time{},
-		usedAt:    map[types.UID]time.Time{},
-		stale:     map[string]*corev1.ConfigMap{},
-		conflicts: map[string]int{},
-		disabled:  disabled,
-		owner:     map[string]types.UID{},
-		scaledUp:  map[types.UID]time.Time{},
+		ctx:           logf.IntoContext(context.Background(), logr.Discard()),
+		clock:         clocktesting.NewFakeClock(t0),
+		queue:         map[string]time.Time{},
+		fails:         map[string]int{},
+		since:         map[types.UID]time.Time{},
+		usedAt:        map[types.UID]time.Time{},
+		stale:         map[string]*corev1.ConfigMap{},
+		activeWritten: map[types.UID]time.Time{},
+		conflicts:     map[string]int{},
+		disabled:      disabled,
+		owner:         map[string]types.UID{},
+		scaledUp:      map[types.UID]time.Time{},
 	}
 	w.hist.Healthy = true
 	w.recorder = &recorder{w: w}
@@ -483,18 +487,53 @@ func earliest(a, b time.Time) time.Time {
 // from when it sees it, which is later (a lagging cache, a restart before
 // it recorded the edit, a policy that gains idleTTL): until its activity
 // annotation records the generation, the edit may yet count from now.
+//
+// A last-active ahead of the clock counts from when the controller first
+// saw it: no earlier than when it was written (or an earlier sighting of
+// the same time, which the controller's note keeps), and no later than
+// the sighting its note records, or now while there is no note.
 func (w *world) lastUse(cm *corev1.ConfigMap) (first, latest time.Time) {
 	first = cm.CreationTimestamp.Time
+	latest = first
+	var recorded struct {
+		Generation int64     `json:"generation"`
+		At         time.Time `json:"at"`
+		Ahead      *struct {
+			LastActive time.Time `json:"lastActive"`
+			Seen       time.Time `json:"seen"`
+		} `json:"ahead"`
+	}
+	readErr := json.Unmarshal([]byte(cm.Annotations[expiry.AnnotationActivity]), &recorded)
 	if v, ok := cm.Annotations[expiry.AnnotationLastActive]; ok {
-		if t, err := time.Parse(time.RFC3339, strings.TrimSpace(v)); err == nil && t.After(first) {
-			first = t
+		if t, err := time.Parse(time.RFC3339, strings.TrimSpace(v)); err == nil {
+			low, high := t, t
+			if written := w.activeWritten[cm.UID]; written.Before(low) {
+				low = written
+			}
+			noted := readErr == nil && recorded.Ahead != nil && recorded.Ahead.LastActive.Equal(t)
+			switch {
+			case noted && recorded.Ahead.Seen.Before(low):
+				low, high = recorded.Ahead.Seen, recorded.Ahead.Seen
+			case noted && recorded.Ahead.Seen.Before(high):
+				high = recorded.Ahead.Seen
+			case !noted && t.After(w.now().Add(expiry.Skew)):
+				high = w.now()
+			}
+			if low.After(first) {
+				first = low
+			}
+			if high.After(latest) {
+				latest = high
+			}
 		}
 	}
 	// A wake is use: it restarts the idle clock.
 	if st := readSleep(cm); st.Woke.After(first) {
 		first = st.Woke
 	}
-	latest = first
+	if latest.Before(first) {
+		latest = first
+	}
 	if cm.Generation <= 1 {
 		return first, latest
 	}
@@ -502,11 +541,7 @@ func (w *world) lastUse(cm *corev1.ConfigMap) (first, latest time.Time) {
 		first = edit
 	}
 	seen := w.now()
-	var recorded struct {
-		Generation int64     `json:"generation"`
-		At         time.Time `json:"at"`
-	}
-	if err := json.Unmarshal([]byte(cm.Annotations[expiry.AnnotationActivity]), &recorded); err == nil && recorded.Generation >= cm.Generation {
+	if readErr == nil && recorded.Generation >= cm.Generation {
 		seen = recorded.At
 	}
 	if seen.After(latest) {

@@ -49,7 +49,7 @@ var valueSets = []valueSet{
 	{"defaults", "defaults", 0},
 	{"e-mail, Slack and two webhooks with their Secrets", "notifications", 4},
 	{"archive, audit file, dry run, caps and a ServiceMonitor", "operations", 0},
-	{"the admission policy for the timeout annotations", "admission", 0},
+	{"the admission policies: annotations, channel use and the author stamp", "admission", 0},
 	{"the archive in an S3 bucket", "s3archive", 0},
 	{"the alert rules and the Grafana dashboard", "monitoring", 0},
 }
@@ -373,7 +373,7 @@ func TestRBACEqualsTheGeneratedRoles(t *testing.T) {
 
 func TestTheClusterRolesForPeopleAndPrometheusAreThoseOfConfig(t *testing.T) {
 	objs := objects(t, mustRender(t, valueSets[0]))
-	for _, file := range []string{"policy_author_role.yaml", "channel_admin_role.yaml", "metrics_reader_role.yaml"} {
+	for _, file := range []string{"policy_author_role.yaml", "channel_admin_role.yaml", "channel_user_role.yaml", "metrics_reader_role.yaml"} {
 		t.Run(file, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join(root, "config", "rbac", file))
 			if err != nil {
@@ -520,9 +520,13 @@ func walk(v any, f func(path string, m map[string]any)) {
 	rec("spec", v)
 }
 
+// admissionFiles are the manifests of config/admission/component, which
+// the chart copies to files/admission.
+var admissionFiles = []string{"policy.yaml", "binding.yaml", "channel-use-policy.yaml", "channel-use-binding.yaml", "author-policy.yaml", "author-binding.yaml"}
+
 func TestAdmissionPolicyEqualsConfig(t *testing.T) {
 	dir := filepath.Join(root, "config", "admission", "component")
-	for _, f := range []string{"policy.yaml", "binding.yaml"} {
+	for _, f := range admissionFiles {
 		want, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)
@@ -537,7 +541,7 @@ func TestAdmissionPolicyEqualsConfig(t *testing.T) {
 	}
 
 	rendered := objects(t, mustRender(t, valueSet{file: "admission"}))
-	for _, f := range []string{"policy.yaml", "binding.yaml"} {
+	for _, f := range admissionFiles {
 		data, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -134,6 +135,13 @@ func TestAPolicyAuthorCannotPointCredentialsElsewhere(t *testing.T) {
 		}
 	})
 
+	// The author may use team B's channels (the verb use), which their
+	// policies must still use as the channels allow.
+	authorSA := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "authors", Name: "policy-author"}
+	grantUse(t, teamB.Name, authorSA)
+	grantUse(t, hook.Name, authorSA)
+	mayUse(t, "system:serviceaccount:authors:policy-author", teamB.Name, true)
+
 	t.Run("cannot use a channel restricted to other policies", func(t *testing.T) {
 		const test = "authz-refused"
 		spec := playbookPolicy(test, "1h")
@@ -183,6 +191,8 @@ func TestAPolicyAuthorCannotPointCredentialsElsewhere(t *testing.T) {
 		createChannel(t, test, v1alpha1.NotificationChannelSpec{Webhook: &v1alpha1.WebhookChannel{
 			URL: srv.URL + "/hooks", SecretRef: webhookSecret(t, test, []byte("whsec-answers-77c2")),
 		}})
+		grantUse(t, test, authorSA)
+		mayUse(t, "system:serviceaccount:authors:policy-author", test, true)
 		spec := playbookPolicy(test, "1h")
 		spec.Reminders = []v1alpha1.Duration{"2s"}
 		spec.MinimumNotice = "0s"

@@ -6,16 +6,21 @@ package integration
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/plugin"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
@@ -207,4 +212,54 @@ func TestPolicyStatusCountsIdleObjects(t *testing.T) {
 	// A day's ttl: the creation clock is later than any use now.
 	mergePatch(t, playbooks, "", short.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"1d"}}}`, expiry.AnnotationTTL))
 	fixture.Eventually(t, 10*time.Second, "status no longer counts the extended Playbook as idle", status(4, 1, 1))
+}
+
+// A last-active of 2999 under a policy that forbids keep and has no
+// maxTTL is use at the moment it was written, not a keep until 2999: the
+// controller notes when it first saw it, the object is deleted idleTTL
+// after that, the plugin shows the time left as such, and the policy says
+// that forbidding keep alone bounds nothing.
+func TestALastActiveInTheFarFutureIsNoKeep(t *testing.T) {
+	t.Parallel()
+	const test = "idle-forged"
+	spec := idlePolicy(test, "2s", "4s")
+	spec.Keep = v1alpha1.KeepForbidden
+	createPolicy(t, test, spec)
+	pb := create(t, playbooks, newPlaybook(test, "forged", nil))
+
+	written := time.Now()
+	mergePatch(t, playbooks, "", pb.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"2999-01-01T00:00:00Z"}}}`, expiry.AnnotationLastActive))
+	var act expiry.Activity
+	fixture.Eventually(t, 5*time.Second, "the controller notes when it saw the last-active", func() (bool, error) {
+		u, err := dyn.Resource(playbooks).Get(context.Background(), pb.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		act, err = expiry.ParseActivity(u.GetAnnotations()[expiry.AnnotationActivity])
+		return act.Ahead != nil, err
+	})
+	if seen := act.Ahead.Seen; seen.Before(written.Add(-time.Second)) || seen.After(written.Add(onTime)) || !act.Ahead.LastActive.Equal(time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("noted %+v; want 2999-01-01 seen within %s after the write at %s", *act.Ahead, onTime, written.Format(time.RFC3339Nano))
+	}
+
+	list := decodeJSON[plugin.ItemList](t, kubectlTimeout(t, "list", "-l", testLabel+"="+test, "-o", "json").expect(t, plugin.ExitOK).out)
+	if len(list.Items) != 1 || list.Items[0].SecondsLeft == nil || *list.Items[0].SecondsLeft > 4 {
+		t.Errorf("list -o json says %+v; want at most 4 seconds left", list.Items)
+	}
+	if out := kubectlTimeout(t, "list", "-l", testLabel+"="+test).expect(t, plugin.ExitOK).out; strings.Contains(out, "106751d") || regexp.MustCompile(`\b[0-9]+y\b`).MatchString(out) {
+		t.Errorf("list shows a span of years:\n%s", out)
+	}
+
+	pb.expectDeletedOnTime(t, act.Ahead.Seen.Add(4*time.Second))
+	warned := findEvent(t, eventNamespace, pb.GetName(), "InvalidTimeout")
+	mustContain(t, warned.Note, "counts from")
+
+	p := &v1alpha1.TimeoutPolicy{}
+	fixture.Eventually(t, 5*time.Second, "the policy says keep: Forbidden without maxTTL bounds nothing", func() (bool, error) {
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: test}, p); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionUnbounded)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonNoMaxTTL, nil
+	})
 }

@@ -112,6 +112,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// As installed: every policy is stamped with its author, and names
+	// only channels its writer may use.
+	if err := installChannelAdmission(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "install the channel admission policies:", err)
+		return 1
+	}
 	code := m.Run()
 	stopS3Server()
 	if err := stopController(); err != nil {
