@@ -38,6 +38,12 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 )
 
+// benchAuthor stamps the bench's policies as config/admission's mutating
+// policy would for a cluster administrator, whom the controller then finds
+// allowed to use the bench's channels. The bench's API server runs no
+// admission policies.
+var benchAuthor = map[string]string{v1alpha1.AnnotationAuthor: `{"username":"bench","groups":["system:masters","system:authenticated"]}`}
+
 var playbooks = schema.GroupVersionResource{Group: "amphitheatre.app", Version: "v1", Resource: "playbooks"}
 
 const (
@@ -186,7 +192,7 @@ func (cl *cluster) createPolicy(ctx context.Context, cfg config, rc *receiver) e
 		}
 	}
 	policy := &v1alpha1.TimeoutPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: policyName},
+		ObjectMeta: metav1.ObjectMeta{Name: policyName, Annotations: benchAuthor},
 		Spec: v1alpha1.TimeoutPolicySpec{
 			Target:        v1alpha1.Target{APIVersion: "amphitheatre.app/v1", Kind: "Playbook"},
 			DefaultTTL:    "14d",

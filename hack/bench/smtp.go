@@ -92,7 +92,7 @@ func (cl *cluster) createSlowPolicy(ctx context.Context, rc *receiver) error {
 		return fmt.Errorf("create NotificationChannel: %w", err)
 	}
 	policy := &v1alpha1.TimeoutPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: policyName + "-slow"},
+		ObjectMeta: metav1.ObjectMeta{Name: policyName + "-slow", Annotations: benchAuthor},
 		Spec: v1alpha1.TimeoutPolicySpec{
 			Target:        v1alpha1.Target{APIVersion: "amphitheatre.app/v1", Kind: "Playbook"},
 			Selector:      &metav1.LabelSelector{MatchLabels: map[string]string{slowLabel: "true"}},

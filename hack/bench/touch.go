@@ -152,7 +152,7 @@ const (
 // expiring Playbooks would live longer.
 func (cl *cluster) createUsedPolicy(ctx context.Context, cfg config, channel string) error {
 	policy := &v1alpha1.TimeoutPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: usedPolicyName},
+		ObjectMeta: metav1.ObjectMeta{Name: usedPolicyName, Annotations: benchAuthor},
 		Spec: v1alpha1.TimeoutPolicySpec{
 			Target:        v1alpha1.Target{APIVersion: "amphitheatre.app/v1", Kind: "Playbook"},
 			Selector:      &metav1.LabelSelector{MatchLabels: map[string]string{usedLabel: "true"}},

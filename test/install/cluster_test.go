@@ -31,6 +31,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -207,6 +208,21 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 		_, err := dyn.Resource(channels).Apply(ctx, "install-test", &unstructured.Unstructured{Object: channel},
 			metav1.ApplyOptions{FieldManager: "install-test", Force: true})
 		must(t, err, "create the NotificationChannel")
+		// Without config/admission nothing stamps the policy's author: a
+		// channel serves it only when granted to every authenticated user,
+		// as the administrator does here for this one channel.
+		_, err = clients.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "install-test-channel"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"timeout.amphitheatre.app"}, Resources: []string{"notificationchannels"},
+				ResourceNames: []string{"install-test"}, Verbs: []string{"use"}}},
+		}, metav1.CreateOptions{})
+		must(t, err, "create the ClusterRole that grants the channel")
+		_, err = clients.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "install-test-channel"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "install-test-channel"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:authenticated"}},
+		}, metav1.CreateOptions{})
+		must(t, err, "bind it")
 		patch := map[string]any{
 			"apiVersion": policies.GroupVersion().String(),
 			"kind":       "TimeoutPolicy",
@@ -333,6 +349,13 @@ func apply(t *testing.T, dyn dynamic.Interface, mapper *restmapper.DeferredDisco
 		namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace
 		if namespaced != !clusterScoped[gvk.Kind] {
 			t.Errorf("%s is namespaced=%t on the API server, but this test's list says otherwise", gvk.Kind, namespaced)
+		}
+		if !namespaced && obj.GetNamespace() != "" && kustomizeNamespaces[gvk.Kind] {
+			// kustomize's namespace transformer does not know this kind
+			// is cluster-scoped; kubectl drops the namespace of a
+			// cluster-scoped object, and so does this.
+			obj = obj.DeepCopy()
+			obj.SetNamespace("")
 		}
 		if namespaced && obj.GetNamespace() == "" || !namespaced && obj.GetNamespace() != "" {
 			t.Fatalf("%s %s: namespace %q does not fit its scope", gvk.Kind, obj.GetName(), obj.GetNamespace())
