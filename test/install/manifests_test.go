@@ -134,6 +134,24 @@ func TestObjectsAreInTheControllerNamespace(t *testing.T) {
 	}
 }
 
+// verbOfItsOwn reports whether v is one of the two verbs of this project
+// that no API serves: "record" on reminders, which the admission policy
+// asks about before it lets a request write the reminders record, held by
+// the controller; and "use" on NotificationChannels, which the controller
+// asks about a policy's author before it sends through one, held by the
+// roles that grant it.
+func verbOfItsOwn(kind, name string, rule rbacv1.PolicyRule, v string) bool {
+	ours := slices.Equal(rule.APIGroups, []string{"timeout.amphitheatre.app"})
+	switch v {
+	case "record":
+		return ours && kind == "ClusterRole" && name == "timeout-controller" && slices.Equal(rule.Resources, []string{"reminders"})
+	case "use":
+		return ours && slices.Equal(rule.Resources, []string{"notificationchannels"}) &&
+			(name == "timeout-controller-channel-user" || name == "timeout-controller-channel-admin")
+	}
+	return false
+}
+
 func TestRBACIsLeastPrivilege(t *testing.T) {
 	objs := decode(t, kustomize(t, "config/default"))
 	// Verbs a controller that reads, patches and deletes needs; never
@@ -176,18 +194,7 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 				}
 			}
 			for _, v := range rule.Verbs {
-				// The one verb of its own: "record" on a resource no API
-				// serves, which the admission policy asks about before it
-				// lets a request write the reminders record.
-				reminders := v == "record" && r.kind == "ClusterRole" && r.name == "timeout-controller" &&
-					slices.Equal(rule.APIGroups, []string{"timeout.amphitheatre.app"}) && slices.Equal(rule.Resources, []string{"reminders"})
-				// And "use" on NotificationChannels, which the controller
-				// asks about a policy's author before it sends through one:
-				// held by the roles that grant it.
-				channelUse := v == "use" && slices.Equal(rule.APIGroups, []string{"timeout.amphitheatre.app"}) &&
-					slices.Equal(rule.Resources, []string{"notificationchannels"}) &&
-					(r.name == "timeout-controller-channel-user" || r.name == "timeout-controller-channel-admin")
-				if !slices.Contains(allowedVerbs, v) && !reminders && !channelUse {
+				if !slices.Contains(allowedVerbs, v) && !verbOfItsOwn(r.kind, r.name, rule, v) {
 					t.Errorf("%s: verb %q", where, v)
 				}
 			}
