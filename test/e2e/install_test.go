@@ -229,6 +229,20 @@ spec:
 		}
 	})
 
+	// The policy was applied together with the admission policies, before
+	// they were in force: as the admission guide says, it is written again
+	// once they are, and then carries its author's stamp.
+	eventually(t, time.Minute, "the policy stamped with its author", func(ctx context.Context) error {
+		if _, err := kube(ctx, "annotate", "timeoutpolicy", "playbooks", "--overwrite", "e2e.test/written="+time.Now().Format("150405.000")); err != nil {
+			return err
+		}
+		out, err := kube(ctx, "get", "timeoutpolicy", "playbooks", "-o", `jsonpath={.metadata.annotations.timeout\.amphitheatre\.app/author}`)
+		if err != nil || !strings.Contains(out, "username") {
+			return fmt.Errorf("no author stamp yet (%q, %v)", out, err)
+		}
+		return nil
+	})
+
 	pods := ready(t, namespace, 2, repository+":"+tagV1)
 	first := leader(t, namespace, "")
 	t.Logf("Ready: %s and %s; %s leads", pods[0].Name, pods[1].Name, first)

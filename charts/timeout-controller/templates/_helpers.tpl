@@ -53,3 +53,12 @@ Where --audit-log writes with audit.output "file".
 {{- define "timeout-controller.auditFile" -}}
 /var/log/timeout-controller/audit.jsonl
 {{- end }}
+
+{{/*
+The user the chart's own policy names as its author until the admission
+policy stamps it: no one logs in as it; it only holds "use" on the chart's
+own channels.
+*/}}
+{{- define "timeout-controller.chartAuthor" -}}
+timeout-controller:chart:{{ .Release.Namespace }}:{{ .Release.Name }}
+{{- end }}
