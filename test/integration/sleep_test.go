@@ -306,26 +306,11 @@ func TestADeploymentWithAScaleSubresourceSleepsItself(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const test = "sleep-self"
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: test}}
-	if err := k8s.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+	sleepNamespace(t, test)
 	spec := sleepPolicy(test, "3s", "1h")
 	spec.Target = v1alpha1.Target{APIVersion: "apps/v1", Kind: "Deployment"}
 	createPolicy(t, test, spec)
-	labels := map[string]string{"app": "self"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: test, Name: "self", Labels: map[string]string{testLabel: test}},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}}},
-		},
-	}
-	if err := k8s.Create(ctx, d); err != nil {
-		t.Fatal(err)
-	}
+	d := selfDeployment(t, test)
 	state := func() expiry.SleepState {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
 			t.Fatal(err)
@@ -386,11 +371,7 @@ func TestACronJobSleepsByItsSuspendField(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const test = "sleep-cronjob"
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: test}}
-	if err := k8s.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+	sleepNamespace(t, test)
 	spec := sleepPolicy(test, "3s", "1h")
 	spec.Target = v1alpha1.Target{APIVersion: "batch/v1", Kind: "CronJob"}
 	spec.Sleep.Patch = &runtime.RawExtension{Raw: []byte(`{"spec":{"suspend":true}}`)}
@@ -507,26 +488,11 @@ func TestADeploymentScaledBackUpDuringAHalfDoneSleepWakes(t *testing.T) {
 			start()
 		}
 	})
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: test}}
-	if err := k8s.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+	sleepNamespace(t, test)
 	spec := sleepPolicy(test, "1h", "1h")
 	spec.Target = v1alpha1.Target{APIVersion: "apps/v1", Kind: "Deployment"}
 	createPolicy(t, test, spec)
-	labels := map[string]string{"app": "self"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: test, Name: "self", Labels: map[string]string{testLabel: test}},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}}},
-		},
-	}
-	if err := k8s.Create(ctx, d); err != nil {
-		t.Fatal(err)
-	}
+	d := selfDeployment(t, test)
 	time.Sleep(time.Until(d.CreationTimestamp.Add(1100 * time.Millisecond)))
 	half := expiry.SleepState{Phase: expiry.PhaseSleeping, Since: time.Now().UTC(), Generation: d.Generation, Replicas: ptr.To[int32](3)}
 	mergePatch(t, deploymentsGVR, test, "self", fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"spec":{"replicas":0}}`, expiry.AnnotationSleep, half.String()))
@@ -547,4 +513,33 @@ func TestADeploymentScaledBackUpDuringAHalfDoneSleepWakes(t *testing.T) {
 	if *d.Spec.Replicas != 3 {
 		t.Errorf("the deployment at %d replicas after the wake, want the 3 someone set", *d.Spec.Replicas)
 	}
+}
+
+// sleepNamespace creates the namespace test, deleted after the test.
+func sleepNamespace(t *testing.T, test string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: test}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+}
+
+// selfDeployment creates, in namespace test, the Deployment "self" of 3
+// replicas, labelled for test: a target that is scaled itself.
+func selfDeployment(t *testing.T, test string) *appsv1.Deployment {
+	t.Helper()
+	labels := map[string]string{"app": "self"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: test, Name: "self", Labels: map[string]string{testLabel: test}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}}},
+		},
+	}
+	if err := k8s.Create(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
