@@ -1,0 +1,54 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package expiry
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestUseRoundTripsThroughItsAnnotations(t *testing.T) {
+	at := time.Date(2026, 11, 26, 9, 30, 12, 900_000_000, time.UTC)
+	u := Use{At: at, Via: ViaExec, By: "alice@example.com"}
+	got, ok := LastUse(u.Annotations())
+	if !ok {
+		t.Fatalf("LastUse(%v) found no use", u.Annotations())
+	}
+	want := Use{At: at.Truncate(time.Second), Via: ViaExec, By: "alice@example.com"}
+	if got != want {
+		t.Errorf("LastUse = %+v, want %+v", got, want)
+	}
+	if s := got.String(); s != "exec by alice@example.com" {
+		t.Errorf("String = %q", s)
+	}
+	if s := (Use{At: at, Via: ViaTraffic}).String(); s != "traffic" {
+		t.Errorf("String of a use without By = %q, want traffic", s)
+	}
+}
+
+func TestLastUseIgnoresADescriptionOfAnotherTime(t *testing.T) {
+	at := time.Date(2026, 11, 26, 9, 30, 12, 0, time.UTC)
+	a := Use{At: at, Via: ViaExec, By: "alice"}.Annotations()
+	a[AnnotationLastActive] = at.Add(time.Minute).Format(time.RFC3339)
+	if u, ok := LastUse(a); ok {
+		t.Errorf("LastUse = %+v for a last-use about an earlier last-active", u)
+	}
+	for _, v := range []string{"", "{}", `{"at":"2026-11-26T09:30:12Z"}`, `{"via":"exec"}`, "not json"} {
+		if u, ok := LastUse(map[string]string{AnnotationLastActive: at.Format(time.RFC3339), AnnotationLastUse: v}); ok {
+			t.Errorf("LastUse(%q) = %+v, want none", v, u)
+		}
+	}
+}
+
+func TestUseCutsALongName(t *testing.T) {
+	u := Use{At: time.Now(), Via: ViaPortForward, By: strings.Repeat("é", MaxUseBy)}
+	got, err := ParseUse(u.Annotation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.By) > MaxUseBy {
+		t.Errorf("By kept %d bytes, want at most %d", len(got.By), MaxUseBy)
+	}
+}
