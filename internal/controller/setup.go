@@ -83,6 +83,9 @@ type Options struct {
 	// MaxSendsPerChannel is how many messages each NotificationChannel
 	// sends at once; 0 means no cap.
 	MaxSendsPerChannel int
+	// OwnerAddresses names the ConfigMap, in OutboxNamespace, that maps
+	// owners' usernames to e-mail addresses; empty maps nobody.
+	OwnerAddresses string
 }
 
 // Setup adds the policy and object controllers to mgr. The Events they
@@ -137,6 +140,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Archive:               opts.Archive,
 
 		ClusterEventNamespace: opts.ClusterEventNamespace,
+		Owners:                &Owners{Reader: mgr.GetAPIReader(), Namespace: opts.OutboxNamespace, Name: opts.OwnerAddresses, Clock: opts.Clock},
 	}
 	objects.Outbox = objects.NewOutbox(mgr.GetClient(), mgr.GetAPIReader(), opts.OutboxNamespace,
 		opts.NotificationGiveUpAfter, mgr.GetLogger().WithValues("controller", "outbox"))
