@@ -128,6 +128,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	secrets := secretReader{reader: mgr.GetAPIReader(), namespace: opts.SecretNamespace}
 	channels := &Channels{Reader: mgr.GetClient(), Secrets: secrets, Clock: opts.Clock, Limiter: notify.NewLimiter(opts.MaxSendsPerChannel),
 		Grants: &Grants{Reviews: reviews.SubjectAccessReviews()}}
+	owners := &Owners{Reader: mgr.GetAPIReader(), Namespace: opts.OutboxNamespace, Name: opts.OwnerAddresses, Clock: opts.Clock}
 	objects := &ObjectReconciler{
 		Client:                mgr.GetClient(),
 		APIReader:             mgr.GetAPIReader(),
@@ -140,7 +141,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Archive:               opts.Archive,
 
 		ClusterEventNamespace: opts.ClusterEventNamespace,
-		Owners:                &Owners{Reader: mgr.GetAPIReader(), Namespace: opts.OutboxNamespace, Name: opts.OwnerAddresses, Clock: opts.Clock},
+		Owners:                owners,
 	}
 	objects.Outbox = objects.NewOutbox(mgr.GetClient(), mgr.GetAPIReader(), opts.OutboxNamespace,
 		opts.NotificationGiveUpAfter, mgr.GetLogger().WithValues("controller", "outbox"))
@@ -161,6 +162,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		DryRun:         opts.DryRun,
 		Access:         NewAccess(reviews.SelfSubjectAccessReviews(), clock.RealClock{}),
 		watches:        objects.watches,
+		Owners:         owners,
 	}
 	if err := policies.SetupWithManager(held); err != nil {
 		return fmt.Errorf("create policy controller: %w", err)

@@ -5,6 +5,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -357,4 +359,68 @@ func TestMessagesReachTheOwnerAtTheMappedAddress(t *testing.T) {
 			t.Errorf("OwnerUnreachable about %s's Playbook: %q, want one saying %q", o.owner, notes, o.unreachable)
 		}
 	}
+}
+
+// TestAnOwnerIsTheOnlyRecipient: the policy's e-mail channel has no "to",
+// so the owner is the only one who can be reminded. An owner with an
+// address is, and the Playbook goes on time; one without is not, and the
+// Playbook stays, the policy says why, until the owner has an address.
+func TestAnOwnerIsTheOnlyRecipient(t *testing.T) {
+	t.Parallel()
+	const test = "owner-only"
+	writeOwnerAddresses(t)
+	mb := fixture.NewMailbox(t, nil)
+	createChannel(t, test, v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{
+		Host: mb.Host, Port: mb.Port, Security: "None", From: "timeout@example.com",
+	}})
+	spec := playbookPolicy(test, "1h")
+	spec.Reminders, spec.MinimumNotice = []v1alpha1.Duration{"3s"}, "2s"
+	spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: test}}
+	spec.Notifications.Owner = true
+	createPolicy(t, test, spec)
+
+	reached := create(t, playbooks, newPlaybook(test, "alice", map[string]string{expiry.AnnotationTTL: "5s", notify.AnnotationOwner: "alice@example.com"}))
+	unreached := create(t, playbooks, newPlaybook(test, "frank", map[string]string{expiry.AnnotationTTL: "5s", notify.AnnotationOwner: "frank"}))
+	reached.expectDeletedOnTime(t, reached.after(5*time.Second))
+	for _, m := range mb.WithHeader("X-Timeout-Object", reached.GetName()) {
+		if !slices.Equal(m.To, []string{"alice@example.com"}) {
+			t.Errorf("the %s mail went to %v, want the owner alone", m.Header.Get("X-Timeout-Event"), m.To)
+		}
+	}
+
+	unreached.expectKept(t, time.Until(unreached.after(8*time.Second)))
+	if got := mb.WithHeader("X-Timeout-Object", unreached.GetName()); len(got) != 0 {
+		t.Fatalf("%d mails about a Playbook whose owner has no address: %+v", len(got), got)
+	}
+	awaitPolicy(t, test, "not ready for want of recipients", func(p *v1alpha1.TimeoutPolicy) bool {
+		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonNoRecipients &&
+			strings.Contains(c.Message, "spec.notifications.owner")
+	})
+	mustContain(t, findEvent(t, eventNamespace, unreached.GetName(), "OwnerUnreachable").Note, `"frank" is not an e-mail address`)
+
+	// An administrator hands it to someone with an address: reminded,
+	// then deleted once the notice ran.
+	mergePatch(t, playbooks, "", unreached.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"frank@example.com"}}}`, notify.AnnotationOwner))
+	var remindedAt time.Time
+	fixture.Eventually(t, 15*time.Second, "the reminder to frank@example.com", func() (bool, error) {
+		for _, m := range mb.WithHeader("X-Timeout-Object", unreached.GetName()) {
+			if m.Header.Get("X-Timeout-Event") == "reminder" && slices.Equal(m.To, []string{"frank@example.com"}) {
+				remindedAt = time.Now()
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	select {
+	case at := <-unreached.gone:
+		if notice := at.Sub(remindedAt); notice < 2*time.Second-100*time.Millisecond {
+			t.Fatalf("deleted %s after the reminder, want at least the policy's 2s of notice", notice)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("%s not deleted 15s after its owner was reminded", unreached.GetName())
+	}
+	awaitPolicy(t, test, "ready once every owner can be reminded", func(p *v1alpha1.TimeoutPolicy) bool {
+		return meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionReady)
+	})
 }
