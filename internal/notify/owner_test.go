@@ -74,3 +74,33 @@ func TestParseOwnerAddressesRefusesWhatIsNotAMap(t *testing.T) {
 		t.Errorf("ParseOwnerAddresses(\"\") = %v, %v; want an empty map", m, err)
 	}
 }
+
+// FuzzOwnerAddress: whatever the owner and the mapping, an address comes
+// back only when it is one the notify annotation would accept too, within
+// the allowed domains.
+func FuzzOwnerAddress(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"alice@example.com", ""},
+		{"oidc:bob", `"oidc:bob": bob@example.com`},
+		{"system:serviceaccount:a:b", `"system:serviceaccount:a:b": ""`},
+		{"eve", "eve: https://x.example/y"},
+		{"eve", "eve: a@example.com\r\nBcc: b@example.com"},
+		{"Bob <b@example.com>", "{"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, owner, data string) {
+		book, _ := ParseOwnerAddresses(data)
+		address, err := OwnerAddress(owner, book, []string{"example.com"})
+		if err != nil {
+			if address != "" {
+				t.Fatalf("OwnerAddress(%q) = %q with error %v", owner, address, err)
+			}
+			return
+		}
+		r, errs := ParseRecipients(address, []string{"example.com"})
+		if len(errs) > 0 || len(r.Emails) != 1 || r.Emails[0] != address {
+			t.Fatalf("OwnerAddress(%q) = %q, which the notify annotation would not accept: %v", owner, address, errs)
+		}
+	})
+}

@@ -201,25 +201,27 @@ func TestTheCreatorIsStampedOwner(t *testing.T) {
 		})
 	})
 
-	t.Run("stamps the creator over a blank owner", func(t *testing.T) {
-		pb, err := createAs(t, bob, newPlaybook(test, "blank", map[string]string{notify.AnnotationOwner: "  "}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if owner, _ := ownerOf(t, pb.GetName()); owner != "bob@example.com" {
-			t.Fatalf("owner %q, want the creator bob@example.com", owner)
-		}
-	})
-
-	t.Run("lets the creator name themselves", func(t *testing.T) {
-		pb, err := createAs(t, alice, newPlaybook(test, "named", map[string]string{notify.AnnotationOwner: "alice@example.com"}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if owner, _ := ownerOf(t, pb.GetName()); owner != "alice@example.com" {
-			t.Fatalf("owner %q, want alice@example.com", owner)
-		}
-	})
+	for _, tc := range []struct {
+		name        string
+		as          *dynamic.DynamicClient
+		annotations map[string]string
+		want        string
+	}{
+		{"stamps the creator over a blank owner", bob, map[string]string{notify.AnnotationOwner: "  "}, "bob@example.com"},
+		{"lets the creator name themselves", alice, map[string]string{notify.AnnotationOwner: "alice@example.com"}, "alice@example.com"},
+		{"keeps the owner that what creates for people names", amphitheatre, map[string]string{notify.AnnotationOwner: "bob@example.com"}, "bob@example.com"},
+		{"stamps a ServiceAccount that names nobody", amphitheatre, nil, "system:serviceaccount:amp:amphitheatre"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pb, err := createAs(t, tc.as, newPlaybook(test, "owned", tc.annotations))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if owner, _ := ownerOf(t, pb.GetName()); owner != tc.want {
+				t.Fatalf("owner %q, want %q", owner, tc.want)
+			}
+		})
+	}
 
 	t.Run("refuses a creator naming someone else", func(t *testing.T) {
 		_, err := createAs(t, alice, newPlaybook(test, "spam", map[string]string{notify.AnnotationOwner: "victim@example.com"}))
@@ -228,26 +230,6 @@ func TestTheCreatorIsStampedOwner(t *testing.T) {
 		}
 		mustContain(t, err.Error(), "annotation timeout.amphitheatre.app/owner", `you may name only yourself ("alice@example.com")`,
 			"naming someone else takes the verb assign on owners in the API group timeout.amphitheatre.app")
-	})
-
-	t.Run("keeps the owner that what creates for people names", func(t *testing.T) {
-		pb, err := createAs(t, amphitheatre, newPlaybook(test, "for-bob", map[string]string{notify.AnnotationOwner: "bob@example.com"}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if owner, _ := ownerOf(t, pb.GetName()); owner != "bob@example.com" {
-			t.Fatalf("owner %q, want bob@example.com, whom Amphitheatre named", owner)
-		}
-	})
-
-	t.Run("stamps a ServiceAccount that names nobody", func(t *testing.T) {
-		pb, err := createAs(t, amphitheatre, newPlaybook(test, "for-nobody", nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if owner, _ := ownerOf(t, pb.GetName()); owner != "system:serviceaccount:amp:amphitheatre" {
-			t.Fatalf("owner %q, want the ServiceAccount's username", owner)
-		}
 	})
 
 	t.Run("refuses taking or giving away the owner without assign", func(t *testing.T) {
