@@ -79,6 +79,17 @@ type Notifications struct {
 	// +optional
 	Channels []ChannelReference `json:"channels,omitempty"`
 
+	// Owner also sends every message about an object to its owner (the
+	// timeout.amphitheatre.app/owner annotation, which the owner admission
+	// policy stamps with the creator's username), through the policy's
+	// e-mail channels that carry the message, at the address the
+	// controller's --owner-addresses ConfigMap gives for that username,
+	// else at the username itself when it is an e-mail address. An owner
+	// with no address gets nothing and is reported once, in an
+	// OwnerUnreachable Warning Event.
+	// +optional
+	Owner bool `json:"owner,omitempty"`
+
 	// Templates override the default subject and bodies per event type.
 	// +listType=map
 	// +listMapKey=event

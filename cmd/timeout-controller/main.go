@@ -102,6 +102,8 @@ func run() error {
 	// an SMTP server or webhook receiver accepts from one client.
 	flag.IntVar(&opts.MaxSendsPerChannel, "max-sends-per-channel", 16,
 		"Messages each NotificationChannel sends at once, whichever policies use it; a reminder finding its channel at the limit frees its worker and is sent once a slot frees, without backoff or failure. 0 means no limit.")
+	flag.StringVar(&opts.OwnerAddresses, "owner-addresses", "",
+		"ConfigMap in the controller's namespace (--outbox-namespace) whose key \"addresses\" maps owners' usernames to e-mail addresses, for policies with notifications.owner; empty mails only owners whose username is an e-mail address.")
 	flag.DurationVar(&opts.StatusInterval, "policy-status-interval", 30*time.Second, "How often TimeoutPolicy status counts are refreshed from the cache.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

@@ -65,12 +65,16 @@ type channelSet struct {
 // Slack and webhook channels always reach someone (the incoming webhook's
 // own channel, the receiver), an e-mail channel with a "to" reaches those
 // addresses, and where no channel carries reminders the Kubernetes Event
-// is the reminder.
-func (s *channelSet) remindsNobody(annotations map[string]string) bool {
-	if s == nil || len(s.remindersByAnnotation) == 0 {
+// is the reminder. owner is the address of the object's owner when the
+// policy tells owners and it has one, else empty: one more address.
+func (s *channelSet) remindsNobody(annotations map[string]string, owner string) bool {
+	if !s.remindsOnlyWhomObjectsName() {
 		return false
 	}
 	r, _ := notify.ParseRecipients(annotations[notify.AnnotationNotify], s.allowedEmailDomains())
+	if owner != "" {
+		r.Emails = notify.AddEmail(r.Emails, owner)
+	}
 	for _, domains := range s.remindersByAnnotation {
 		for _, a := range r.Emails {
 			if notify.AddressAllowed(a, domains) {
@@ -79,6 +83,12 @@ func (s *channelSet) remindsNobody(annotations map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// remindsOnlyWhomObjectsName reports whether the policy's reminders reach
+// only the addresses each object names (remindersByAnnotation).
+func (s *channelSet) remindsOnlyWhomObjectsName() bool {
+	return s != nil && len(s.remindersByAnnotation) > 0
 }
 
 // byAnnotationOnly returns remindersByAnnotation for the channels named

@@ -53,6 +53,8 @@ type deliverer struct {
 	// clusterEventNamespace is where the Events about cluster-scoped
 	// objects go.
 	clusterEventNamespace string
+	// owners gives the address of an object's owner.
+	owners *Owners
 	// wake, when set, asks for an object to be looked at at once: for a
 	// message that found its channel busy, when a slot frees.
 	wake func(Key)

@@ -39,6 +39,9 @@ const (
 	// ReasonInvalidRecipient: the notify annotation names something that
 	// is not an allowed e-mail address or Slack channel.
 	ReasonInvalidRecipient = "InvalidRecipient"
+	// ReasonOwnerUnreachable: the policy tells owners, and the object's
+	// owner has no e-mail address the controller may send to.
+	ReasonOwnerUnreachable = "OwnerUnreachable"
 	// ReasonDeletionThrottled: the object expired and waits for its turn
 	// under a deletion cap.
 	ReasonDeletionThrottled = "DeletionThrottled"

@@ -29,6 +29,9 @@ func (d *deliverer) message(ctx context.Context, ev *evaluation, t v1alpha1.Even
 	if !oneOff(t) {
 		d.warnRecipients(ctx, ev, problems)
 	}
+	if ev.policy.Spec.Notifications.Owner {
+		recipients.Emails = d.addOwner(ctx, ev, t, recipients.Emails)
+	}
 	apiVersion, kind := key.GVK.ToAPIVersionAndKind()
 	o := notify.Object{APIVersion: apiVersion, Kind: kind, Name: obj.Name, Namespace: obj.Namespace, UID: obj.UID}
 	var expiresAt time.Time
@@ -60,6 +63,34 @@ func (d *deliverer) warnRecipients(ctx context.Context, ev *evaluation, problems
 	}
 	d.recorder.Eventf(reference(key.GVK, obj), nil, corev1.EventTypeWarning, ReasonInvalidRecipient, actionNotify,
 		"annotation %s: %s; the other recipients are still told", notify.AnnotationNotify, errors.Join(problems...).Error())
+}
+
+// addOwner adds the address of the object's owner to emails, when it has
+// one. An owner without one is reported once, in an OwnerUnreachable
+// Event, and again only when the reason changes; the other recipients are
+// told all the same.
+func (d *deliverer) addOwner(ctx context.Context, ev *evaluation, t v1alpha1.EventType, emails []string) []string {
+	owner := strings.TrimSpace(ev.obj.Annotations[notify.AnnotationOwner])
+	if owner == "" {
+		return emails
+	}
+	address, err := d.owners.Address(ctx, owner, ev.channels.allowedEmailDomains())
+	if err == nil {
+		emails = notify.AddEmail(emails, address)
+	}
+	if oneOff(t) {
+		// Said, if at all, with the reminders: the object is going.
+		return emails
+	}
+	why := ""
+	if err != nil && !errors.Is(err, notify.ErrOwnerSilenced) {
+		why = err.Error()
+	}
+	if d.warnOnce(ctx, ev, expiry.WarnedOwner, why) && why != "" {
+		d.recorder.Eventf(reference(ev.key.GVK, ev.obj), nil, corev1.EventTypeWarning, ReasonOwnerUnreachable, actionNotify,
+			"annotation %s: %s; the owner is not told, the other recipients are", notify.AnnotationOwner, why)
+	}
+	return emails
 }
 
 // idStage tells apart the messages of one type about one expiry: a

@@ -92,6 +92,9 @@ type ObjectReconciler struct {
 	// ClusterEventNamespace is where Events about cluster-scoped objects
 	// go; "default" when empty.
 	ClusterEventNamespace string
+	// Owners gives the addresses of objects' owners; nil maps nobody, and
+	// an owner is mailed only when the username is an e-mail address.
+	Owners *Owners
 	// Outbox keeps the expired and deleted messages until they are out.
 	Outbox *outbox.Outbox
 	// Wake, when set, asks for an object to be looked at at once: for a
@@ -185,6 +188,7 @@ func (r *ObjectReconciler) delivery() *deliverer {
 			dryRun:                r.DryRun,
 			clusterEventNamespace: r.ClusterEventNamespace,
 			wake:                  r.Wake,
+			owners:                r.Owners,
 		}
 	})
 	return r.deliveryState

@@ -46,7 +46,9 @@ func TestWhoCanBeReminded(t *testing.T) {
 		name        string
 		refs        []v1alpha1.ChannelReference
 		annotations map[string]string
-		wantNobody  bool
+		// owner is the owner's address, under a policy that tells owners.
+		owner      string
+		wantNobody bool
 	}{
 		{name: "an e-mail channel without to reaches nobody for an object that names nobody",
 			refs: []v1alpha1.ChannelReference{{Name: "mail"}}, wantNobody: true},
@@ -74,6 +76,10 @@ func TestWhoCanBeReminded(t *testing.T) {
 		{name: "an e-mail channel that carries no reminders leaves them to the Events",
 			refs: []v1alpha1.ChannelReference{{Name: "mail", Events: []v1alpha1.EventType{v1alpha1.EventDeleted}}}},
 		{name: "Events are the reminders of a policy without channels"},
+		{name: "an e-mail channel without to reaches the owner",
+			refs: []v1alpha1.ChannelReference{{Name: "mail"}}, owner: "alice@example.com"},
+		{name: "an owner outside the channel's allowed domains is reached by nobody",
+			refs: []v1alpha1.ChannelReference{{Name: "team-mail"}}, owner: "alice@example.com", wantNobody: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := fixture.Policy("p", func(p *v1alpha1.TimeoutPolicy) { p.Spec.Notifications.Channels = tt.refs })
@@ -81,7 +87,7 @@ func TestWhoCanBeReminded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := set.remindsNobody(tt.annotations); got != tt.wantNobody {
+			if got := set.remindsNobody(tt.annotations, tt.owner); got != tt.wantNobody {
 				t.Errorf("remindsNobody = %t, want %t", got, tt.wantNobody)
 			}
 		})

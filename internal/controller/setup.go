@@ -83,6 +83,9 @@ type Options struct {
 	// MaxSendsPerChannel is how many messages each NotificationChannel
 	// sends at once; 0 means no cap.
 	MaxSendsPerChannel int
+	// OwnerAddresses names the ConfigMap, in OutboxNamespace, that maps
+	// owners' usernames to e-mail addresses; empty maps nobody.
+	OwnerAddresses string
 }
 
 // Setup adds the policy and object controllers to mgr. The Events they
@@ -125,6 +128,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	secrets := secretReader{reader: mgr.GetAPIReader(), namespace: opts.SecretNamespace}
 	channels := &Channels{Reader: mgr.GetClient(), Secrets: secrets, Clock: opts.Clock, Limiter: notify.NewLimiter(opts.MaxSendsPerChannel),
 		Grants: &Grants{Reviews: reviews.SubjectAccessReviews()}}
+	owners := &Owners{Reader: mgr.GetAPIReader(), Namespace: opts.OutboxNamespace, Name: opts.OwnerAddresses, Clock: opts.Clock}
 	objects := &ObjectReconciler{
 		Client:                mgr.GetClient(),
 		APIReader:             mgr.GetAPIReader(),
@@ -137,6 +141,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Archive:               opts.Archive,
 
 		ClusterEventNamespace: opts.ClusterEventNamespace,
+		Owners:                owners,
 	}
 	objects.Outbox = objects.NewOutbox(mgr.GetClient(), mgr.GetAPIReader(), opts.OutboxNamespace,
 		opts.NotificationGiveUpAfter, mgr.GetLogger().WithValues("controller", "outbox"))
@@ -157,6 +162,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		DryRun:         opts.DryRun,
 		Access:         NewAccess(reviews.SelfSubjectAccessReviews(), clock.RealClock{}),
 		watches:        objects.watches,
+		Owners:         owners,
 	}
 	if err := policies.SetupWithManager(held); err != nil {
 		return fmt.Errorf("create policy controller: %w", err)

@@ -66,6 +66,9 @@ type PolicyReconciler struct {
 	// Access says what the controller may do with each target kind; nil
 	// checks nothing.
 	Access *Access
+	// Owners gives the addresses of objects' owners, for policies that
+	// tell them; nil maps nobody.
+	Owners *Owners
 
 	watches *watches
 	// said holds, per policy, the Ready reason and message this process
@@ -265,7 +268,7 @@ func noRecipients(resource string, channels *channelSet) string {
 	}
 	return fmt.Sprintf("Nobody is reminded of the %s whose %s annotation names no e-mail address that %s %s to (in its allowedEmailDomains, when it has some), "+
 		"so they are not deleted: %s %s this policy's reminders and the policy gives %s no \"to\". "+
-		"Name recipients under spec.notifications.channels[].to, or in each object's %s annotation",
+		"Name recipients under spec.notifications.channels[].to, or in each object's %s annotation, or tell owners (spec.notifications.owner) who have an address",
 		resource, notify.AnnotationNotify, list, sends, list, are, them, notify.AnnotationNotify)
 }
 
@@ -274,8 +277,8 @@ func noRecipients(resource string, channels *channelSet) string {
 // the policy has a minimum notice, no reminder has reached anyone yet, and
 // none can. Such an object is never deleted until someone is named. The
 // notice is reckoned as the object reconciler reckons it (decide, expiry).
-func unreminded(c *match.Candidate, channels *channelSet, o *metav1.PartialObjectMetadata, now time.Time) bool {
-	if !channels.remindsNobody(o.Annotations) {
+func unreminded(c *match.Candidate, channels *channelSet, o *metav1.PartialObjectMetadata, owner string, now time.Time) bool {
+	if !channels.remindsNobody(o.Annotations, owner) {
 		return false
 	}
 	d := decide.Evaluate(c, decide.Object{Created: o.CreationTimestamp.Time, Annotations: o.Annotations}, now, nil)
@@ -358,7 +361,13 @@ func (r *PolicyReconciler) count(ctx context.Context, policy *v1alpha1.TimeoutPo
 		if namespaced {
 			namespaces[o.Namespace] = true
 		}
-		if unreminded(&self, channels, o, now) {
+		owner := ""
+		if policy.Spec.Notifications.Owner && channels.remindsOnlyWhomObjectsName() {
+			// An owner without an address is reached by nobody: the
+			// reason was said on the object (OwnerUnreachable).
+			owner, _ = r.Owners.Address(ctx, o.Annotations[notify.AnnotationOwner], nil)
+		}
+		if unreminded(&self, channels, o, owner, now) {
 			found.unreminded++
 		}
 		if life.Idle() {

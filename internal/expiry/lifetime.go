@@ -176,7 +176,7 @@ var userKeys = []string{"ttl", "expires-at", "keep", "notify", "last-active"}
 
 // KnownAnnotations are the annotations under Prefix that the controller
 // reads or writes; any other key under Prefix is a mistake.
-var KnownAnnotations = []string{AnnotationTTL, AnnotationExpiresAt, AnnotationKeep, Prefix + "notify", AnnotationReminders, AnnotationLastActive, AnnotationLastUse, AnnotationActivity, AnnotationSleep, AnnotationReplicas}
+var KnownAnnotations = []string{AnnotationTTL, AnnotationExpiresAt, AnnotationKeep, Prefix + "notify", AnnotationReminders, AnnotationLastActive, AnnotationLastUse, AnnotationActivity, AnnotationSleep, AnnotationReplicas, Prefix + "owner"}
 
 // unknownKeys reports the keys under Prefix that the controller does not
 // know, in the order of their names. They change nothing, but a misspelt

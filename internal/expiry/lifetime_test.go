@@ -465,8 +465,8 @@ func TestComputeReportsUnknownKeysUnderThePrefix(t *testing.T) {
 		},
 		{
 			name:        "reports several unknown keys in the order of their names",
-			annotations: map[string]string{Prefix + "expires_at": "x", Prefix + "owner": "alice", Prefix + "TTL": "1h", AnnotationTTL: "2h"},
-			wantUnknown: []string{Prefix + "TTL", Prefix + "expires_at", Prefix + "owner"},
+			annotations: map[string]string{Prefix + "expires_at": "x", Prefix + "team": "alice", Prefix + "TTL": "1h", AnnotationTTL: "2h"},
+			wantUnknown: []string{Prefix + "TTL", Prefix + "expires_at", Prefix + "team"},
 			wantHint:    []string{"ttl", "expires-at", ""},
 		},
 		{

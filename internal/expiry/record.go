@@ -144,6 +144,7 @@ const (
 const (
 	WarnedTimeout    = "invalid-timeout"
 	WarnedRecipients = "invalid-recipient"
+	WarnedOwner      = "owner-unreachable"
 )
 
 // FailedReport is the Reported key of the first failure to send the

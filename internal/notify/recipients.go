@@ -52,26 +52,39 @@ func ParseRecipients(value string, allowedDomains []string) (Recipients, []error
 				r.SlackChannels = append(r.SlackChannels, entry)
 			}
 		default:
-			addr, err := mail.ParseAddress(entry)
-			if err != nil || addr.Address != entry || addr.Name != "" {
-				errs = append(errs, fmt.Errorf("%q is not an e-mail address: expected user@domain", entry))
+			if err := checkEmail(entry, allowedDomains); err != nil {
+				errs = append(errs, err)
 				continue
 			}
-			domain := strings.ToLower(entry[strings.LastIndexByte(entry, '@')+1:])
-			if !hostname.MatchString(domain) || net.ParseIP(domain) != nil {
-				errs = append(errs, fmt.Errorf("%q is not an e-mail address: expected user@domain with a domain name", entry))
-				continue
-			}
-			if !domainAllowed(domain, allowedDomains) {
-				errs = append(errs, fmt.Errorf("%q is not in an allowed e-mail domain (%s)", entry, strings.Join(allowedDomains, ", ")))
-				continue
-			}
-			if !slices.ContainsFunc(r.Emails, func(e string) bool { return strings.EqualFold(e, entry) }) {
-				r.Emails = append(r.Emails, entry)
-			}
+			r.Emails = AddEmail(r.Emails, entry)
 		}
 	}
 	return r, errs
+}
+
+// checkEmail says why entry is not a bare e-mail address (user@domain,
+// with a domain name) in one of allowedDomains, or returns nil.
+func checkEmail(entry string, allowedDomains []string) error {
+	addr, err := mail.ParseAddress(entry)
+	if err != nil || addr.Address != entry || addr.Name != "" {
+		return fmt.Errorf("%q is not an e-mail address: expected user@domain", entry)
+	}
+	domain := strings.ToLower(entry[strings.LastIndexByte(entry, '@')+1:])
+	if !hostname.MatchString(domain) || net.ParseIP(domain) != nil {
+		return fmt.Errorf("%q is not an e-mail address: expected user@domain with a domain name", entry)
+	}
+	if !domainAllowed(domain, allowedDomains) {
+		return fmt.Errorf("%q is not in an allowed e-mail domain (%s)", entry, strings.Join(allowedDomains, ", "))
+	}
+	return nil
+}
+
+// AddEmail adds address to emails unless they hold it, whatever its case.
+func AddEmail(emails []string, address string) []string {
+	if slices.ContainsFunc(emails, func(e string) bool { return strings.EqualFold(e, address) }) {
+		return emails
+	}
+	return append(emails, address)
 }
 
 // AddressAllowed reports whether the domain of the e-mail address is one

@@ -172,6 +172,7 @@ func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, er
 		StatusInterval:        time.Second,
 		SecretNamespace:       secretNamespace,
 		OutboxNamespace:       outboxNamespace,
+		OwnerAddresses:        ownerAddresses,
 		Audit:                 auditLog,
 		Archive:               archives,
 		// A controller-wide cap high enough never to hold a test back, so
