@@ -183,6 +183,12 @@ func (r *Rotator) inject(ctx context.Context, bundle []byte) error {
 	}
 	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	if err := r.Reader.Get(ctx, types.NamespacedName{Name: r.Webhook}, cfg); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Not installed (the controller run out of a cluster, or the
+			// webhook left out): nobody calls it, nothing to trust.
+			logf.FromContext(ctx).Info("no webhook configuration to write the caBundle into", "webhook", r.Webhook)
+			return nil
+		}
 		return fmt.Errorf("get validatingwebhookconfiguration %s: %w", r.Webhook, err)
 	}
 	changed := false

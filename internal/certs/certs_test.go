@@ -211,3 +211,17 @@ func TestRotate(t *testing.T) {
 		}
 	})
 }
+
+func TestRotateWithoutAWebhookConfigurationStillServes(t *testing.T) {
+	c := newClient(t)
+	if err := c.Delete(context.Background(), &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "timeout-controller"}}); err != nil {
+		t.Fatal(err)
+	}
+	r := newRotator(t, c, clocktesting.NewFakeClock(start))
+	if err := r.Rotate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.GetCertificate(&tls.ClientHelloInfo{}); err != nil {
+		t.Error(err)
+	}
+}

@@ -47,6 +47,9 @@ const (
 	// resolveTTL is how long the governed object found for a Pod is
 	// trusted: a new policy or owner counts within this time.
 	resolveTTL = 30 * time.Second
+	// resolveRetry is how long a Pod whose owners could not be read is
+	// left alone.
+	resolveRetry = 5 * time.Second
 	// connectCacheLimit bounds both caches, whatever the cluster's size.
 	connectCacheLimit = 4096
 	// maxOwnerDepth bounds the owner chain followed from a Pod, and from
@@ -172,6 +175,9 @@ func (c *Connections) record(ctx context.Context, conn connection) (string, erro
 	if !ok {
 		var err error
 		if g, err = c.resolve(ctx, conn.pod); err != nil {
+			// The connections to this Pod in the next few seconds are not
+			// recorded either, rather than each failing (and logging) alike.
+			c.resolved.put(conn.pod, governedObject{}, conn.use.At.Add(resolveRetry))
 			return "failed", err
 		}
 		c.resolved.put(conn.pod, g, conn.use.At.Add(resolveTTL))
