@@ -229,7 +229,7 @@ func awaitUse(t *testing.T, name, via, by string, after time.Time) expiry.Use {
 	return u
 }
 
-func TestExecAndPortForwardToAPlaybooksPodMoveItsIdleClock(t *testing.T) {
+func TestExecAttachAndPortForwardToAPlaybooksPodMoveItsIdleClock(t *testing.T) {
 	t.Parallel()
 	const test = "connect-moves"
 	// A window of a second: the second connection is worth a write too.
@@ -245,6 +245,18 @@ func TestExecAndPortForwardToAPlaybooksPodMoveItsIdleClock(t *testing.T) {
 
 	time.Sleep(1100 * time.Millisecond) // past the window: not an assertion
 	before = time.Now()
+	if err := connectAs(connector(t, "bob", "system:masters"), ns, pod, "portforward"); err == nil {
+		t.Fatal("a port-forward with no kubelet succeeded")
+	}
+	awaitUse(t, pb.GetName(), expiry.ViaPortForward, "bob", before)
+
+	time.Sleep(1100 * time.Millisecond) // past the window: not an assertion
+	before = time.Now()
+	if err := connectAs(connector(t, "dave", "system:masters"), ns, pod, "attach"); err == nil {
+		t.Fatal("an attach with no kubelet succeeded")
+	}
+	awaitUse(t, pb.GetName(), expiry.ViaAttach, "dave", before)
+	time.Sleep(1100 * time.Millisecond)
 	if err := connectAs(connector(t, "bob", "system:masters"), ns, pod, "portforward"); err == nil {
 		t.Fatal("a port-forward with no kubelet succeeded")
 	}
