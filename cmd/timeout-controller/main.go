@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -55,6 +56,7 @@ func run() error {
 		archiveTo, archiveDir   string
 		archiveS3               archive.S3Options
 		qps                     float64
+		hook                    webhookOptions
 		burst                   int
 		opts                    controller.Options
 	)
@@ -105,6 +107,11 @@ func run() error {
 	flag.StringVar(&opts.OwnerAddresses, "owner-addresses", "",
 		"ConfigMap in the controller's namespace (--outbox-namespace) whose key \"addresses\" maps owners' usernames to e-mail addresses, for policies with notifications.owner; empty mails only owners whose username is an e-mail address.")
 	flag.DurationVar(&opts.StatusInterval, "policy-status-interval", 30*time.Second, "How often TimeoutPolicy status counts are refreshed from the cache.")
+	flag.IntVar(&hook.port, "webhook-port", 9443, "Port of the admission webhook that counts kubectl exec, attach and port-forward as use, served by every replica; 0 turns it off.")
+	flag.StringVar(&hook.certDir, "webhook-cert-dir", "", "Directory holding the webhook's serving certificate (tls.crt, tls.key), kept by someone else such as cert-manager and reloaded when it changes; empty: the controller keeps a self-signed one in --webhook-secret.")
+	flag.StringVar(&hook.secret, "webhook-secret", "timeout-controller-webhook-cert", "Secret, in the pod's namespace, that the controller keeps the webhook's CA and serving certificate in when --webhook-cert-dir is empty.")
+	flag.StringVar(&hook.configuration, "webhook-configuration", "timeout-controller", "ValidatingWebhookConfiguration whose caBundle the controller keeps when --webhook-cert-dir is empty.")
+	flag.StringVar(&hook.service, "webhook-service", "timeout-controller-webhook", "Service in front of the webhook, in the pod's namespace: the names its self-signed certificate is for.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -132,6 +139,8 @@ func run() error {
 	utilruntime.Must(coordinationv1.AddToScheme(scheme))
 	utilruntime.Must(eventsv1.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	// The webhook configuration whose caBundle the controller keeps.
+	utilruntime.Must(admissionregistrationv1.AddToScheme(scheme))
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -156,7 +165,8 @@ func run() error {
 		RetryPeriod:                   &retryPeriod,
 		GracefulShutdownTimeout:       &shutdownTimeout,
 		// Governed objects are cached with only what decisions read.
-		Cache: controller.CacheOptions(),
+		Cache:         controller.CacheOptions(),
+		WebhookServer: hook.server(),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -195,6 +205,9 @@ func run() error {
 	setupCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	if err := controller.Setup(setupCtx, mgr, opts); err != nil {
+		return err
+	}
+	if err := hook.setup(mgr, opts.OutboxNamespace); err != nil {
 		return err
 	}
 	ctrl.Log.Info("starting", "workers", opts.Workers, "qps", qps, "burst", burst)

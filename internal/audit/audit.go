@@ -22,6 +22,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
@@ -102,6 +103,10 @@ type Record struct {
 	// Reclaimed is what the namespaces a deleted object owned held just
 	// before the delete (deleted and reclaimed records).
 	Reclaimed *notify.Reclaimed `json:"reclaimed,omitempty"`
+	// LastUse is the use the idle clock counts from, when that clock sets
+	// the expiry the record is about and the last-use annotation names
+	// it: how (exec, portforward, traffic, annotation...) and by whom.
+	LastUse *expiry.Use `json:"lastUse,omitempty"`
 }
 
 // Results.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
 
 // audit adds rec to the audit trail, filled in with the object, its policy
@@ -28,6 +29,9 @@ func (r *ObjectReconciler) audit(ctx context.Context, ev *evaluation, recs ...au
 			if !ev.Life.Keep && rec.ExpiresAt == nil {
 				at := ev.Life.ExpiresAt
 				rec.ExpiresAt = &at
+			}
+			if ev.Life.Source == expiry.SourceIdle && rec.LastUse == nil {
+				rec.LastUse = ev.Life.Use
 			}
 		}
 	}

@@ -222,6 +222,11 @@ func (s Schedule) Lifetime(created time.Time, annotations map[string]string, now
 			Expected: "the controller's sleep state", Fallback: "the object counts as awake",
 		})
 	}
+	if l.ActiveBy == AnnotationLastActive {
+		if u, ok := LastUse(annotations); ok {
+			l.Use = &u
+		}
+	}
 	if l.Keep {
 		return l
 	}

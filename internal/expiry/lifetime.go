@@ -74,6 +74,9 @@ type Lifetime struct {
 	// ActiveBy says which.
 	LastActive time.Time
 	ActiveBy   string
+	// Use is the use LastActive is, when ActiveBy is the last-active
+	// annotation and last-use describes it: how and by whom.
+	Use *Use
 	// Base is the expiry the annotations or defaultTTL give (the creation
 	// clock); IdleAt is LastActive plus idleTTL (zero without one); Max is
 	// creation plus maxTTL (zero without one).

@@ -332,6 +332,15 @@ const (
 	WokeByPolicy = "the policy no longer puts it to sleep"
 )
 
+// activity names what LastActive is: the use last-use describes ("exec
+// by alice"), else ActiveBy.
+func (l Lifetime) activity() string {
+	if l.Use != nil {
+		return l.Use.String()
+	}
+	return l.ActiveBy
+}
+
 // nextSleep plans a sleep or a wake, when one is due.
 //
 // A sleep or a wake under way is completed first. An object that sleeps
@@ -357,7 +366,7 @@ func nextSleep(in Input) (Plan, bool) {
 		case !s.Sleeps():
 			return Plan{Action: Wake, WokeBy: WokeByPolicy, At: now}, true
 		case !l.Asleep:
-			return Plan{Action: Wake, WokeBy: WokeByUse + " (" + l.ActiveBy + ")", At: now}, true
+			return Plan{Action: Wake, WokeBy: WokeByUse + " (" + l.activity() + ")", At: now}, true
 		case in.WokeBy != "":
 			return Plan{Action: Wake, WokeBy: in.WokeBy, At: now}, true
 		case st.Phase == PhaseSleeping:

@@ -93,6 +93,16 @@ func TestSleepPlan(t *testing.T) {
 			wantExpiry: asleep.Since.Add(4*time.Hour + 14*Day),
 		},
 		{
+			name: "names the use that woke it when last-use says how and by whom", schedule: sleepy,
+			annotations: func() map[string]string {
+				a := Use{At: asleep.Since.Add(time.Hour), Via: ViaExec, By: "alice"}.Annotations()
+				a[AnnotationSleep] = asleep.String()
+				return a
+			}(),
+			now: asleep.Since.Add(2 * time.Hour), wantAction: Wake, wantWokeBy: "use (exec by alice)",
+			wantExpiry: asleep.Since.Add(4*time.Hour + 14*Day),
+		},
+		{
 			name: "wakes a sleeping object whose workloads someone else scaled up", schedule: sleepy,
 			annotations: sleepState(asleep), wokeBy: "Deployment amp-1/web scaled up",
 			now: asleep.Since.Add(time.Hour), wantAction: Wake, wantWokeBy: "Deployment amp-1/web scaled up",

@@ -52,3 +52,31 @@ func TestUseCutsALongName(t *testing.T) {
 		t.Errorf("By kept %d bytes, want at most %d", len(got.By), MaxUseBy)
 	}
 }
+
+func TestLifetimeNamesTheUseItsIdleClockCountsFrom(t *testing.T) {
+	s := Schedule{DefaultTTL: Day, IdleTTL: time.Hour}
+	at := created.Add(2 * time.Hour)
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		want        *Use
+	}{
+		{"names an exec", Use{At: at, Via: ViaExec, By: "alice"}.Annotations(), &Use{At: at, Via: ViaExec, By: "alice"}},
+		{"names nothing when last-use is about an earlier last-active", map[string]string{
+			AnnotationLastActive: at.Add(time.Minute).Format(time.RFC3339),
+			AnnotationLastUse:    Use{At: at, Via: ViaExec, By: "alice"}.Annotation(),
+		}, nil},
+		{"names nothing when a later change of generation is the last activity", func() map[string]string {
+			a := Use{At: at, Via: ViaExec, By: "alice"}.Annotations()
+			a[AnnotationActivity] = Activity{Generation: 2, At: at.Add(time.Minute)}.String()
+			return a
+		}(), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := s.Lifetime(created, tc.annotations, at.Add(2*time.Minute))
+			if (l.Use == nil) != (tc.want == nil) || (l.Use != nil && (*l.Use != *tc.want)) {
+				t.Errorf("Use = %+v, want %+v", l.Use, tc.want)
+			}
+		})
+	}
+}

@@ -121,6 +121,9 @@ type LifetimeInfo struct {
 	IdleClock  *Time  `json:"idleClock,omitempty"`
 	LastActive *Time  `json:"lastActive,omitempty"`
 	ActiveBy   string `json:"activeBy,omitempty"`
+	// LastUse is how and by whom LastActive was used, when the
+	// last-use annotation says (an exec, a port-forward, traffic...).
+	LastUse *expiry.Use `json:"lastUse,omitempty"`
 	// Maximum is creation plus maxTTL, under a policy with maxTTL.
 	Maximum *Time `json:"maximum,omitempty"`
 	// KeepRefused says the object asks to be kept and its policy forbids it.
@@ -303,7 +306,7 @@ func lifetimeOf(ev *Evaluation) *LifetimeInfo {
 		li.IdleClock, li.Maximum = timePtr(life.IdleAt), timePtr(life.Max)
 	}
 	if !life.IdleAt.IsZero() {
-		li.LastActive, li.ActiveBy = timePtr(life.LastActive), life.ActiveBy
+		li.LastActive, li.ActiveBy, li.LastUse = timePtr(life.LastActive), life.ActiveBy, life.Use
 	}
 	return li
 }

@@ -219,6 +219,14 @@ func TestExplainGolden(t *testing.T) {
 			now: t0.Add(5*day + time.Hour),
 		},
 		{
+			name: "the idle clock names the last use, an exec",
+			obj:  playbook(expiry.Use{At: t0.Add(5*day + 48*time.Minute), Via: expiry.ViaExec, By: "alice"}.Annotations()),
+			policies: []v1alpha1.TimeoutPolicy{playbookPolicy("playbooks", func(s *v1alpha1.TimeoutPolicySpec) {
+				s.DefaultTTL, s.IdleTTL = "1d", "2d"
+			})},
+			now: t0.Add(5*day + time.Hour),
+		},
+		{
 			name: "the maximum caps a later expiry",
 			obj:  playbook(map[string]string{expiry.AnnotationTTL: "7d"}),
 			policies: []v1alpha1.TimeoutPolicy{playbookPolicy("playbooks", func(s *v1alpha1.TimeoutPolicySpec) {

@@ -103,6 +103,9 @@ func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 			}
 			fmt.Fprintf(w, "; the %s clock decides\n", l.Clock)
 		}
+		if l.LastUse != nil {
+			fmt.Fprintf(w, "  last use: %s %s\n", l.LastUse, relative(l.LastUse.At, now))
+		}
 		for _, inv := range l.Invalid {
 			fmt.Fprintf(w, "  invalid: %s=%q: expected %s; %s\n", inv.Annotation, inv.Value, inv.Expected, inv.Fallback)
 		}

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 )
 
@@ -101,6 +102,7 @@ policy:
 	reclaim.gone(t, d, 2*time.Minute)
 	reclaimed(t, reclaim.name)
 	failover.gone(t, d, 2*time.Minute)
+	execIsUse(t)
 
 	if _, err := command(ctx, helm, "upgrade", release, chart, "--namespace", namespace, "--values", values, "--set", "image.tag="+tagV2); err != nil {
 		t.Fatal(err)
@@ -137,6 +139,62 @@ policy:
 	}
 	secured(t, pods)
 	events(t, namespace)
+}
+
+// execIsUse runs a real kubectl exec into a Pod of a Playbook under an
+// idle policy, through the chart's webhook (its Service, its self-signed
+// certificate), and waits for the Playbook's last-use to name it.
+func execIsUse(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	const policy = `apiVersion: timeout.amphitheatre.app/v1alpha1
+kind: TimeoutPolicy
+metadata:
+  name: e2e-connect
+spec:
+  priority: 10
+  selector: {matchLabels: {e2e-connect: "true"}}
+  defaultTTL: 1h
+  idleTTL: 1h
+  reminders: []
+  minimumNotice: 0s
+`
+	file := filepath.Join(t.TempDir(), "connect-policy.yaml")
+	if err := os.WriteFile(file, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube(ctx, "apply", "-f", file); err != nil {
+		t.Fatal(err)
+	}
+	name := createPlaybookLabelled(t, "e2e-helm-connect", map[string]string{"e2e-connect": "true"}, actors[:1])
+	t.Cleanup(func() {
+		for _, what := range [][]string{{"-f", file}, {"playbooks.amphitheatre.app/" + name}} {
+			if _, err := kube(context.Background(), append([]string{"delete", "--ignore-not-found"}, what...)...); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	podsRunning(t, name, int(actors[0].Replicas))
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(testenv.Namespace(name))); err != nil || len(pods.Items) == 0 {
+		t.Fatalf("the Pods of %s: %v", name, err)
+	}
+	// The pause image has no shell: the exec itself fails in the
+	// container, after admission let it through.
+	out, err := kube(ctx, "exec", "-n", testenv.Namespace(name), pods.Items[0].Name, "--", "true")
+	t.Logf("kubectl exec: %v %s", err, out)
+	eventually(t, time.Minute, "the exec recorded on "+name, func(ctx context.Context) error {
+		pb := testenv.NewPlaybook(name, "", nil)
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pb), pb); err != nil {
+			return err
+		}
+		u, ok := expiry.LastUse(pb.GetAnnotations())
+		if !ok || u.Via != expiry.ViaExec || u.By == "" {
+			return fmt.Errorf("last-use %q", pb.GetAnnotations()[expiry.AnnotationLastUse])
+		}
+		t.Logf("Playbook %s: last use %s at %s", name, u, u.At)
+		return nil
+	})
 }
 
 // events logs the Warning Events of the controller's namespace, which

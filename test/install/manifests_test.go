@@ -108,6 +108,8 @@ var clusterScoped = map[string]bool{
 	"ClusterRole":              true,
 	"ClusterRoleBinding":       true,
 	"TimeoutPolicy":            true,
+	// config/webhook's.
+	"ValidatingWebhookConfiguration": true,
 	// config/admission's.
 	"ValidatingAdmissionPolicy":        true,
 	"ValidatingAdmissionPolicyBinding": true,
