@@ -193,9 +193,6 @@ func ParseExtensions(value string) (Extensions, error) {
 // the extensions annotation should hold, and what was refused.
 type limited struct {
 	state Extensions
-	// keepRefused is set when keep=true was asked by someone the limits
-	// do not let keep.
-	keepRefused *Invalid
 	// refused is set when an extension beyond the limits was refused: the
 	// lifetime keeps state.Granted.
 	refused *Invalid

@@ -154,6 +154,13 @@ func TestExtensionLimits(t *testing.T) {
 		}
 	})
 
+}
+
+func TestExtensionLimitsKeepAndUse(t *testing.T) {
+	created := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	now := created.Add(time.Hour)
+	day := 24 * time.Hour
+
 	t.Run("refuses keep to all but the exempt groups, and keeps an exempt keep", func(t *testing.T) {
 		o := newLimited(t, limitedSpec, created)
 		o.look(now)
@@ -191,6 +198,13 @@ func TestExtensionLimits(t *testing.T) {
 			t.Fatalf("use: %v %+v", l.ExpiresAt, l.Extensions)
 		}
 	})
+
+}
+
+func TestExtensionLimitsChange(t *testing.T) {
+	created := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	now := created.Add(time.Hour)
+	day := 24 * time.Hour
 
 	t.Run("starts afresh when limits come back after being turned off", func(t *testing.T) {
 		o := newLimited(t, limitedSpec, created)
@@ -274,7 +288,7 @@ func TestExtensionLimits(t *testing.T) {
 		o := newLimited(t, spec, created)
 		o.look(now)
 		o.change("ttl", "30d", "alice", "dev")
-		if l := o.look(now); !l.ExpiresAt.Equal(created.Add(7*day)) {
+		if l := o.look(now); !l.ExpiresAt.Equal(created.Add(7 * day)) {
 			t.Fatalf("capped and refused: %v", l.ExpiresAt)
 		}
 	})

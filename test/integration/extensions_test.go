@@ -238,7 +238,9 @@ func TestChangeStampsCannotBeForged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = dyn.Resource(playbooks).Namespace(o.GetNamespace()).Delete(context.Background(), o.GetName(), metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = dyn.Resource(playbooks).Namespace(o.GetNamespace()).Delete(context.Background(), o.GetName(), metav1.DeleteOptions{})
+	})
 	if c := stampOf(t, o); c.By != "alice@example.com" || strings.Join(c.Groups, ",") != "developers,system:authenticated" || strings.Join(c.Changed, ",") != "ttl" {
 		t.Fatalf("create with a forged stamp: %+v", c)
 	}
