@@ -173,6 +173,7 @@ func (s Schedule) Lifetime(created time.Time, annotations map[string]string, now
 				Annotation: AnnotationKeep, Value: annotations[AnnotationKeep],
 				Expected: "no keep: under the policy's extension limits only its exempt groups may keep (" + s.Limits.ask() + ")",
 				Fallback: "it is ignored",
+				Limited:  true,
 			}
 			a = maps.Clone(annotations)
 			delete(a, AnnotationKeep)

@@ -255,6 +255,7 @@ func (l Limits) judge(annotations map[string]string, base time.Time, source stri
 		Annotation: source, Value: annotations[source],
 		Expected: problem + " (the policy's extension limits; " + l.ask() + ")",
 		Fallback: "the extension is refused: the object keeps its expiry " + prev.Granted.UTC().Format(time.RFC3339),
+		Limited:  true,
 	}
 	return out
 }

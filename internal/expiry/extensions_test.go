@@ -347,3 +347,34 @@ func TestNewScheduleExtensions(t *testing.T) {
 		})
 	}
 }
+
+// FuzzExtensionLimits: whatever the extensions and changed-by
+// annotations hold (the controller's own, and the stamp, which anyone can
+// break where the admission policies are not installed), the lifetime
+// under limits is either the one the annotations give or the one granted
+// before, and the account the controller would write reads back the same.
+func FuzzExtensionLimits(f *testing.F) {
+	f.Add("granted=2026-11-08T00:00:00Z used=1 maxCount=2 maxStep=2d exempt=platform-team keep=false at=- by=alice", `{"by":"bob","groups":["platform-team"],"changed":["ttl"]}`, "30d")
+	f.Add("granted=2026-11-08T00:00:00Z used=9 maxCount=- maxStep=- exempt=- keep=true at=- by=- with spaces", `{"by":""}`, "1d")
+	f.Add("granted=0001-01-01T00:00:00Z used=0 maxCount=0 maxStep=1ns exempt=a keep=false at=- by=-", "{", "9999w")
+	f.Add("", "", "")
+	s, err := NewSchedule(limitedSpec)
+	if err != nil {
+		f.Fatal(err)
+	}
+	created := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, extensions, changedBy, ttl string) {
+		a := map[string]string{AnnotationExtensions: extensions, AnnotationChangedBy: changedBy, AnnotationTTL: ttl}
+		now := created.Add(time.Hour)
+		l := s.Lifetime(created, a, now)
+		base := Compute(created, a, s.DefaultTTL).ExpiresAt
+		prev, perr := ParseExtensions(extensions)
+		if !l.ExpiresAt.Equal(base) && (perr != nil || !l.ExpiresAt.Equal(prev.Granted)) {
+			t.Fatalf("expires at %s: neither the annotations' %s nor the granted %s", l.ExpiresAt, base, prev.Granted)
+		}
+		back, err := ParseExtensions(l.Extensions.String())
+		if err != nil || back.String() != l.Extensions.String() {
+			t.Fatalf("the account %q does not read back: %v", l.Extensions.String(), err)
+		}
+	})
+}

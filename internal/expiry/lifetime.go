@@ -41,6 +41,9 @@ type Invalid struct {
 	Fallback string
 	// Unknown is set when the key itself is not one the controller knows.
 	Unknown bool
+	// Limited is set when the value is valid but the policy's extension
+	// limits refuse it: an extension past them, or a keep.
+	Limited bool
 }
 
 func (i Invalid) Error() string {

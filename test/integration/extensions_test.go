@@ -25,6 +25,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/plugin"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
@@ -320,16 +321,15 @@ func TestControllerAloneRefusesExtensionsPastTheLimits(t *testing.T) {
 	awaitExtensions(t, pb.Unstructured, "the extension within the limits granted", func(e expiry.Extensions) bool {
 		return e.Used == 1 && e.Granted.Equal(pb.after(18*time.Second))
 	})
-	// A stamp written by hand, without the admission policy to overwrite
-	// it, would be believed: this one names no exempt group.
-	if _, err := patchAs(alice, pb.Unstructured, map[string]any{expiry.AnnotationTTL: "1h"}); err != nil {
-		t.Fatal(err)
-	}
+	// kubectl timeout extend writes the extension, which no admission
+	// policy refuses here, and says that the controller will not take it.
+	res := kubectlTimeout(t, "extend", pb.GetName(), "1h").expect(t, plugin.ExitPastLimits)
+	mustContain(t, res.errOut, "extension limits refuse timeout.amphitheatre.app/expires-at", "no extension: 1 of 1 extensions used")
 	ev := findEvent(t, pb.GetNamespace(), pb.GetName(), "InvalidTimeout")
 	if ev.Type != "Warning" {
 		t.Fatalf("event type %s", ev.Type)
 	}
-	mustContain(t, ev.Note, "annotation timeout.amphitheatre.app/ttl", "no extension: 1 of 1 extensions used", "ask a member of platform-team",
+	mustContain(t, ev.Note, "annotation timeout.amphitheatre.app/expires-at", "no extension: 1 of 1 extensions used", "ask a member of platform-team",
 		"the extension is refused: the object keeps its expiry "+pb.after(18*time.Second).UTC().Format(time.RFC3339))
 	// Neither the 12s it had before nor the 1h asked: the 18s granted.
 	pb.expectDeletedOnTime(t, pb.after(18*time.Second))
