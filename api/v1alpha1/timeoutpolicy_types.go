@@ -130,6 +130,7 @@ type Extensions struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
 	// +kubebuilder:validation:items:Pattern=`^[^\s,]+$`
+	// +kubebuilder:validation:XValidation:rule="self.all(g, g != '-')",message="a group may not be named -, which the extensions annotation writes for none"
 	// +listType=set
 	// +optional
 	ExemptGroups []string `json:"exemptGroups,omitempty"`

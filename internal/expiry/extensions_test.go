@@ -334,6 +334,7 @@ func TestNewScheduleExtensions(t *testing.T) {
 		{"refuses limits that limit nothing", v1alpha1.Extensions{ExemptGroups: []string{"a"}}, "needs maxStep, maxCount or both"},
 		{"refuses a group with a comma", v1alpha1.Extensions{MaxStep: "1d", ExemptGroups: []string{"a,b"}}, "exemptGroups[0]"},
 		{"refuses a group with a space", v1alpha1.Extensions{MaxStep: "1d", ExemptGroups: []string{"a b"}}, "exemptGroups[0]"},
+		{"refuses a group named as the annotation writes none", v1alpha1.Extensions{MaxStep: "1d", ExemptGroups: []string{"-"}}, "exemptGroups[0]"},
 		{"takes a zero count", v1alpha1.Extensions{MaxCount: ptr.To[int32](0)}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

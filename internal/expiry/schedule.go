@@ -220,7 +220,7 @@ func newLimits(e v1alpha1.Extensions, errs *[]error) *Limits {
 		*errs = append(*errs, errors.New("spec.extensions: needs maxStep, maxCount or both"))
 	}
 	for i, g := range e.ExemptGroups {
-		if g == "" || strings.ContainsAny(g, " \t\n\r,") {
+		if g == "" || g == none || strings.ContainsAny(g, " \t\n\r,") {
 			*errs = append(*errs, fmt.Errorf("spec.extensions.exemptGroups[%d]: %q: expected a group name without spaces or commas", i, g))
 			continue
 		}

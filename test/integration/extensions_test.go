@@ -334,3 +334,27 @@ func TestControllerAloneRefusesExtensionsPastTheLimits(t *testing.T) {
 	// Neither the 12s it had before nor the 1h asked: the 18s granted.
 	pb.expectDeletedOnTime(t, pb.after(18*time.Second))
 }
+
+func TestTheCRDRefusesExtensionLimitsThatCannotWork(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		ext  v1alpha1.Extensions
+		want string
+	}{
+		{"limits that limit nothing", v1alpha1.Extensions{ExemptGroups: []string{"platform-team"}}, "extensions needs maxStep, maxCount or both"},
+		{"a negative count", v1alpha1.Extensions{MaxCount: ptr.To[int32](-1)}, "spec.extensions.maxCount"},
+		{"a step that is no duration", v1alpha1.Extensions{MaxStep: "7 days"}, "spec.extensions.maxStep"},
+		{"a group with a comma", v1alpha1.Extensions{MaxStep: "7d", ExemptGroups: []string{"a,b"}}, "spec.extensions.exemptGroups[0]"},
+		{"a group named -", v1alpha1.Extensions{MaxStep: "7d", ExemptGroups: []string{"-"}}, "a group may not be named -"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := playbookPolicy("crd-extensions", "1h")
+			spec.Extensions = &tt.ext
+			p := &v1alpha1.TimeoutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "crd-extensions"}, Spec: spec}
+			err := k8s.Create(context.Background(), p, client.DryRunAll)
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("want Invalid with %q, got %v", tt.want, err)
+			}
+		})
+	}
+}
