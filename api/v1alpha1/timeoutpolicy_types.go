@@ -105,6 +105,37 @@ type Sleep struct {
 	Patch *runtime.RawExtension `json:"patch,omitempty"`
 }
 
+// Extensions limits the extensions of an object's expiry: a change by
+// someone other than the controller of the ttl or expires-at annotation
+// that moves the expiry later. Under limits, keep=true is an extension
+// without end: only the exempt groups may set it.
+// +kubebuilder:validation:XValidation:rule="has(self.maxStep) || has(self.maxCount)",message="extensions needs maxStep, maxCount or both"
+type Extensions struct {
+	// MaxStep is how far one extension may move the expiry past the one
+	// it replaces.
+	// +optional
+	MaxStep Duration `json:"maxStep,omitempty"`
+
+	// MaxCount is how many extensions an object may have; 0 allows none.
+	// Absent, the count is not limited.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxCount *int32 `json:"maxCount,omitempty"`
+
+	// ExemptGroups are the groups (of Kubernetes users, as the API server
+	// authenticates them) whose members may extend past the limits and
+	// keep objects, such as the platform team.
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[^\s,]+$`
+	// +kubebuilder:validation:XValidation:rule="self.all(g, g != '-')",message="a group may not be named -, which the extensions annotation writes for none"
+	// +listType=set
+	// +optional
+	ExemptGroups []string `json:"exemptGroups,omitempty"`
+}
+
 // KeepPolicy says whether a policy honours the keep annotation.
 type KeepPolicy string
 
@@ -185,6 +216,17 @@ type TimeoutPolicySpec struct {
 	// +kubebuilder:default=Allowed
 	// +optional
 	Keep KeepPolicy `json:"keep,omitempty"`
+
+	// Extensions, when set, limits how people move an object's expiry
+	// later with the ttl or expires-at annotation: how far one extension
+	// may move it, how many extensions an object may have, and who may
+	// exceed the limits or keep the object. Enforced when written by the
+	// admission policies (docs/guides/admission-policy.md) and by the
+	// controller: an extension beyond the limits is refused with a
+	// Warning Event and the object keeps its previous expiry. Use
+	// (last-active) is not an extension: idleTTL and maxTTL bound it.
+	// +optional
+	Extensions *Extensions `json:"extensions,omitempty"`
 
 	// Reminders are the lead times before expiry at which the people
 	// concerned are told. An empty list means no reminders; a lead given

@@ -100,6 +100,9 @@ type Record struct {
 	Error  string `json:"error,omitempty"`
 	// Detail says more: the archive file, the new time, the lag.
 	Detail string `json:"detail,omitempty"`
+	// By is who made the change an extended record is about, as the
+	// changed-by annotation names them (stamped at admission).
+	By string `json:"by,omitempty"`
 	// Reclaimed is what the namespaces a deleted object owned held just
 	// before the delete (deleted and reclaimed records).
 	Reclaimed *notify.Reclaimed `json:"reclaimed,omitempty"`

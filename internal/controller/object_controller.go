@@ -234,6 +234,9 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	if wrote, err := r.settleActivity(ctx, ev); wrote || err != nil {
 		return ctrl.Result{}, err
 	}
+	if wrote, err := r.settleExtensions(ctx, ev); wrote || err != nil {
+		return ctrl.Result{}, err
+	}
 	r.warnInvalid(ctx, ev)
 
 	// Record.
@@ -248,7 +251,7 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 			return ctrl.Result{}, r.delivery().writeFailed(ev, err)
 		}
 		if !ev.Previous.IsZero() {
-			r.audit(ctx, ev, audit.Record{Type: audit.Extended, Result: audit.OK,
+			r.audit(ctx, ev, audit.Record{Type: audit.Extended, Result: audit.OK, By: changedBy(ev.obj.Annotations),
 				Detail: "expiry moved from " + ev.Previous.UTC().Format(time.RFC3339)})
 		}
 		return ctrl.Result{}, nil

@@ -165,10 +165,27 @@ func (s Schedule) Lifetime(created time.Time, annotations map[string]string, now
 		a = maps.Clone(annotations)
 		delete(a, AnnotationKeep)
 	}
+	if refused == nil && s.Limits != nil && keepAsked(annotations) {
+		prev, err := ParseExtensions(annotations[AnnotationExtensions])
+		stamp, stamped := ParseChangedBy(annotations)
+		if !s.Limits.keepAllowed(prev, err == nil, stamp, stamped) {
+			refused = &Invalid{
+				Annotation: AnnotationKeep, Value: annotations[AnnotationKeep],
+				Expected: "no keep: under the policy's extension limits only its exempt groups may keep (" + s.Limits.ask() + ")",
+				Fallback: "it is ignored",
+				Limited:  true,
+			}
+			a = maps.Clone(annotations)
+			delete(a, AnnotationKeep)
+		}
+	}
 	l := Compute(created, a, s.DefaultTTL)
 	if refused != nil {
 		l.KeepRefused = true
 		l.Invalid = append([]Invalid{*refused}, l.Invalid...)
+	}
+	if s.Limits != nil {
+		s.limit(&l, created, a, now)
 	}
 
 	l.LastActive, l.ActiveBy = created, SourceCreated

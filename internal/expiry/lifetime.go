@@ -41,6 +41,9 @@ type Invalid struct {
 	Fallback string
 	// Unknown is set when the key itself is not one the controller knows.
 	Unknown bool
+	// Limited is set when the value is valid but the policy's extension
+	// limits refuse it: an extension past them, or a keep.
+	Limited bool
 }
 
 func (i Invalid) Error() string {
@@ -82,8 +85,11 @@ type Lifetime struct {
 	// creation plus maxTTL (zero without one).
 	Base, IdleAt, Max time.Time
 	// KeepRefused says the object asks to be kept and its policy forbids
-	// it.
+	// it, or its extension limits do.
 	KeepRefused bool
+	// Extensions is what the extensions annotation should hold under the
+	// policy's extension limits; nil when the policy has none.
+	Extensions *Extensions
 
 	// Sleep is the object's sleep state (the sleep annotation). Under a
 	// policy that puts objects to sleep, SleepAt is when the object sleeps
@@ -179,7 +185,7 @@ var userKeys = []string{"ttl", "expires-at", "keep", "notify", "last-active"}
 
 // KnownAnnotations are the annotations under Prefix that the controller
 // reads or writes; any other key under Prefix is a mistake.
-var KnownAnnotations = []string{AnnotationTTL, AnnotationExpiresAt, AnnotationKeep, Prefix + "notify", AnnotationReminders, AnnotationLastActive, AnnotationLastUse, AnnotationActivity, AnnotationSleep, AnnotationReplicas, Prefix + "owner"}
+var KnownAnnotations = []string{AnnotationTTL, AnnotationExpiresAt, AnnotationKeep, Prefix + "notify", AnnotationReminders, AnnotationLastActive, AnnotationLastUse, AnnotationActivity, AnnotationSleep, AnnotationReplicas, Prefix + "owner", AnnotationExtensions, AnnotationChangedBy}
 
 // unknownKeys reports the keys under Prefix that the controller does not
 // know, in the order of their names. They change nothing, but a misspelt

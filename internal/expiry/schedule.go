@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
@@ -28,6 +29,8 @@ type Schedule struct {
 	MaxTTL time.Duration
 	// KeepForbidden says the keep annotation is ignored.
 	KeepForbidden bool
+	// Limits are the extension limits; nil when the policy sets none.
+	Limits *Limits
 	// SleepAfterIdle or SleepAfter (one of them) say when an object is put
 	// to sleep, and SleepDeleteAfter how long it sleeps before deletion;
 	// all zero when the policy does not put objects to sleep.
@@ -116,6 +119,9 @@ func NewSchedule(spec v1alpha1.TimeoutPolicySpec) (Schedule, error) {
 		errs = append(errs, fmt.Errorf("spec.maxTTL: %q is shorter than spec.defaultTTL %q", spec.MaxTTL, ttl))
 	}
 	s.KeepForbidden = spec.Keep == v1alpha1.KeepForbidden
+	if e := spec.Extensions; e != nil {
+		s.Limits = newLimits(*e, &errs)
+	}
 	if sl := spec.Sleep; sl != nil {
 		s.SleepAfterIdle = positive(sl.AfterIdle, "spec.sleep.afterIdle", &errs)
 		s.SleepAfter = positive(sl.After, "spec.sleep.after", &errs)
@@ -197,4 +203,30 @@ func positive(v v1alpha1.Duration, field string, errs *[]error) time.Duration {
 		return d
 	}
 	return 0
+}
+
+// newLimits parses spec.extensions. A limit that cannot be read is an
+// error of the whole policy, which then governs nothing until it is fixed
+// (the object keeps what it has; nothing expires early because of it).
+func newLimits(e v1alpha1.Extensions, errs *[]error) *Limits {
+	l := &Limits{MaxCount: -1, MaxStep: positive(e.MaxStep, "spec.extensions.maxStep", errs)}
+	if e.MaxCount != nil {
+		if *e.MaxCount < 0 {
+			*errs = append(*errs, fmt.Errorf("spec.extensions.maxCount: %d is negative", *e.MaxCount))
+		}
+		l.MaxCount = int(max(*e.MaxCount, 0))
+	}
+	if e.MaxStep == "" && e.MaxCount == nil {
+		*errs = append(*errs, errors.New("spec.extensions: needs maxStep, maxCount or both"))
+	}
+	for i, g := range e.ExemptGroups {
+		if g == "" || g == none || strings.ContainsAny(g, " \t\n\r,") {
+			*errs = append(*errs, fmt.Errorf("spec.extensions.exemptGroups[%d]: %q: expected a group name without spaces or commas", i, g))
+			continue
+		}
+		if !slices.Contains(l.Exempt, g) {
+			l.Exempt = append(l.Exempt, g)
+		}
+	}
+	return l
 }

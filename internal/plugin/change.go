@@ -304,7 +304,10 @@ func (s *session) change(ctx context.Context, r ref, output string, decide func(
 		if err != nil {
 			return f, err
 		}
-		return f, report(o.Out, output, after, describe(after)+" "+p.verb)
+		if err := report(o.Out, output, after, describe(after)+" "+p.verb); err != nil {
+			return f, err
+		}
+		return f, limited(after)
 	}
 }
 
@@ -374,3 +377,16 @@ func later(a, b time.Time) time.Time {
 }
 
 func ptr(s string) *string { return &s }
+
+// limited fails with ExitPastLimits when the governing policy's extension
+// limits refuse the change just written, which the controller then does
+// not take (no admission policy refused it first).
+func limited(ev *Evaluation) error {
+	for _, inv := range ev.Life.Invalid {
+		if inv.Limited {
+			return withCode(ExitPastLimits, "policy %s's extension limits refuse %s=%q: expected %s; %s",
+				ev.Governing.Name, inv.Annotation, inv.Value, inv.Expected, inv.Fallback)
+		}
+	}
+	return nil
+}

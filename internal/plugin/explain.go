@@ -128,6 +128,30 @@ type LifetimeInfo struct {
 	Maximum *Time `json:"maximum,omitempty"`
 	// KeepRefused says the object asks to be kept and its policy forbids it.
 	KeepRefused bool `json:"keepRefused,omitempty"`
+	// Extensions is the account of the object's extensions under its
+	// policy's extension limits.
+	Extensions *ExtensionsInfo `json:"extensions,omitempty"`
+	// ChangedBy is who last changed the lifetime annotations, as the
+	// changed-by stamp says.
+	ChangedBy *expiry.ChangedBy `json:"changedBy,omitempty"`
+}
+
+// ExtensionsInfo is the account of an object's extensions under limits.
+type ExtensionsInfo struct {
+	Used int `json:"used"`
+	// MaxCount is how many the policy allows; absent without a bound.
+	MaxCount *int `json:"maxCount,omitempty"`
+	// MaxStep is how far one may move the expiry; "" without a bound.
+	MaxStep string `json:"maxStep,omitempty"`
+	// Exempt are the groups that may go past the limits.
+	Exempt []string `json:"exempt,omitempty"`
+	// By and At: who made the last extension, and when the controller
+	// first saw it.
+	By string `json:"by,omitempty"`
+	At *Time  `json:"at,omitempty"`
+	// Summary says it for people: "extended by alice@example.com 2d ago,
+	// 1 of 3 extensions used".
+	Summary string `json:"summary,omitempty"`
 }
 
 // InvalidInfo is an annotation whose value cannot be used.
@@ -293,6 +317,10 @@ func lifetimeOf(ev *Evaluation) *LifetimeInfo {
 	for _, inv := range life.Invalid {
 		li.Invalid = append(li.Invalid, InvalidInfo{Annotation: inv.Annotation, Value: inv.Value, Expected: inv.Expected, Fallback: inv.Fallback})
 	}
+	li.Extensions = extensionsOf(life.Extensions, ev.Now)
+	if c, ok := expiry.ParseChangedBy(ev.Object.GetAnnotations()); ok {
+		li.ChangedBy = &c
+	}
 	if life.Keep {
 		li.Source = expiry.AnnotationKeep
 		li.Value = ev.Object.GetAnnotations()[expiry.AnnotationKeep]
@@ -309,6 +337,22 @@ func lifetimeOf(ev *Evaluation) *LifetimeInfo {
 		li.LastActive, li.ActiveBy, li.LastUse = timePtr(life.LastActive), life.ActiveBy, life.Use
 	}
 	return li
+}
+
+// extensionsOf is the account of the extensions under limits, nil
+// without limits.
+func extensionsOf(e *expiry.Extensions, now time.Time) *ExtensionsInfo {
+	if e == nil {
+		return nil
+	}
+	info := &ExtensionsInfo{Used: e.Used, Exempt: e.Limits.Exempt, By: e.By, At: timePtr(e.At), Summary: e.Extended(now)}
+	if e.Limits.MaxCount >= 0 {
+		info.MaxCount = &e.Limits.MaxCount
+	}
+	if e.Limits.MaxStep > 0 {
+		info.MaxStep = expiry.FormatDuration(e.Limits.MaxStep)
+	}
+	return info
 }
 
 // sourceValue is the value that set the expiry: the policy's duration for

@@ -267,6 +267,18 @@ func TestExplainGolden(t *testing.T) {
 			now:      t0.Add(6 * time.Hour),
 		},
 		{
+			name: "it was extended under limits and an extension past them is refused",
+			obj: playbook(map[string]string{
+				expiry.AnnotationTTL:        "30d",
+				expiry.AnnotationChangedBy:  `{"by":"alice@example.com","groups":["developers"],"changed":["ttl"]}`,
+				expiry.AnnotationExtensions: "granted=2026-03-17T12:00:00Z used=1 maxCount=3 maxStep=7d exempt=platform-team keep=false at=2026-03-14T12:00:00Z by=alice@example.com",
+			}),
+			policies: []v1alpha1.TimeoutPolicy{playbookPolicy("playbooks", func(s *v1alpha1.TimeoutPolicySpec) {
+				s.Extensions = &v1alpha1.Extensions{MaxStep: "7d", MaxCount: new(int32(3)), ExemptGroups: []string{"platform-team"}}
+			})},
+			now: t0.Add(15 * day),
+		},
+		{
 			name:       "a namespaced object without a title",
 			obj:        configMap,
 			gvk:        configMap.GroupVersionKind(),

@@ -106,6 +106,12 @@ func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 		if l.LastUse != nil {
 			fmt.Fprintf(w, "  last use: %s %s\n", l.LastUse, relative(l.LastUse.At, now))
 		}
+		if e := l.Extensions; e != nil {
+			fmt.Fprintf(w, "  extensions: %s\n", extensionsText(e))
+		}
+		if c := l.ChangedBy; c != nil {
+			fmt.Fprintf(w, "  last changed by %s (%s)\n", c.By, strings.Join(c.Changed, ", "))
+		}
 		for _, inv := range l.Invalid {
 			fmt.Fprintf(w, "  invalid: %s=%q: expected %s; %s\n", inv.Annotation, inv.Value, inv.Expected, inv.Fallback)
 		}
@@ -231,4 +237,23 @@ func heldBy(finalizers []string) string {
 		return "the finalizer " + finalizers[0] + " still holds it: neither it nor what it owns is freed until it has run"
 	}
 	return "the finalizers " + strings.Join(finalizers, ", ") + " still hold it: neither it nor what it owns is freed until they have run"
+}
+
+// extensionsText says what the limits allow and what was used.
+func extensionsText(e *ExtensionsInfo) string {
+	s := e.Summary
+	if s == "" {
+		s = "none used"
+	}
+	var limits []string
+	if e.MaxStep != "" {
+		limits = append(limits, "at most "+e.MaxStep+" each")
+	}
+	if e.MaxCount != nil {
+		limits = append(limits, fmt.Sprintf("at most %d", *e.MaxCount))
+	}
+	if len(e.Exempt) > 0 {
+		limits = append(limits, "more by "+strings.Join(e.Exempt, " or "))
+	}
+	return s + " (limits: " + strings.Join(limits, ", ") + ")"
 }

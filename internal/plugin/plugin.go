@@ -49,6 +49,11 @@ const (
 	// ExitKeepForbidden: keep was refused: the governing policy forbids
 	// keep (spec.keep: Forbidden).
 	ExitKeepForbidden = 10
+	// ExitPastLimits: extend or keep was written, but the governing
+	// policy's extension limits refuse it: the controller keeps the
+	// expiry the object had. (Where the admission policies are installed
+	// the API server refuses the write instead, and the exit code is 5.)
+	ExitPastLimits = 11
 )
 
 // Options configure one run of the plugin.
@@ -118,6 +123,9 @@ func classify(err error) (int, string) {
 	}
 	var status apierrors.APIStatus
 	switch {
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "AdmissionPolicy"):
+		// An admission policy's refusal says why itself: not RBAC.
+		return ExitForbidden, err.Error()
 	case apierrors.IsForbidden(err):
 		return ExitForbidden, err.Error() + "\n(your RBAC role does not allow this; `kubectl auth can-i` tells what it allows)"
 	case apierrors.IsUnauthorized(err):
@@ -156,7 +164,8 @@ Exit codes:
   7  refused: it would shorten a lifetime (see --allow-shorten), restore over an existing object, touch an object whose policy has neither idleTTL nor sleep.afterIdle, or wake one whose policy has no sleep
   8  the object was deleted, or is being deleted, before the change landed
   9  refused: the new expiry is past the policy's maximum lifetime (maxTTL)
-  10 refused: the policy forbids keep (spec.keep: Forbidden)`
+  10 refused: the policy forbids keep (spec.keep: Forbidden)
+  11 written, but the policy's extension limits refuse it: the expiry stays`
 
 func newRootCommand(o *Options) *cobra.Command {
 	root := &cobra.Command{

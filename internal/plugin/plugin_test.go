@@ -333,6 +333,18 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+func TestClassifyAnAdmissionRefusalNamesNoRBAC(t *testing.T) {
+	gr := schema.GroupResource{Group: "amphitheatre.app", Resource: "playbooks"}
+	err := apierrors.NewForbidden(gr, "x", errors.New("ValidatingAdmissionPolicy 'timeout-extensions.amphitheatre.app' with binding 'b' denied request: no extension left"))
+	code, msg := classify(err)
+	if code != ExitForbidden || strings.Contains(msg, "RBAC") || !strings.Contains(msg, "no extension left") {
+		t.Fatalf("classify = %d %q", code, msg)
+	}
+	if _, msg := classify(apierrors.NewForbidden(gr, "x", errors.New("no"))); !strings.Contains(msg, "RBAC") {
+		t.Fatalf("an RBAC refusal lost its hint: %q", msg)
+	}
+}
+
 // These fail before any request, so they need no API server.
 func TestRunRejectsBadArgumentsWithExitCode2(t *testing.T) {
 	for _, args := range [][]string{
