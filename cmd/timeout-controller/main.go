@@ -57,6 +57,9 @@ func run() error {
 		qps                     float64
 		burst                   int
 		opts                    controller.Options
+		prometheusURL           string
+		prometheusToken         string
+		prometheusCA            string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `Address the Prometheus metrics endpoint binds to; "0" turns it off.`)
 	flag.BoolVar(&metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to callers the API server authenticates and authorizes (get on the non-resource URL /metrics); false serves plain HTTP to anyone.")
@@ -103,6 +106,9 @@ func run() error {
 	flag.IntVar(&opts.MaxSendsPerChannel, "max-sends-per-channel", 16,
 		"Messages each NotificationChannel sends at once, whichever policies use it; a reminder finding its channel at the limit frees its worker and is sent once a slot frees, without backoff or failure. 0 means no limit.")
 	flag.DurationVar(&opts.StatusInterval, "policy-status-interval", 30*time.Second, "How often TimeoutPolicy status counts are refreshed from the cache.")
+	flag.StringVar(&prometheusURL, "prometheus-url", "", "URL of the Prometheus HTTP API that policies' traffic queries (spec.traffic) are sent to, e.g. http://prometheus-operated.monitoring:9090; empty turns traffic off, and policies asking for it say so.")
+	flag.StringVar(&prometheusToken, "prometheus-bearer-token-file", "", "File holding a bearer token sent to --prometheus-url, read again when it changes; none when empty.")
+	flag.StringVar(&prometheusCA, "prometheus-ca-file", "", "PEM file of the CAs that --prometheus-url's certificate is checked against; the system's when empty.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -182,6 +188,12 @@ func run() error {
 		})
 		if err != nil {
 			return fmt.Errorf("--archive: %w", err)
+		}
+	}
+
+	if prometheusURL != "" {
+		if opts.Prometheus, err = controller.NewPrometheus(prometheusURL, prometheusToken, prometheusCA); err != nil {
+			return err
 		}
 	}
 

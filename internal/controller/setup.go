@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -83,6 +85,9 @@ type Options struct {
 	// MaxSendsPerChannel is how many messages each NotificationChannel
 	// sends at once; 0 means no cap.
 	MaxSendsPerChannel int
+	// Prometheus answers the policies' traffic queries (spec.traffic);
+	// nil when the controller has none, and such policies say so.
+	Prometheus promv1.API
 }
 
 // Setup adds the policy and object controllers to mgr. The Events they
@@ -157,6 +162,13 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		DryRun:         opts.DryRun,
 		Access:         NewAccess(reviews.SelfSubjectAccessReviews(), clock.RealClock{}),
 		watches:        objects.watches,
+	}
+	policies.Traffic = &Traffic{Prometheus: opts.Prometheus, Client: mgr.GetClient(), Clock: opts.Clock,
+		objects: objects, watches: objects.watches, changed: make(chan event.GenericEvent, 64)}
+	if opts.Prometheus != nil {
+		if err := held.Add(policies.Traffic); err != nil {
+			return fmt.Errorf("add the traffic queries: %w", err)
+		}
 	}
 	if err := policies.SetupWithManager(held); err != nil {
 		return fmt.Errorf("create policy controller: %w", err)
