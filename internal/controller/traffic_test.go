@@ -4,16 +4,22 @@
 package controller
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 func TestParseTraffic(t *testing.T) {
@@ -141,5 +147,70 @@ func TestTrafficCondition(t *testing.T) {
 	})
 }
 
-// fakeAPI is a Prometheus client whose methods are never called.
-type fakeAPI struct{ promv1.API }
+// fakeAPI is a Prometheus client that answers every query with vector,
+// or err.
+type fakeAPI struct {
+	promv1.API
+	vector model.Vector
+	err    error
+}
+
+func (f fakeAPI) Query(context.Context, string, time.Time, ...promv1.Option) (model.Value, promv1.Warnings, error) {
+	if f.err != nil {
+		return nil, nil, f.err
+	}
+	return f.vector, nil, nil
+}
+
+func TestTrafficWritesUseOfTheGovernedObjectsItNames(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
+	traffic := func(p *v1alpha1.TimeoutPolicy) {
+		p.Spec.IdleTTL = "20m" // a window of one minute
+		p.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
+		p.Spec.Traffic = &v1alpha1.Traffic{Query: "q", Interval: "15s"}
+	}
+	policy := fixture.Policy("traffic", traffic)
+	other := fixture.Policy("other", fixture.Selecting(map[string]string{"team": "b"}), func(p *v1alpha1.TimeoutPolicy) { p.Spec.IdleTTL = "20m" })
+	team := func(name string) func(*corev1.ConfigMap) { return labelled(map[string]string{"team": name}) }
+	busy := newConfigMap("busy", inNamespace("amp-busy"), team("a"), firstGeneration)
+	recent := newConfigMap("recent", inNamespace("amp-busy"), team("a"), firstGeneration, annotated(expiry.AnnotationLastActive, t0.Add(-30*time.Second).Format(time.RFC3339)))
+	kept := newConfigMap("kept", inNamespace("amp-busy"), team("a"), firstGeneration, annotated(expiry.AnnotationKeep, "true"))
+	othersOwn := newConfigMap("others", inNamespace("amp-busy"), team("b"), firstGeneration)
+	quiet := newConfigMap("quiet", inNamespace("amp-quiet"), team("a"), firstGeneration)
+	h := newHarness(t, t0, policy, other, busy, recent, kept, othersOwn, quiet,
+		newNamespace("amp-busy", nil), newNamespace("amp-quiet", nil))
+	w := &watches{reader: h.client, kinds: map[schema.GroupKind]watched{configMapGVK.GroupKind(): {gvk: configMapGVK, namespaced: true}}}
+	tr := &Traffic{Client: h.r.Client, Clock: h.clock, objects: h.r, watches: w,
+		Prometheus: fakeAPI{vector: model.Vector{sample(2, "namespace", "amp-busy"), sample(0, "namespace", "amp-quiet")}}}
+
+	reason, msg := tr.evaluate(context.Background(), policy, trafficQuery{query: "q", interval: 15 * time.Second}, t0)
+	if reason != v1alpha1.ReasonQueried || !strings.Contains(msg, "1 objects' use written") {
+		t.Fatalf("evaluate: %s %q; want Queried with one object written", reason, msg)
+	}
+	u, ok := expiry.LastUse(h.stored(busy).Annotations)
+	if !ok || u.Via != expiry.ViaTraffic || !u.At.Equal(t0) {
+		t.Fatalf("busy's last use: %+v, %v; want traffic at %s", u, ok, t0)
+	}
+	for _, cm := range []*corev1.ConfigMap{recent, kept, othersOwn, quiet} {
+		if _, ok := h.stored(cm).Annotations[expiry.AnnotationLastUse]; ok {
+			t.Errorf("%s: last-use written; want it left alone (%v)", cm.Name, h.stored(cm).Annotations)
+		}
+	}
+
+	// Within the window, busy is not written again.
+	h.clock.Step(20 * time.Second)
+	if _, msg := tr.evaluate(context.Background(), policy, trafficQuery{query: "q", interval: 15 * time.Second}, h.clock.Now()); !strings.Contains(msg, "0 objects' use written") {
+		t.Fatalf("evaluate within the window: %q; want nothing written", msg)
+	}
+
+	// A failing Prometheus moves nothing.
+	h.clock.Step(time.Hour)
+	tr.Prometheus = fakeAPI{err: errors.New("connection refused")}
+	reason, msg = tr.evaluate(context.Background(), policy, trafficQuery{query: "q", interval: 15 * time.Second}, h.clock.Now())
+	if reason != v1alpha1.ReasonQueryFailed || !strings.Contains(msg, "connection refused") {
+		t.Fatalf("evaluate with Prometheus down: %s %q", reason, msg)
+	}
+	if u, _ := expiry.LastUse(h.stored(busy).Annotations); !u.At.Equal(t0) {
+		t.Fatalf("busy's last use moved to %s while Prometheus failed", u.At)
+	}
+}
