@@ -99,7 +99,7 @@ func parseTraffic(spec v1alpha1.TimeoutPolicySpec) (trafficQuery, error) {
 			q.interval = d
 		}
 	}
-	if t.NameLabel != "" && !model.LabelName(t.NameLabel).IsValidLegacy() {
+	if t.NameLabel != "" && !model.LegacyValidation.IsValidLabelName(t.NameLabel) {
 		errs = append(errs, fmt.Errorf("spec.traffic.nameLabel: %q is not a Prometheus label name", t.NameLabel))
 	}
 	if spec.IdleTTL == "" && spec.Sleep == nil {
