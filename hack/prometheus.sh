@@ -16,7 +16,7 @@ if [ -x "$dir/prometheus" ]; then
   exit 0
 fi
 
-echo "building prometheus $version (about BUILD_MINUTES minutes from an empty build cache)" >&2
+echo "building prometheus $version (16 CPU-minutes from an empty build cache: about eight minutes on two idle cores)" >&2
 mkdir -p "$dir"
 (
   cd "$root/hack/promtool"

@@ -109,9 +109,10 @@ func parseTraffic(spec v1alpha1.TimeoutPolicySpec) (trafficQuery, error) {
 }
 
 // timeout is how long one evaluation of the query may take: well within
-// its interval, so that a slow Prometheus never piles queries up.
+// its interval, so that a slow Prometheus never piles queries up. Whole
+// seconds: Prometheus refuses a timeout parameter of "7.5s".
 func (q trafficQuery) timeout() time.Duration {
-	return min(q.interval/2, maxTrafficQueryTimeout)
+	return min(q.interval/2, maxTrafficQueryTimeout).Truncate(time.Second)
 }
 
 // trafficTargets are what a query's samples name as used: per namespace,

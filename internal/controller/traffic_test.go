@@ -67,6 +67,14 @@ func TestParseTraffic(t *testing.T) {
 	}
 }
 
+func TestTrafficQueryTimeoutIsWholeSecondsWithinTheInterval(t *testing.T) {
+	for interval, want := range map[time.Duration]time.Duration{15 * time.Second: 7 * time.Second, time.Minute: 10 * time.Second, 17 * time.Second: 8 * time.Second} {
+		if got := (trafficQuery{interval: interval}).timeout(); got != want {
+			t.Errorf("timeout of a %s interval: %s; want %s", interval, got, want)
+		}
+	}
+}
+
 func TestValidateNamesTheTrafficField(t *testing.T) {
 	p := &v1alpha1.TimeoutPolicy{Spec: v1alpha1.TimeoutPolicySpec{IdleTTL: "1h", Target: v1alpha1.Target{APIVersion: "amphitheatre.app/v1", Kind: "Playbook"},
 		Traffic: &v1alpha1.Traffic{Query: "up", Interval: "1s"}}}
