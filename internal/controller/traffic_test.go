@@ -13,6 +13,7 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -220,5 +221,41 @@ func TestTrafficWritesUseOfTheGovernedObjectsItNames(t *testing.T) {
 	}
 	if u, _ := expiry.LastUse(h.stored(busy).Annotations); !u.At.Equal(t0) {
 		t.Fatalf("busy's last use moved to %s while Prometheus failed", u.At)
+	}
+}
+
+func TestAPolicyAskingForTrafficWithoutPrometheusSaysSoOnceAndStaysReady(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
+	p := fixture.Policy("traffic", func(p *v1alpha1.TimeoutPolicy) {
+		p.Spec.IdleTTL = "1h"
+		p.Spec.Traffic = &v1alpha1.Traffic{Query: "up"}
+	})
+	h := newPolicyHarness(t, t0, p)
+	h.r.Traffic = &Traffic{}
+	for range 2 {
+		_, got := h.reconcile(t, "traffic")
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionTraffic)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonTrafficNotConfigured {
+			t.Fatalf("Traffic condition %+v; want False NotConfigured", c)
+		}
+		if !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionReady) {
+			t.Fatalf("Ready %+v; want True: nothing else changes", meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady))
+		}
+	}
+	if got := drain(h.rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning "+ReasonTrafficNotConfigured) {
+		t.Fatalf("events %q; want one Warning %s", got, ReasonTrafficNotConfigured)
+	}
+
+	// Without traffic, the condition goes.
+	cur := &v1alpha1.TimeoutPolicy{}
+	if err := h.client.Get(context.Background(), types.NamespacedName{Name: "traffic"}, cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Traffic = nil
+	if err := h.client.Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := h.reconcile(t, "traffic"); meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionTraffic) != nil {
+		t.Fatalf("conditions %+v; want no Traffic condition", got.Status.Conditions)
 	}
 }
