@@ -259,3 +259,25 @@ func TestAPolicyAskingForTrafficWithoutPrometheusSaysSoOnceAndStaysReady(t *test
 		t.Fatalf("conditions %+v; want no Traffic condition", got.Status.Conditions)
 	}
 }
+
+func TestTrafficUnderASleepByAgeWakesOnlyWhatSleeps(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
+	policy := fixture.Policy("by-age", func(p *v1alpha1.TimeoutPolicy) {
+		p.Spec.Sleep = &v1alpha1.Sleep{After: "1h", DeleteAfter: "1d"}
+		p.Spec.Traffic = &v1alpha1.Traffic{Query: "q"}
+	})
+	asleep := expiry.SleepState{Phase: expiry.PhaseAsleep, Since: t0.Add(-time.Hour)}
+	sleeping := newConfigMap("sleeping", inNamespace("amp-a"), firstGeneration, annotated(expiry.AnnotationSleep, asleep.String()))
+	awake := newConfigMap("awake", inNamespace("amp-a"), firstGeneration)
+	h := newHarness(t, t0, policy, sleeping, awake, newNamespace("amp-a", nil))
+	w := &watches{reader: h.client, kinds: map[schema.GroupKind]watched{configMapGVK.GroupKind(): {gvk: configMapGVK, namespaced: true}}}
+	tr := &Traffic{Client: h.r.Client, Clock: h.clock, objects: h.r, watches: w, Prometheus: fakeAPI{vector: model.Vector{sample(1, "namespace", "amp-a")}}}
+
+	tr.evaluate(context.Background(), policy, trafficQuery{query: "q", interval: time.Minute}, t0)
+	if u, ok := expiry.LastUse(h.stored(sleeping).Annotations); !ok || u.Via != expiry.ViaTraffic {
+		t.Fatalf("sleeping: last use %+v, %v; want traffic, which wakes it", u, ok)
+	}
+	if _, ok := h.stored(awake).Annotations[expiry.AnnotationLastUse]; ok {
+		t.Fatal("awake: last-use written; nothing reads it under a sleep by age")
+	}
+}
