@@ -27,6 +27,9 @@ GO_FILES = $(shell git ls-files '*.go')
 # twelve minutes from an empty Go module cache), then reuses them.
 ASSETS = $$(hack/control-plane.sh | tail -n 1)
 S3_SERVER = $$(hack/s3-server.sh | tail -n 1)
+# Prometheus, from the module version hack/promtool pins, for the traffic
+# tests: built on first use into bin/prometheus-<version>/.
+PROMETHEUS = $$(hack/prometheus.sh | tail -n 1)
 
 .PHONY: help
 help: ## List the targets.
@@ -122,6 +125,10 @@ docker-build: ## Build the controller image IMG with CONTAINER_TOOL (docker).
 control-plane: ## Build etcd, kube-apiserver and kube-controller-manager into bin/ (cached) and print their directory.
 	@hack/control-plane.sh
 
+.PHONY: prometheus
+prometheus: ## Build Prometheus, the server the traffic tests query, from the version hack/promtool pins into bin/ (cached) and print its path.
+	@hack/prometheus.sh
+
 .PHONY: s3-server
 s3-server: ## Build versitygw, the S3-compatible server the archive tests run, into bin/ (cached) and print its path.
 	@hack/s3-server.sh
@@ -137,10 +144,10 @@ RACE_PKGS = ./api/... ./cmd/... $(filter-out %/internal/sim,$(shell go list ./in
 OTHER_PKGS = ./hack/... $(filter-out %/test/dist %/test/e2e,$(shell go list ./test/...))
 
 .PHONY: test
-test: tools test-rules ## Run every test: unit (with -race), fuzz seeds, the alert rules, and integration against a real API server and a real S3 server.
+test: tools test-rules ## Run every test: unit (with -race), fuzz seeds, the alert rules, and integration against a real API server, a real S3 server and a real Prometheus.
 	go test -race -count=1 $(RACE_PKGS)
 	go test -count=1 ./internal/sim
-	assets=$(ASSETS) && s3=$(S3_SERVER) && KUBEBUILDER_ASSETS="$$assets" TIMEOUT_S3_SERVER="$$s3" go test -count=1 $(OTHER_PKGS)
+	assets=$(ASSETS) && s3=$(S3_SERVER) && prom=$(PROMETHEUS) && KUBEBUILDER_ASSETS="$$assets" TIMEOUT_S3_SERVER="$$s3" TIMEOUT_PROMETHEUS="$$prom" go test -count=1 $(OTHER_PKGS)
 	$(MAKE) --no-print-directory e2e
 
 # The one-node cluster: the control plane's binaries plus kube-scheduler,

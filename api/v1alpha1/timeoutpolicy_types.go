@@ -136,6 +136,41 @@ type Extensions struct {
 	ExemptGroups []string `json:"exemptGroups,omitempty"`
 }
 
+// Traffic counts what a Prometheus query sees as use of the governed
+// objects: a sample above the threshold is use of the objects its
+// namespace label (and nameLabel, when set) names, as
+// docs/guides/idle-expiry.md describes. The Prometheus server is the
+// controller's (--prometheus-url), not the policy's.
+type Traffic struct {
+	// Query is a PromQL expression evaluated at each interval. Its samples
+	// must carry a namespace label, e.g.
+	// sum by (namespace) (rate(nginx_ingress_controller_requests[5m])).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="self.trim().size() > 0",message="query must not be blank"
+	Query string `json:"query"`
+
+	// Threshold: a sample whose value is above it counts as use. A
+	// decimal number, such as "0", "0.5" or "1e3"; "0" when absent.
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Threshold string `json:"threshold,omitempty"`
+
+	// Interval is how often the query is evaluated: at least 15s; 1m when
+	// absent.
+	// +optional
+	Interval Duration `json:"interval,omitempty"`
+
+	// NameLabel, when set, names the label whose value is the name of the
+	// object a sample is about: a sample counts only for the object of
+	// that name, and a sample without the label counts for none.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z_][a-zA-Z0-9_]*$`
+	// +optional
+	NameLabel string `json:"nameLabel,omitempty"`
+}
+
 // KeepPolicy says whether a policy honours the keep annotation.
 type KeepPolicy string
 
@@ -208,6 +243,12 @@ type TimeoutPolicySpec struct {
 	// +optional
 	Sleep *Sleep `json:"sleep,omitempty"`
 
+	// Traffic, when set, counts traffic a Prometheus query sees as use,
+	// as a last-active the controller writes (via traffic), under
+	// idleTTL or sleep. The controller needs --prometheus-url for it.
+	// +optional
+	Traffic *Traffic `json:"traffic,omitempty"`
+
 	// Keep says whether the keep annotation is honoured: Allowed (the
 	// default) or Forbidden, under which it is ignored with a Warning
 	// Event. maxTTL caps lifetimes, not keep: an allowed keep keeps an
@@ -269,6 +310,11 @@ const (
 	// still keeps an object as long as it says.
 	ConditionUnbounded = "Unbounded"
 
+	// ConditionTraffic is set on a policy with spec.traffic: True while
+	// its query last succeeded, False when it failed or the controller
+	// has no Prometheus to ask.
+	ConditionTraffic = "Traffic"
+
 	ReasonActive         = "Active"
 	ReasonInvalidSpec    = "InvalidSpec"
 	ReasonTargetNotFound = "TargetNotFound"
@@ -291,6 +337,14 @@ const (
 	ReasonNoRecipients = "NoRecipients"
 	ReasonOutranked    = "Outranked"
 	ReasonNoOverlap    = "NoOverlap"
+	// ReasonTrafficNotConfigured: the policy asks for traffic but the
+	// controller runs without --prometheus-url; nothing else changes.
+	ReasonTrafficNotConfigured = "NotConfigured"
+	// ReasonQueryFailed: the last traffic query failed or timed out; it
+	// counted as neither use nor the lack of it.
+	ReasonQueryFailed = "QueryFailed"
+	// ReasonQueried: the last traffic query succeeded.
+	ReasonQueried = "Queried"
 	// ReasonNoMaxTTL: keep is Forbidden and nothing caps lifetimes.
 	ReasonNoMaxTTL = "NoMaxTTL"
 	// ReasonMaxTTL: keep is Forbidden and maxTTL caps every lifetime.
@@ -303,8 +357,8 @@ type TimeoutPolicyStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Overlapping and, when keep is Forbidden,
-	// Unbounded.
+	// Conditions: Ready, Overlapping, when keep is Forbidden Unbounded,
+	// and with spec.traffic Traffic.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -59,6 +59,9 @@ func run() error {
 		hook                    webhookOptions
 		burst                   int
 		opts                    controller.Options
+		prometheusURL           string
+		prometheusToken         string
+		prometheusCA            string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `Address the Prometheus metrics endpoint binds to; "0" turns it off.`)
 	flag.BoolVar(&metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to callers the API server authenticates and authorizes (get on the non-resource URL /metrics); false serves plain HTTP to anyone.")
@@ -112,6 +115,9 @@ func run() error {
 	flag.StringVar(&hook.secret, "webhook-secret", "timeout-controller-webhook-cert", "Secret, in the pod's namespace, that the controller keeps the webhook's CA and serving certificate in when --webhook-cert-dir is empty.")
 	flag.StringVar(&hook.configuration, "webhook-configuration", "timeout-controller", "ValidatingWebhookConfiguration whose caBundle the controller keeps when --webhook-cert-dir is empty.")
 	flag.StringVar(&hook.service, "webhook-service", "timeout-controller-webhook", "Service in front of the webhook, in the pod's namespace: the names its self-signed certificate is for.")
+	flag.StringVar(&prometheusURL, "prometheus-url", "", "URL of the Prometheus HTTP API that policies' traffic queries (spec.traffic) are sent to, e.g. http://prometheus-operated.monitoring:9090; empty turns traffic off, and policies asking for it say so.")
+	flag.StringVar(&prometheusToken, "prometheus-bearer-token-file", "", "File holding a bearer token sent to --prometheus-url, read again when it changes; none when empty.")
+	flag.StringVar(&prometheusCA, "prometheus-ca-file", "", "PEM file of the CAs that --prometheus-url's certificate is checked against; the system's when empty.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -194,6 +200,12 @@ func run() error {
 		})
 		if err != nil {
 			return fmt.Errorf("--archive: %w", err)
+		}
+	}
+
+	if prometheusURL != "" {
+		if opts.Prometheus, err = controller.NewPrometheus(prometheusURL, prometheusToken, prometheusCA); err != nil {
+			return err
 		}
 	}
 

@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -86,6 +88,10 @@ type Options struct {
 	// OwnerAddresses names the ConfigMap, in OutboxNamespace, that maps
 	// owners' usernames to e-mail addresses; empty maps nobody.
 	OwnerAddresses string
+
+	// Prometheus answers the policies' traffic queries (spec.traffic);
+	// nil when the controller has none, and such policies say so.
+	Prometheus promv1.API
 }
 
 // Setup adds the policy and object controllers to mgr. The Events they
@@ -163,6 +169,13 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Access:         NewAccess(reviews.SelfSubjectAccessReviews(), clock.RealClock{}),
 		watches:        objects.watches,
 		Owners:         owners,
+	}
+	policies.Traffic = &Traffic{Prometheus: opts.Prometheus, Client: mgr.GetClient(), Clock: opts.Clock,
+		objects: objects, watches: objects.watches, changed: make(chan event.GenericEvent, 64)}
+	if opts.Prometheus != nil {
+		if err := held.Add(policies.Traffic); err != nil {
+			return fmt.Errorf("add the traffic queries: %w", err)
+		}
 	}
 	if err := policies.SetupWithManager(held); err != nil {
 		return fmt.Errorf("create policy controller: %w", err)

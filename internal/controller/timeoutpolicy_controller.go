@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
@@ -70,6 +71,9 @@ type PolicyReconciler struct {
 	// tell them; nil maps nobody.
 	Owners *Owners
 
+	// Traffic gives the Traffic condition of a policy with spec.traffic.
+	Traffic *Traffic
+
 	watches *watches
 	// said holds, per policy, the Ready reason and message this process
 	// last logged as not ready, so that each is logged once, including
@@ -79,8 +83,13 @@ type PolicyReconciler struct {
 
 // SetupWithManager adds the policy controller to mgr.
 func (r *PolicyReconciler) SetupWithManager(mgr manager.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("policy").
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("policy")
+	if r.Traffic != nil && r.Traffic.changed != nil {
+		// A traffic query's outcome changed: write it in the status.
+		b = b.WatchesRawSource(source.Channel(r.Traffic.changed, &handler.EnqueueRequestForObject{}))
+	}
+	return b.
 		// Labels and the author stamp (an annotation) decide which
 		// channels a policy may use.
 		For(&v1alpha1.TimeoutPolicy{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
@@ -144,6 +153,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, r.patchStatus(ctx, orig, policy, ReasonInvalidPolicy)
 	}
 	setUnbounded(policy)
+	r.setTraffic(policy)
 
 	gvk := match.TargetGVK(policy)
 	mapping, err := r.RESTMapper.RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -228,6 +238,11 @@ func validate(p *v1alpha1.TimeoutPolicy) error {
 	}
 	if _, err := match.Selector(p.Spec.NamespaceSelector); err != nil {
 		errs = append(errs, fmt.Errorf("spec.namespaceSelector: %w", err))
+	}
+	if p.Spec.Traffic != nil {
+		if _, err := parseTraffic(p.Spec); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if gv, err := schema.ParseGroupVersion(p.Spec.Target.APIVersion); err != nil || gv.Version == "" {
 		errs = append(errs, fmt.Errorf("spec.target.apiVersion: %q is not a group/version", p.Spec.Target.APIVersion))
@@ -461,6 +476,7 @@ func (r *PolicyReconciler) patchStatus(ctx context.Context, orig, p *v1alpha1.Ti
 		}
 		return fmt.Errorf("patch status of policy %s: %w", p.Name, err)
 	}
+	r.warnTraffic(orig, p)
 	was := meta.FindStatusCondition(orig.Status.Conditions, v1alpha1.ConditionReady)
 	if warnReason != "" && (was == nil || was.Reason != now.Reason || was.Message != now.Message) {
 		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, warnReason, actionEvaluate, "%s", now.Message)

@@ -275,6 +275,16 @@ func TestBadValuesAreRefusedReadably(t *testing.T) {
 			[]string{"archive.backend s3 needs archive.s3.bucket"},
 		},
 		{
+			"refuses a Prometheus token without a Prometheus",
+			[]string{"--set", "traffic.prometheus.tokenSecret=prometheus-token"},
+			[]string{"traffic.prometheus.tokenSecret and caConfigMap need traffic.prometheus.url"},
+		},
+		{
+			"refuses a Prometheus URL that is not http or https",
+			[]string{"--set", "traffic.prometheus.url=prometheus:9090"},
+			[]string{"/traffic/prometheus/url", "does not match pattern"},
+		},
+		{
 			"refuses an archive backend it does not know",
 			[]string{"--set", "archive.backend=nfs"},
 			[]string{"/archive/backend", "value must be one of"},

@@ -46,6 +46,9 @@ func TestAdmissionRejectsBadPolicies(t *testing.T) {
 		{"rejects NotIn with an empty list of values", selecting(metav1.LabelSelectorRequirement{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{}}), "values must be non-empty for In and NotIn"},
 		{"rejects Exists with values", selecting(metav1.LabelSelectorRequirement{Key: "app", Operator: metav1.LabelSelectorOpExists, Values: []string{"x"}}), "empty for Exists and DoesNotExist"},
 		{"rejects a namespace selector operator in the wrong case", v1alpha1.TimeoutPolicySpec{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "exists"}}}}, "spec.namespaceSelector: Invalid value"},
+		{"rejects a blank traffic query", v1alpha1.TimeoutPolicySpec{IdleTTL: "1h", Traffic: &v1alpha1.Traffic{Query: "  "}}, "query must not be blank"},
+		{"rejects a traffic threshold that is not a number", v1alpha1.TimeoutPolicySpec{IdleTTL: "1h", Traffic: &v1alpha1.Traffic{Query: "up", Threshold: "lots"}}, "spec.traffic.threshold"},
+		{"rejects a traffic name label Prometheus cannot have", v1alpha1.TimeoutPolicySpec{IdleTTL: "1h", Traffic: &v1alpha1.Traffic{Query: "up", NameLabel: "play-book"}}, "spec.traffic.nameLabel"},
 		{"rejects DoesNotExist with values in a namespace selector", v1alpha1.TimeoutPolicySpec{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: metav1.LabelSelectorOpDoesNotExist, Values: []string{"x"}}}}}, "spec.namespaceSelector: Invalid value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -190,6 +193,15 @@ func TestAPolicyTheControllerCannotUseIsNotReady(t *testing.T) {
 			name: "a zero default TTL", policy: "zero-ttl", reason: v1alpha1.ReasonInvalidSpec,
 			message: `spec.defaultTTL: "0s" must be greater than zero`,
 			spec:    playbookPolicy("zero-ttl", "0s"),
+		},
+		{
+			name: "a traffic interval under the minimum", policy: "fast-traffic", reason: v1alpha1.ReasonInvalidSpec,
+			message: `spec.traffic.interval: "5s" is shorter than the minimum, 15s`,
+			spec: func() v1alpha1.TimeoutPolicySpec {
+				s := idlePolicy("fast-traffic", "1h", "1h")
+				s.Traffic = &v1alpha1.Traffic{Query: "up", Interval: "5s"}
+				return s
+			}(),
 		},
 		{
 			name: "a template that does not parse", policy: "bad-template", reason: v1alpha1.ReasonChannelsNotReady,

@@ -108,6 +108,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if prometheusAddr, err = freeAddr(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if _, err := startController(cfg, scheme); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -166,7 +170,14 @@ func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, er
 		cancel()
 		return nil, err
 	}
+	// The traffic tests' Prometheus listens there once they start it.
+	prom, err := controller.NewPrometheus("http://"+prometheusAddr, "", "")
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	err = controller.Setup(ctx, mgr, controller.Options{
+		Prometheus:            prom,
 		Workers:               4,
 		ClusterEventNamespace: eventNamespace,
 		StatusInterval:        time.Second,
