@@ -4,9 +4,9 @@
 package controller
 
 import (
+	"encoding/binary"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -14,51 +14,53 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
 
 // record is what the controller keeps of a governed object between
 // looks: what decisions, the wake-ups and the plugin's answers read, and
-// nothing else. It is about 100 bytes and one string, where the
-// object's metadata as the API server sends it (PartialObjectMetadata)
-// costs several hundred, and kubectl's last-applied-configuration alone
+// nothing else. It is 80 bytes and one string, where the object's
+// metadata as the API server sends it (PartialObjectMetadata) costs
+// several hundred, and kubectl's last-applied-configuration alone
 // several thousand.
 //
 // Nothing a record holds decides a deletion alone: before each one the
 // controller reads the object again from the API server (expire.go).
 type record struct {
-	// id is the name, the UID and the resourceVersion in one string: one
-	// allocation, not three.
-	id              string
-	nameEnd, uidEnd uint16
-	namespace       string
-	generation      int64
+	// id is the name, the UID, the resourceVersion and the kept
+	// annotations (kept) in one string: one allocation, not one for each
+	// and a map. The annotations are encoded by appendAnnotations.
+	id                     string
+	nameEnd, uidEnd, rvEnd uint32
+	namespace              string
+	generation             int64
 	// created and deleting are Unix nanoseconds; 0 when unset.
 	created, deleting int64
 	// labels is shared by every record with the same labels (internLabels):
 	// read only.
 	labels map[string]string
-	// annotations are the kept annotations (kept), as key, value pairs,
-	// sorted by key; nil for an object without any, the common case.
-	annotations []string
 }
 
-// newRecord keeps of o what decisions read. An object whose name and UID
-// are longer than a record can say (the API server allows neither) is
-// kept whole in its name, so that it is still looked at and read fresh.
+// newRecord keeps of o what decisions read.
 func newRecord(o *metav1.PartialObjectMetadata) *record {
-	name, uid := o.Name, string(o.UID)
-	if len(name)+len(uid) > 1<<16-1 {
-		uid = ""
-	}
+	id := make([]byte, 0, len(o.Name)+len(o.UID)+len(o.ResourceVersion)+keptSize(o.Annotations))
+	id = append(id, o.Name...)
+	nameEnd := len(id)
+	id = append(id, o.UID...)
+	uidEnd := len(id)
+	id = append(id, o.ResourceVersion...)
+	rvEnd := len(id)
+	id = appendAnnotations(id, o.Annotations)
 	r := &record{
-		id:          name + uid + o.ResourceVersion,
-		nameEnd:     uint16(len(name)),            //nolint:gosec // bounded above
-		uidEnd:      uint16(len(name) + len(uid)), //nolint:gosec // bounded above
-		namespace:   internNamespace(o.Namespace),
-		generation:  o.Generation,
-		created:     unixNano(o.CreationTimestamp.Time),
-		labels:      internLabels(o.Labels),
-		annotations: keptPairs(o.Annotations),
+		id:         string(id),
+		nameEnd:    uint32(nameEnd), //nolint:gosec // an object's metadata is far below 4 GiB
+		uidEnd:     uint32(uidEnd),  //nolint:gosec // idem
+		rvEnd:      uint32(rvEnd),   //nolint:gosec // idem
+		namespace:  internNamespace(o.Namespace),
+		generation: o.Generation,
+		created:    unixNano(o.CreationTimestamp.Time),
+		labels:     internLabels(o.Labels),
 	}
 	if o.DeletionTimestamp != nil {
 		r.deleting = unixNano(o.DeletionTimestamp.Time)
@@ -68,7 +70,8 @@ func newRecord(o *metav1.PartialObjectMetadata) *record {
 
 func (r *record) name() string            { return r.id[:r.nameEnd] }
 func (r *record) uid() types.UID          { return types.UID(r.id[r.nameEnd:r.uidEnd]) }
-func (r *record) resourceVersion() string { return r.id[r.uidEnd:] }
+func (r *record) resourceVersion() string { return r.id[r.uidEnd:r.rvEnd] }
+func (r *record) annotations() string     { return r.id[r.rvEnd:] }
 
 func (r *record) key() types.NamespacedName {
 	return types.NamespacedName{Namespace: r.namespace, Name: r.name()}
@@ -99,17 +102,12 @@ func (r *record) view(gvk schema.GroupVersionKind, out *metav1.PartialObjectMeta
 		Generation:        r.generation,
 		CreationTimestamp: metav1.NewTime(fromUnixNano(r.created)),
 		Labels:            r.labels,
+		Annotations:       readAnnotations(r.annotations()),
 	}}
 	out.SetGroupVersionKind(gvk)
 	if r.deleting != 0 {
 		t := metav1.NewTime(fromUnixNano(r.deleting))
 		out.DeletionTimestamp = &t
-	}
-	if len(r.annotations) > 0 {
-		out.Annotations = make(map[string]string, len(r.annotations)/2)
-		for i := 0; i < len(r.annotations); i += 2 {
-			out.Annotations[r.annotations[i]] = r.annotations[i+1]
-		}
 	}
 }
 
@@ -118,26 +116,82 @@ func (r *record) view(gvk schema.GroupVersionKind, out *metav1.PartialObjectMeta
 // labels, annotations or deletion. A status write changes none of them.
 func changed(a, b *record) bool {
 	return a.uid() != b.uid() || a.generation != b.generation || a.deleting != b.deleting ||
-		!maps.Equal(a.labels, b.labels) || !slices.Equal(a.annotations, b.annotations)
+		!maps.Equal(a.labels, b.labels) || a.annotations() != b.annotations()
 }
 
-// keptPairs returns the kept annotations of in as sorted key, value pairs
-// with the keys the controller knows as its constants; nil when none is
-// kept.
-func keptPairs(in map[string]string) []string {
+// keyCodes numbers the annotation keys the controller knows, so that a
+// record says each in a byte; 0 says the key follows in full.
+var keyCodes, codedKeys = func() (map[string]byte, []string) {
+	keys := append([]string{"", expiry.AnnotationLegacyTTL}, expiry.KnownAnnotations...)
+	if len(keys) > 256 {
+		panic("more known annotation keys than a byte can number")
+	}
+	codes := make(map[string]byte, len(keys))
+	for i, k := range keys[1:] {
+		codes[k] = byte(i + 1)
+	}
+	return codes, keys
+}()
+
+// keptSize is about how many bytes appendAnnotations adds for in.
+func keptSize(in map[string]string) int {
+	n := 0
+	for k, v := range in {
+		if kept(k) {
+			n += 2*binary.MaxVarintLen32 + 1 + len(v)
+			if keyCodes[k] == 0 {
+				n += len(k)
+			}
+		}
+	}
+	return n
+}
+
+// appendAnnotations appends the kept annotations of in, sorted by key:
+// each as its key's code (keyCodes), the key itself when it has none,
+// and the value, each string after its length.
+func appendAnnotations(b []byte, in map[string]string) []byte {
 	var keys []string
 	for k := range in {
 		if kept(k) {
 			keys = append(keys, k)
 		}
 	}
-	if len(keys) == 0 {
+	slices.Sort(keys)
+	for _, k := range keys {
+		code := keyCodes[k]
+		b = append(b, code)
+		if code == 0 {
+			b = binary.AppendUvarint(b, uint64(len(k)))
+			b = append(b, k...)
+		}
+		b = binary.AppendUvarint(b, uint64(len(in[k])))
+		b = append(b, in[k]...)
+	}
+	return b
+}
+
+// readAnnotations returns the annotations appendAnnotations wrote in s;
+// nil when there are none.
+func readAnnotations(s string) map[string]string {
+	if s == "" {
 		return nil
 	}
-	sort.Strings(keys)
-	out := make([]string, 0, 2*len(keys))
-	for _, k := range keys {
-		out = append(out, knownKey(k), strings.Clone(in[k]))
+	out := map[string]string{}
+	str := func() string {
+		n, w := binary.Uvarint([]byte(s[:min(len(s), binary.MaxVarintLen64)]))
+		v := s[w : w+int(n)] //nolint:gosec // written by appendAnnotations
+		s = s[w+int(n):]     //nolint:gosec // idem
+		return v
+	}
+	for s != "" {
+		code := s[0]
+		s = s[1:]
+		k := codedKeys[code]
+		if code == 0 {
+			k = str()
+		}
+		out[k] = str()
 	}
 	return out
 }

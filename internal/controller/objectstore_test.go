@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,7 +24,6 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
-
 
 func playbookMeta(name, uid, rv string, annotations map[string]string) *metav1.PartialObjectMetadata {
 	o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
@@ -64,6 +63,13 @@ func TestARecordKeepsWhatDecisionsRead(t *testing.T) {
 			}(),
 		},
 		{name: "keeps a name of 253 characters", in: playbookMeta(strings.Repeat("n", 253), "u-4", "10", nil)},
+		{
+			name: "keeps a key of its own it does not know, empty, long and odd values",
+			in: playbookMeta("e", "u-5", "11", map[string]string{
+				expiry.Prefix + "tll": "1h", expiry.AnnotationKeep: "", expiry.AnnotationTTL: strings.Repeat("9", 300),
+				expiry.Prefix + "notify": "a\x00b\nc é",
+			}),
+		},
 		{name: "keeps an empty UID and resourceVersion", in: playbookMeta("d", "", "", nil)},
 	}
 	for _, tt := range tests {
@@ -298,4 +304,16 @@ func TestAStoreNotListedYetSaysSoInsteadOfNotFound(t *testing.T) {
 	if store.hasSynced() {
 		t.Error("synced before any list")
 	}
+}
+
+func FuzzARecordsAnnotationsReadBackAsWritten(f *testing.F) {
+	f.Add("tll", "1h", "")
+	f.Add("", "\x00\xff", "x")
+	f.Fuzz(func(t *testing.T, key, value, other string) {
+		in := map[string]string{expiry.Prefix + key: value, expiry.AnnotationTTL: other, "example.com/" + key: value}
+		want := map[string]string{expiry.Prefix + key: value, expiry.AnnotationTTL: other}
+		if got := readAnnotations(string(appendAnnotations(nil, in))); !maps.Equal(got, want) {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	})
 }
