@@ -174,6 +174,9 @@ func (s *objectStore) hasSynced() bool {
 // wait waits for the first list, at most listTimeout: an object is not
 // reported missing before the store could know it.
 func (s *objectStore) wait(ctx context.Context) error {
+	if s.hasSynced() {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	select {
