@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -333,7 +334,7 @@ func (cl *cluster) create(ctx context.Context, cfg config, n int, at func(int) t
 	for range cfg.Creators {
 		wg.Go(func() {
 			for i := range next {
-				obj := newPlaybook(i, at(i), cfg.Characters)
+				obj := newPlaybook(i, at(i), cfg.Characters, cfg.LastApplied)
 				if cfg.Owned {
 					obj.SetFinalizers([]string{testenv.Finalizer})
 				}
@@ -426,7 +427,7 @@ var examples = []struct{ name, lang, port string }{
 
 // newPlaybook is a Playbook as Amphitheatre creates it (name = spec.id =
 // a UUID, no labels), with the expiry annotation and several characters.
-func newPlaybook(i int, expiresAt time.Time, characters int) *unstructured.Unstructured {
+func newPlaybook(i int, expiresAt time.Time, characters int, lastAppliedShare float64) *unstructured.Unstructured {
 	id := string(uuid.NewUUID())
 	first := examples[i%len(examples)]
 	chars := make([]any, 0, characters)
@@ -476,10 +477,11 @@ func newPlaybook(i int, expiresAt time.Time, characters int) *unstructured.Unstr
 	u.SetKind("Playbook")
 	u.SetName(id)
 	annotations := map[string]string{expiry.AnnotationExpiresAt: expiresAt.UTC().Format(time.RFC3339)}
-	if i%2 == 0 {
-		// Half of them as `kubectl apply` leaves them: the whole applied
-		// manifest in an annotation, as real ConfigMaps and Deployments
-		// carry it. The controller must not pay for it in memory.
+	if math.Ceil(float64(i)*lastAppliedShare) < math.Ceil(float64(i+1)*lastAppliedShare) {
+		// A share of them (every other one by default) as `kubectl apply`
+		// leaves them: the whole applied manifest in an annotation, as
+		// real ConfigMaps and Deployments carry it. The controller must
+		// not pay for it in memory.
 		u.SetAnnotations(annotations)
 		applied, err := json.Marshal(u.Object)
 		if err != nil {

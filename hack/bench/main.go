@@ -62,6 +62,9 @@ type config struct {
 	// PlainOthers leaves the timeout annotation off the Playbooks that do
 	// not expire during the run: they live by the policy's defaultTTL.
 	PlainOthers bool `json:"plainOthers,omitempty"`
+	// LastApplied is the share of the Playbooks (0 to 1) that carry
+	// kubectl's last-applied-configuration.
+	LastApplied float64 `json:"lastApplied"`
 	// Touch is the share of the Playbooks whose spec is edited (use the
 	// controller observes) every TouchEvery for TouchFor. They do not
 	// expire during the run, and a policy of their own governs them, with
@@ -110,6 +113,7 @@ func main() {
 	flag.BoolVar(&cfg.Owned, "owned", false, "Create the expiring Playbooks as Amphitheatre does, each with its namespace amp-<id> of Actors, Deployments and Services, put Amphitheatre's finalizer on every Playbook, and measure when each expiring one's namespace is gone.")
 	flag.DurationVar(&cfg.OwnedGrace, "owned-grace", 5*time.Minute, "With -owned, how long past the last expiry to wait for the namespaces to be gone; those left are counted, not a failure.")
 	flag.BoolVar(&cfg.PlainOthers, "plain-others", false, "The Playbooks that do not expire during the run carry no timeout annotation and live by the policy's defaultTTL (14d), as Playbooks Amphitheatre creates do until someone extends one; by default every Playbook carries its expiry.")
+	flag.Float64Var(&cfg.LastApplied, "last-applied", 0.5, "Share of the Playbooks (0 to 1) that carry kubectl's last-applied-configuration, their whole manifest, as `kubectl apply` writes it.")
 	flag.IntVar(&cfg.Creators, "creators", 32, "Playbooks created in parallel.")
 	flag.IntVar(&cfg.Workers, "workers", 0, "The controller's --workers (its default when 0).")
 	flag.Float64Var(&cfg.QPS, "qps", 0, "The controller's --kube-api-qps (its default when 0).")
@@ -168,6 +172,8 @@ func (c config) validate() error {
 		return errors.New("-window and -reminders must be whole seconds")
 	case c.Touch < 0 || c.Touch > 1:
 		return errors.New("-touch must be between 0 and 1")
+	case c.LastApplied < 0 || c.LastApplied > 1:
+		return errors.New("-last-applied must be between 0 and 1")
 	case c.IdleTTL > 0 && c.Touch <= 0:
 		return errors.New("-idle-ttl is the idleTTL of the -touch Playbooks' policy: it needs -touch")
 	case c.Touch > 0 && c.TouchEvery <= 0:

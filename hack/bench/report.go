@@ -579,7 +579,8 @@ func (r *report) print(out io.Writer) {
 	if c.PlainOthers {
 		plain = "; the others without a timeout annotation"
 	}
-	fact("run", "N=%d, %d expiring over %s (%d in one second), reminder %s before%s", c.N, c.Expiring, c.Window, c.Burst, c.Reminders, plain)
+	fact("run", "N=%d, %d expiring over %s (%d in one second), reminder %s before%s; %.0f%% with last-applied-configuration",
+		c.N, c.Expiring, c.Window, c.Burst, c.Reminders, plain, 100*c.LastApplied)
 	fact("controller", "workers=%v qps=%v burst=%v %s", r.ControllerFlags["workers"], r.ControllerFlags["qps"], r.ControllerFlags["burst"],
 		strings.Join(append(slices.Clone(c.ControllerArgs), c.ControllerEnv...), " "))
 	fact("machine", "%d CPUs, %s, %s, %s, load %s at the end", r.Machine.CPUs, r.Machine.Model, mib(r.Machine.Memory), r.Machine.Go, r.Machine.Load)

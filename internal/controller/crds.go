@@ -159,15 +159,18 @@ func (g *crdGate) Start(ctx context.Context) error {
 	}
 }
 
-// readiness is ready once the caches have synced and, on the leader, the
-// controllers' group has started. A standby holds no watch until it leads,
+// readiness is ready once the caches have synced, the governed objects
+// are listed and, on the leader, the controllers' group has started. A standby holds no watch until it leads,
 // so it is ready as soon as it runs.
-func readiness(mgr manager.Manager, leading *atomic.Bool) healthz.Checker {
+func readiness(mgr manager.Manager, w *watches, leading *atomic.Bool) healthz.Checker {
 	return func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
 		defer cancel()
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return errors.New("caches not synced yet")
+		}
+		if w != nil && !w.synced() {
+			return errors.New("governed objects not listed yet")
 		}
 		select {
 		case <-mgr.Elected():

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -160,7 +161,13 @@ func (r *ObjectReconciler) SetupWithManager(ctx context.Context, mgr manager.Man
 		})); err != nil {
 		return fmt.Errorf("watch namespace deletions: %w", err)
 	}
-	r.watches = &watches{cache: mgr.GetCache(), reader: mgr.GetClient(), controller: c, wakes: wakes}
+	md, err := metadata.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("create the metadata client: %w", err)
+	}
+	r.watches = &watches{cache: mgr.GetCache(), reader: mgr.GetClient(), metadata: md, controller: c, wakes: wakes}
+	// Governed objects are read from their records, not from the cache.
+	r.Client = recordReader{Client: r.Client, watches: r.watches}
 	if err := c.Watch(source.TypedKind(mgr.GetCache(), &v1alpha1.TimeoutPolicy{}, r.watches.policyChanges())); err != nil {
 		return fmt.Errorf("watch policies: %w", err)
 	}

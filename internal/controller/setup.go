@@ -208,7 +208,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	// and the CRDs of the kinds the policies target.
 	for name, check := range map[string]healthz.Checker{
 		"crds":        crdsReadiness(mgr.GetRESTMapper()),
-		"controllers": readiness(mgr, &leading),
+		"controllers": readiness(mgr, objects.watches, &leading),
 		"targets":     targetsReadiness(mgr.GetClient(), mgr.GetRESTMapper(), &leading),
 	} {
 		if err := mgr.AddReadyzCheck(name, check); err != nil {

@@ -193,7 +193,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace
 	// Objects are watched, and counted, at the version the kind was first
 	// watched at: one informer per kind.
-	watchedGVK, err := r.watches.ensure(gvk, namespaced)
+	watchedGVK, err := r.watches.ensure(gvk, mapping.Resource, namespaced)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

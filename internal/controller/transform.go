@@ -20,11 +20,13 @@ func CacheOptions() cache.Options {
 	return cache.Options{DefaultTransform: CacheTransform}
 }
 
-// CacheTransform is the cache's transform: it keeps of each governed
-// object (cached as metadata) only what decisions read, and strips the
-// managed fields of every other object.
+// CacheTransform is the cache's transform: it keeps of each object cached
+// as metadata (namespaces, and the workloads sleep watches; governed
+// objects are not in this cache but kept as records, objectstore.go) only
+// what decisions read, and strips the managed fields of every other
+// object.
 //
-// A governed object keeps its UID, resourceVersion, generation, creation
+// Such an object keeps its UID, resourceVersion, generation, creation
 // and deletion times, all its labels (selectors, the outbox's own label)
 // and of its annotations only the controller's own (expiry.Prefix) and the
 // legacy ttl. Everything else, such as kubectl's

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
@@ -37,8 +36,11 @@ type queue = workqueue.TypedRateLimitingInterface[Key]
 // policy names it, feeding the one object controller. A watch stays until
 // the process exits: objects no policy governs are simply left alone.
 type watches struct {
-	cache      cache.Cache
-	reader     client.Reader
+	cache  cache.Cache
+	reader client.Reader
+	// metadata lists and watches the governed kinds' metadata; nil in
+	// unit tests, which read governed objects through reader.
+	metadata   metadata.Interface
 	controller controller.TypedController[Key]
 	// wakes is where the objects' looks are queued.
 	wakes *wakeup.Queue
@@ -46,6 +48,7 @@ type watches struct {
 	mu sync.Mutex
 	// kinds maps each watched kind to the version it is watched at.
 	kinds      map[schema.GroupKind]watched
+	stores     map[schema.GroupKind]*objectStore
 	namespaces bool
 	// workloads says Deployments and StatefulSets are watched, for sleep;
 	// workloadsOnce serializes starting that watch.
@@ -62,34 +65,36 @@ type watched struct {
 // (no list permission on a kind) must not hang a handler or a reconcile.
 const listTimeout = 30 * time.Second
 
-// ensure starts watching gvk's kind unless it is watched already, and
-// returns the version it is watched at: the first one a policy named.
-func (w *watches) ensure(gvk schema.GroupVersionKind, namespaced bool) (schema.GroupVersionKind, error) {
+// ensure starts watching gvk's kind, served as resource, unless it is
+// watched already, and returns the version it is watched at: the first
+// one a policy named. The kind's objects are kept as records
+// (objectStore), which bring a look at each object added, deleted or
+// changed.
+func (w *watches) ensure(gvk schema.GroupVersionKind, resource schema.GroupVersionResource, namespaced bool) (schema.GroupVersionKind, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if k, ok := w.kinds[gvk.GroupKind()]; ok {
 		return k.gvk, nil
 	}
-	look := func(o *metav1.PartialObjectMetadata) {
-		w.wakes.Now(Key{GVK: gvk, NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
+	var reflector *toolscache.Reflector
+	if w.metadata != nil {
+		s := newObjectStore(gvk, resource.GroupResource(), func(name types.NamespacedName) {
+			w.wakes.Now(Key{GVK: gvk, NamespacedName: name})
+		})
+		reflector = s.reflector(metadataListWatch(w.metadata, resource))
+		if w.stores == nil {
+			w.stores = map[schema.GroupKind]*objectStore{}
+		}
+		w.stores[gvk.GroupKind()] = s
 	}
-	src := source.TypedKind(w.cache, newMetadata(gvk),
-		handler.TypedFuncs[*metav1.PartialObjectMetadata, Key]{
-			CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*metav1.PartialObjectMetadata], _ queue) {
-				look(e.Object)
-			},
-			UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*metav1.PartialObjectMetadata], _ queue) {
-				look(e.ObjectNew)
-			},
-			DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*metav1.PartialObjectMetadata], _ queue) {
-				look(e.Object)
-			},
-			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[*metav1.PartialObjectMetadata], _ queue) {
-				look(e.Object)
-			},
-		},
-		metadataChanged{})
+	src := source.TypedFunc[Key](func(ctx context.Context, _ queue) error {
+		if reflector != nil {
+			go reflector.RunWithContext(ctx)
+		}
+		return nil
+	})
 	if err := w.controller.Watch(src); err != nil {
+		delete(w.stores, gvk.GroupKind())
 		return gvk, fmt.Errorf("watch %s: %w", gvk, err)
 	}
 	if namespaced && !w.namespaces {
@@ -113,6 +118,25 @@ func (w *watches) ensure(gvk schema.GroupVersionKind, namespaced bool) (schema.G
 	}
 	w.kinds[gvk.GroupKind()] = watched{gvk: gvk, namespaced: namespaced}
 	return gvk, nil
+}
+
+// store returns the records of kind, nil when it is not watched.
+func (w *watches) store(kind schema.GroupKind) *objectStore {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stores[kind]
+}
+
+// synced reports whether every watched kind's first list is in.
+func (w *watches) synced() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.stores {
+		if !s.hasSynced() {
+			return false
+		}
+	}
+	return true
 }
 
 // enqueueKind queues every object of gvk's kind, when it is watched.
@@ -151,39 +175,17 @@ func (w *watches) enqueueList(ctx context.Context, gvk schema.GroupVersionKind, 
 	}
 }
 
-// eachCached calls fn with each cached object of gvk's kind, in namespace
-// when it is not empty, until fn fails. The objects are the cache's own:
-// read only. Listing through the client would copy every one of them into
-// a new slice, 288 bytes each: at 100,000 objects, 29 MB of garbage for
-// each policy's status refresh.
+// eachCached calls fn with each watched object of gvk's kind, in
+// namespace when it is not empty, until fn fails. What fn gets is valid
+// during the call only, and read only: at 100,000 objects, a copy of each
+// would be megabytes of garbage for each policy's status refresh.
 func (w *watches) eachCached(ctx context.Context, gvk schema.GroupVersionKind, namespace string, fn func(*metav1.PartialObjectMetadata) error) error {
+	if s := w.store(gvk.GroupKind()); s != nil {
+		return s.each(ctx, namespace, fn)
+	}
+	// No records (unit tests, without an API server): the client's list.
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	if w.cache != nil {
-		inf, err := w.cache.GetInformer(ctx, newMetadata(gvk))
-		if err != nil {
-			return fmt.Errorf("informer for %s: %w", gvk.Kind, err)
-		}
-		if sii, ok := inf.(toolscache.SharedIndexInformer); ok {
-			var objs []any
-			if namespace == "" {
-				objs = sii.GetIndexer().List()
-			} else if objs, err = sii.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace); err != nil {
-				return fmt.Errorf("list %s in %s from cache: %w", gvk.Kind, namespace, err)
-			}
-			for _, o := range objs {
-				m, ok := o.(*metav1.PartialObjectMetadata)
-				if !ok {
-					return fmt.Errorf("the cache of %s holds a %T", gvk.Kind, o)
-				}
-				if err := fn(m); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}
-	// No informer of client-go's to read (unit tests): the client's list.
 	list := newMetadataList(gvk)
 	if err := w.reader.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list %s from cache: %w", gvk.Kind, err)
@@ -217,20 +219,4 @@ func (w *watches) policyChanges() handler.TypedEventHandler[*v1alpha1.TimeoutPol
 			w.enqueueKind(ctx, match.TargetGVK(e.Object))
 		},
 	}
-}
-
-// metadataChanged lets through the updates that can change a plan: labels,
-// annotations, generation and deletion. A metadata-only watch still sees every status
-// write as an update; those carry nothing for us.
-type metadataChanged struct {
-	predicate.TypedFuncs[*metav1.PartialObjectMetadata]
-}
-
-func (metadataChanged) Update(e event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool {
-	o, n := e.ObjectOld, e.ObjectNew
-	// A new generation is a spec edit: use, under a policy with idleTTL.
-	return o.UID != n.UID || o.Generation != n.Generation ||
-		!maps.Equal(o.Labels, n.Labels) ||
-		!maps.Equal(o.Annotations, n.Annotations) ||
-		!equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp)
 }

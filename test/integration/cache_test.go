@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
@@ -81,4 +82,44 @@ func keys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestARecordFollowsAPlaybookMadeAgainUnderItsName checks the records the
+// controller keeps of governed objects (objectstore.go), on the real API
+// server, with the objects streamed at start: a Playbook applied with
+// kubectl, its last-applied-configuration near the API server's limit on
+// annotations, is kept; deleted and made again under the same name with a
+// short ttl, the new one is deleted on time, so its record replaced the
+// old one's; and its predecessor, which had a long one, was never deleted
+// early.
+func TestARecordFollowsAPlaybookMadeAgainUnderItsName(t *testing.T) {
+	t.Parallel()
+	createPolicy(t, "records", playbookPolicy("records", "1h"))
+
+	applied := `{"apiVersion":"amphitheatre.app/v1","kind":"Playbook","spec":{"title":"` + strings.Repeat("x", 200<<10) + `"}}`
+	first := create(t, playbooks, newPlaybook("records", "applied with kubectl", map[string]string{
+		expiry.AnnotationTTL: "1h",
+		"kubectl.kubernetes.io/last-applied-configuration": applied,
+	}))
+	awaitPolicy(t, "records", "tracking the Playbook", func(p *v1alpha1.TimeoutPolicy) bool { return p.Status.Tracked == 1 })
+	first.expectKept(t, 2*time.Second)
+
+	if err := dyn.Resource(playbooks).Delete(context.Background(), first.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first.gone:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s not gone 30s after its deletion", first.GetName())
+	}
+	again := newPlaybook("records", "made again", map[string]string{
+		expiry.AnnotationTTL: "3s",
+		"kubectl.kubernetes.io/last-applied-configuration": applied,
+	})
+	again.SetName(first.GetName())
+	second := create(t, playbooks, again)
+	if second.GetUID() == first.GetUID() {
+		t.Fatalf("the Playbook made again has its predecessor's UID %s", first.GetUID())
+	}
+	second.expectDeletedOnTime(t, second.after(3*time.Second))
 }
