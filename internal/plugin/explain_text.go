@@ -29,6 +29,57 @@ func writeDeletion(w io.Writer, d *DeletionInfo, now time.Time) {
 	fmt.Fprintln(w, "  "+heldBy(d.Finalizers))
 }
 
+// writeLifetime says what sets the object's expiry, its clocks, its last
+// use and extensions, and what in its annotations is wrong.
+func writeLifetime(w io.Writer, l *LifetimeInfo, now time.Time) {
+	fmt.Fprintln(w, "\nLifetime:")
+	switch {
+	case l.Keep:
+		fmt.Fprintf(w, "  kept: %s is %q; it never expires\n", expiry.AnnotationKeep, l.Value)
+	case l.Source == expiry.SourceDefault:
+		fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
+		fmt.Fprintf(w, "  set by the policy's defaultTTL %s, counted from creation\n", l.Value)
+	case l.Source == expiry.SourceIdle:
+		fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
+		fmt.Fprintf(w, "  set by the idle clock: idleTTL %s after its last use, which is later than its annotations or defaultTTL give\n", l.Value)
+	case l.Source == expiry.SourceSleep:
+		fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
+		fmt.Fprintf(w, "  set by the sleep: the policy's sleep.deleteAfter %s after it goes to sleep, which is later than its annotations or defaultTTL give\n", l.Value)
+	case l.Source == expiry.SourceMax:
+		fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
+		fmt.Fprintf(w, "  set by the maximum: the policy's maxTTL %s from creation caps a later expiry; no annotation, extension or use goes past it\n", l.Value)
+	default:
+		fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
+		fmt.Fprintf(w, "  set by the annotation %s=%q", l.Source, l.Value)
+		if l.Source != expiry.AnnotationExpiresAt {
+			fmt.Fprint(w, ", counted from creation")
+		}
+		fmt.Fprintln(w)
+	}
+	if l.CreationClock != nil {
+		fmt.Fprintf(w, "  clocks: creation %s", formatTime(time.Time(*l.CreationClock)))
+		if l.IdleClock != nil {
+			fmt.Fprintf(w, ", idle %s (last active %s, by %s)", formatTime(time.Time(*l.IdleClock)), formatTime(time.Time(*l.LastActive)), l.ActiveBy)
+		}
+		if l.Maximum != nil {
+			fmt.Fprintf(w, ", maximum %s", formatTime(time.Time(*l.Maximum)))
+		}
+		fmt.Fprintf(w, "; the %s clock decides\n", l.Clock)
+	}
+	if l.LastUse != nil {
+		fmt.Fprintf(w, "  last use: %s %s\n", l.LastUse, relative(l.LastUse.At, now))
+	}
+	if e := l.Extensions; e != nil {
+		fmt.Fprintf(w, "  extensions: %s\n", extensionsText(e))
+	}
+	if c := l.ChangedBy; c != nil {
+		fmt.Fprintf(w, "  last changed by %s (%s)\n", c.By, strings.Join(c.Changed, ", "))
+	}
+	for _, inv := range l.Invalid {
+		fmt.Fprintf(w, "  invalid: %s=%q: expected %s; %s\n", inv.Annotation, inv.Value, inv.Expected, inv.Fallback)
+	}
+}
+
 func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 	o := x.Object
 	head := strings.ToLower(o.Kind) + "/" + o.Name
@@ -69,52 +120,7 @@ func writeExplanation(w io.Writer, x Explanation, now time.Time) {
 	}
 
 	if l := x.Lifetime; l != nil {
-		fmt.Fprintln(w, "\nLifetime:")
-		switch {
-		case l.Keep:
-			fmt.Fprintf(w, "  kept: %s is %q; it never expires\n", expiry.AnnotationKeep, l.Value)
-		case l.Source == expiry.SourceDefault:
-			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
-			fmt.Fprintf(w, "  set by the policy's defaultTTL %s, counted from creation\n", l.Value)
-		case l.Source == expiry.SourceIdle:
-			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
-			fmt.Fprintf(w, "  set by the idle clock: idleTTL %s after its last use, which is later than its annotations or defaultTTL give\n", l.Value)
-		case l.Source == expiry.SourceSleep:
-			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
-			fmt.Fprintf(w, "  set by the sleep: the policy's sleep.deleteAfter %s after it goes to sleep, which is later than its annotations or defaultTTL give\n", l.Value)
-		case l.Source == expiry.SourceMax:
-			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
-			fmt.Fprintf(w, "  set by the maximum: the policy's maxTTL %s from creation caps a later expiry; no annotation, extension or use goes past it\n", l.Value)
-		default:
-			fmt.Fprintf(w, "  expires %s (%s)\n", formatTime(time.Time(*l.ExpiresAt)), relative(time.Time(*l.ExpiresAt), now))
-			fmt.Fprintf(w, "  set by the annotation %s=%q", l.Source, l.Value)
-			if l.Source != expiry.AnnotationExpiresAt {
-				fmt.Fprint(w, ", counted from creation")
-			}
-			fmt.Fprintln(w)
-		}
-		if l.CreationClock != nil {
-			fmt.Fprintf(w, "  clocks: creation %s", formatTime(time.Time(*l.CreationClock)))
-			if l.IdleClock != nil {
-				fmt.Fprintf(w, ", idle %s (last active %s, by %s)", formatTime(time.Time(*l.IdleClock)), formatTime(time.Time(*l.LastActive)), l.ActiveBy)
-			}
-			if l.Maximum != nil {
-				fmt.Fprintf(w, ", maximum %s", formatTime(time.Time(*l.Maximum)))
-			}
-			fmt.Fprintf(w, "; the %s clock decides\n", l.Clock)
-		}
-		if l.LastUse != nil {
-			fmt.Fprintf(w, "  last use: %s %s\n", l.LastUse, relative(l.LastUse.At, now))
-		}
-		if e := l.Extensions; e != nil {
-			fmt.Fprintf(w, "  extensions: %s\n", extensionsText(e))
-		}
-		if c := l.ChangedBy; c != nil {
-			fmt.Fprintf(w, "  last changed by %s (%s)\n", c.By, strings.Join(c.Changed, ", "))
-		}
-		for _, inv := range l.Invalid {
-			fmt.Fprintf(w, "  invalid: %s=%q: expected %s; %s\n", inv.Annotation, inv.Value, inv.Expected, inv.Fallback)
-		}
+		writeLifetime(w, l, now)
 	}
 
 	writeSleep(w, x, now)
