@@ -656,6 +656,8 @@ func startController(bin, kubeconfig, logPath string, cfg config) (*controllerPr
 		// The bench reads the figures over loopback, with no token.
 		"--metrics-secure=false",
 		"--health-probe-bind-address", "0",
+		// No exec reaches a bench: no webhook, and no port to hold.
+		"--webhook-port=0",
 		"--secret-namespace", secretNamespace,
 	}
 	if cfg.Workers > 0 {

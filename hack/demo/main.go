@@ -217,6 +217,8 @@ func startController(w *workdir) (*proc, error) {
 		"--archive-dir", w.archive,
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
+		// The demo has no node to exec into: no webhook, and no port to hold.
+		"--webhook-port=0",
 		"--cluster-event-namespace", eventNamespace,
 		// Where the controller would run; the webhook's Secret is there.
 		"--secret-namespace", secretNamespace,

@@ -139,6 +139,7 @@ func TestInstallWorksWithItsOwnPermissions(t *testing.T) {
 		"--cluster-event-namespace=kube-system",
 		"--health-probe-bind-address="+probeAddr,
 		"--metrics-bind-address="+metricsAddr,
+		"--webhook-port="+freePort(t),
 	)
 
 	t.Run("takes the Lease", func(t *testing.T) {
@@ -478,6 +479,15 @@ func freeAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	_ = l.Close()
 	return addr
+}
+
+// freePort is a port no one listens on, for the webhook: tests of other
+// packages run binaries on this host at the same time.
+func freePort(t *testing.T) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(freeAddr(t))
+	must(t, err, "split the free address")
+	return port
 }
 
 // controller is the controller binary running as a process.

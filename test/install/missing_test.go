@@ -85,6 +85,7 @@ func TestTheControllerSaysWhatIsMissing(t *testing.T) {
 		"--cluster-event-namespace=kube-system",
 		"--health-probe-bind-address="+probeAddr,
 		"--metrics-bind-address="+freeAddr(t),
+		"--webhook-port="+freePort(t),
 	)
 	// readyz returns the status and body of /readyz, or of one check.
 	readyz := func(check string) (int, string) {

@@ -557,6 +557,8 @@ func startReplica(t *testing.T, bin, dir, name, kubeconfig, ns string, extra ...
 		"--leader-elect-retry-period=" + haRetry.String(),
 		"--graceful-shutdown-timeout=" + haShutdown.String(),
 		"--metrics-bind-address=0",
+		// Two replicas on one host: the webhook would bind the same port.
+		"--webhook-port=0",
 		"--health-probe-bind-address=" + probe,
 		"--cluster-event-namespace=" + eventNamespace,
 		"--secret-namespace=" + ns,
