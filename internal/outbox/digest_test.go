@@ -208,7 +208,9 @@ func TestADigestSurvivesANewLeaderAtEachStep(t *testing.T) {
 		wantTries int
 	}{
 		{"written, never looked at", func(*fixture, *objects) {}, 1},
-		{"closed, channel refused", func(f *fixture, _ *objects) { f.deliver.answers = map[string][]error{"email": {errors.New("421 try later")}} }, 2},
+		{"closed, channel refused", func(f *fixture, _ *objects) {
+			f.deliver.answers = map[string][]error{"email": {errors.New("421 try later")}}
+		}, 2},
 		{"accepted, state sent not written", nil, 2},
 		{"sent, records not written", func(_ *fixture, objs *objects) { objs.failing = errors.New("etcd leader changed") }, 1},
 	} {
