@@ -28,10 +28,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
@@ -179,19 +176,7 @@ func (d *Digest) message(now time.Time) notify.Message {
 }
 
 func (s *Store) digestConfigMap(d *Digest) (*corev1.ConfigMap, error) {
-	data, err := json.Marshal(d)
-	if err != nil {
-		return nil, fmt.Errorf("encode digest %s: %w", d.Name(), err)
-	}
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:       s.Namespace,
-			Name:            d.Name(),
-			ResourceVersion: d.resourceVersion,
-			Labels:          map[string]string{LabelManagedBy: ManagedBy, LabelDigest: "true"},
-		},
-		Data: map[string]string{dataKey: string(data)},
-	}, nil
+	return s.encode("digest", d.Name(), d.resourceVersion, LabelDigest, d)
 }
 
 func decodeDigest(cm *corev1.ConfigMap) (*Digest, error) {
@@ -260,27 +245,11 @@ func (s *Store) UpdateDigest(ctx context.Context, d *Digest) error {
 
 // RemoveDigest deletes d; one already gone is no error.
 func (s *Store) RemoveDigest(ctx context.Context, d *Digest) error {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: d.Name()}}
-	if err := s.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("remove digest %s: %w", cm.Name, err)
-	}
-	return nil
+	return s.remove(ctx, "digest", d.Name())
 }
 
 // ListDigests returns every stored digest; one that cannot be read is
 // skipped and reported in errs.
 func (s *Store) ListDigests(ctx context.Context) (digests []*Digest, errs []error, err error) {
-	var list corev1.ConfigMapList
-	if err := s.Reader.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelDigest: "true"}); err != nil {
-		return nil, nil, fmt.Errorf("list digests in %s: %w", s.Namespace, err)
-	}
-	for i := range list.Items {
-		d, err := decodeDigest(&list.Items[i])
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		digests = append(digests, d)
-	}
-	return digests, errs, nil
+	return list(ctx, s, "digests", LabelDigest, decodeDigest)
 }
