@@ -6,8 +6,8 @@ package controller
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -17,12 +17,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // OwnerChannel is the channel name, in a record's deliveries, of an
@@ -34,6 +34,10 @@ const OwnerChannel = "@owner"
 type digestMarker struct {
 	client client.Client
 	reader client.Reader
+	// expiry, when set, is the expiry an object's policy and annotations
+	// give it now, and false when none governs it: a member whose lifetime
+	// changed since the digest listed it is not told of the old one.
+	expiry func(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) (time.Time, bool)
 }
 
 var _ outbox.Marker = digestMarker{}
@@ -57,12 +61,33 @@ func (dm digestMarker) read(ctx context.Context, m outbox.Member) (*metav1.Parti
 		// Nothing delivered about it yet: the digest starts its record.
 		rec = &expiry.Record{ExpiresAt: m.ExpiresAt, Since: obj.CreationTimestamp.Time}
 	}
-	if err != nil || !rec.ExpiresAt.Equal(m.ExpiresAt) {
+	if err != nil || !rec.ExpiresAt.Equal(m.ExpiresAt) || !dm.expiresAt(ctx, m, obj) {
 		// Another expiry since (or a record nobody can read): the digest
 		// is not about it.
 		return nil, nil, nil
 	}
 	return obj, rec, nil
+}
+
+// expiresAt reports whether obj still expires at m.ExpiresAt, as its
+// policy and annotations say now.
+func (dm digestMarker) expiresAt(ctx context.Context, m outbox.Member, obj *metav1.PartialObjectMetadata) bool {
+	if dm.expiry == nil {
+		return true
+	}
+	key := Key{GVK: obj.GroupVersionKind(), NamespacedName: types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}}
+	at, ok := dm.expiry(ctx, key, obj)
+	return ok && at.Equal(m.ExpiresAt)
+}
+
+// lifetimeOf is the expiry the reconcile would give obj now, for the
+// digest marker.
+func (r *ObjectReconciler) lifetimeOf(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) (time.Time, bool) {
+	ev, err := r.evaluate(ctx, key, obj)
+	if err != nil || ev == nil || ev.Life.Keep {
+		return time.Time{}, false
+	}
+	return ev.Life.ExpiresAt, true
 }
 
 // Current reports whether m's object is there with the expiry m is about

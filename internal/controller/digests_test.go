@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -36,6 +37,10 @@ func TestDigestMarker(t *testing.T) {
 		record    *expiry.Record
 		uid       types.UID
 		conflicts int
+		// bare: the object is there with no record yet; lifetime, when
+		// set, is the expiry its policy and annotations give it now.
+		bare     bool
+		lifetime time.Time
 		// wantCurrent says the digest may name it; wantNotice is its
 		// NoticeAt after Mark, zero when Mark must leave it alone.
 		wantCurrent bool
@@ -48,6 +53,10 @@ func TestDigestMarker(t *testing.T) {
 		{name: "leaves a member extended since", record: &expiry.Record{ExpiresAt: expires.Add(time.Hour)}, uid: "uid-pb"},
 		{name: "leaves another object of the same name", record: &expiry.Record{ExpiresAt: expires}, uid: "uid-other"},
 		{name: "leaves a member deleted"},
+		{name: "starts the record of a member told nothing yet", bare: true, uid: "uid-pb", wantCurrent: true, wantNotice: sent},
+		{name: "leaves a member whose annotations extended it, record or not", bare: true, uid: "uid-pb", lifetime: expires.Add(time.Hour)},
+		{name: "marks a member whose lifetime is the one named", record: &expiry.Record{ExpiresAt: expires}, uid: "uid-pb", lifetime: expires,
+			wantCurrent: true, wantNotice: sent},
 		{name: "leaves a member already marked", uid: "uid-pb",
 			record: &expiry.Record{ExpiresAt: expires, NoticeAt: emailed, Sent: map[string]expiry.Delivery{"3d": {At: emailed, Channels: []string{OwnerChannel}}}}},
 	} {
@@ -56,13 +65,15 @@ func TestDigestMarker(t *testing.T) {
 			mapper := meta.NewDefaultRESTMapper(nil)
 			mapper.Add(gvk, meta.RESTScopeNamespace)
 			b := fake.NewClientBuilder().WithScheme(testScheme(t)).WithRESTMapper(mapper)
-			if tc.record != nil {
+			if tc.record != nil || tc.bare {
 				pb := &unstructured.Unstructured{}
 				pb.SetGroupVersionKind(gvk)
 				pb.SetNamespace("apps")
 				pb.SetName("pb")
 				pb.SetUID(tc.uid)
-				pb.SetAnnotations(map[string]string{expiry.AnnotationReminders: tc.record.String()})
+				if tc.record != nil {
+					pb.SetAnnotations(map[string]string{expiry.AnnotationReminders: tc.record.String()})
+				}
 				b = b.WithObjects(pb)
 			}
 			api := b.Build()
@@ -76,6 +87,9 @@ func TestDigestMarker(t *testing.T) {
 				return c.Patch(ctx, obj, patch, opts...)
 			}})
 			dm := digestMarker{client: c, reader: c}
+			if !tc.lifetime.IsZero() {
+				dm.expiry = func(context.Context, Key, *metav1.PartialObjectMetadata) (time.Time, bool) { return tc.lifetime, true }
+			}
 			current, err := dm.Current(t.Context(), digest, member)
 			if err != nil || current != tc.wantCurrent {
 				t.Errorf("Current = %v, %v; want %v", current, err, tc.wantCurrent)
@@ -86,7 +100,7 @@ func TestDigestMarker(t *testing.T) {
 			if err := dm.Mark(t.Context(), digest, member, sent.Add(time.Minute)); err != nil {
 				t.Fatal(err)
 			}
-			if tc.record == nil {
+			if tc.record == nil && !tc.bare {
 				return
 			}
 			obj := newMetadata(gvk)
@@ -96,6 +110,12 @@ func TestDigestMarker(t *testing.T) {
 			rec, err := expiry.ParseRecord(obj.Annotations[expiry.AnnotationReminders])
 			if err != nil {
 				t.Fatal(err)
+			}
+			if rec == nil {
+				if !tc.wantNotice.IsZero() {
+					t.Fatal("no record written")
+				}
+				return
 			}
 			marked := slices.Contains(rec.Sent["3d"].Channels, OwnerChannel)
 			if tc.wantNotice.IsZero() {
