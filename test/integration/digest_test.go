@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
@@ -54,15 +53,10 @@ func storedDigests(t *testing.T) int {
 func TestAnOwnerGetsOneDigestPerStageAcrossRestarts(t *testing.T) {
 	const test = "owner-digest"
 	const notice = 10 * time.Second
-	mb := fixture.NewMailbox(t, nil)
-	createChannel(t, test, v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{
-		Host: mb.Host, Port: mb.Port, Security: "None", From: "timeout@example.com",
-	}})
-	spec := playbookPolicy(test, "1h")
-	spec.Reminders, spec.MinimumNotice = []v1alpha1.Duration{"20s"}, "10s"
-	spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: test}}
-	spec.Notifications.Owner = true
-	createPolicy(t, test, spec)
+	// Before the controller first reads the owner addresses, as every
+	// test that tells owners.
+	writeOwnerAddresses(t)
+	mb := ownersOnlyPolicy(t, test, "20s", "10s")
 
 	mb.Refuse(true)
 	owners := map[string][]*tracked{"alice.digest@example.com": nil, "carol.digest@example.com": nil}

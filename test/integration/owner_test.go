@@ -367,6 +367,24 @@ func TestMessagesReachTheOwnerAtTheMappedAddress(t *testing.T) {
 	}
 }
 
+// ownersOnlyPolicy creates the policy test, which tells owners, with one
+// reminder and the notice given, over an e-mail channel with no "to" of
+// its own that mails the Mailbox it returns: owners are the only ones who
+// can be reminded.
+func ownersOnlyPolicy(t *testing.T, test string, reminder, notice v1alpha1.Duration) *fixture.Mailbox {
+	t.Helper()
+	mb := fixture.NewMailbox(t, nil)
+	createChannel(t, test, v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{
+		Host: mb.Host, Port: mb.Port, Security: "None", From: "timeout@example.com",
+	}})
+	spec := playbookPolicy(test, "1h")
+	spec.Reminders, spec.MinimumNotice = []v1alpha1.Duration{reminder}, notice
+	spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: test}}
+	spec.Notifications.Owner = true
+	createPolicy(t, test, spec)
+	return mb
+}
+
 // TestAnOwnerIsTheOnlyRecipient: the policy's e-mail channel has no "to",
 // so the owner is the only one who can be reminded. An owner with an
 // address is, and the Playbook goes on time; one without is not, and the
@@ -375,15 +393,7 @@ func TestAnOwnerIsTheOnlyRecipient(t *testing.T) {
 	t.Parallel()
 	const test = "owner-only"
 	writeOwnerAddresses(t)
-	mb := fixture.NewMailbox(t, nil)
-	createChannel(t, test, v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{
-		Host: mb.Host, Port: mb.Port, Security: "None", From: "timeout@example.com",
-	}})
-	spec := playbookPolicy(test, "1h")
-	spec.Reminders, spec.MinimumNotice = []v1alpha1.Duration{"3s"}, "2s"
-	spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: test}}
-	spec.Notifications.Owner = true
-	createPolicy(t, test, spec)
+	mb := ownersOnlyPolicy(t, test, "3s", "2s")
 
 	reached := create(t, playbooks, newPlaybook(test, "alice", map[string]string{expiry.AnnotationTTL: "5s", notify.AnnotationOwner: "alice@example.com"}))
 	unreached := create(t, playbooks, newPlaybook(test, "frank", map[string]string{expiry.AnnotationTTL: "5s", notify.AnnotationOwner: "frank"}))
