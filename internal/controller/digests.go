@@ -214,6 +214,11 @@ func (d *deliverer) digest(ctx context.Context, ev *evaluation, plan expiry.Plan
 		d.outbox.AddDigest(joined)
 		return digestPoll, nil
 	}
+	if d.recordedFresh(ctx, ev, plan.Key) {
+		// A digest went out and was removed, and the cache does not show
+		// its record yet: nothing to write again.
+		return time.Second, nil
+	}
 	candidates, err := d.candidates(ctx, ev, plan.Key)
 	if err != nil {
 		return 0, err
@@ -236,6 +241,17 @@ func (d *deliverer) digest(ctx context.Context, ev *evaluation, plan expiry.Plan
 	logf.FromContext(ctx).Info("owner's digest written", "digest", dg.Name(), "stage", plan.Key, "members", len(dg.Members))
 	d.outbox.AddDigest(dg)
 	return digestPoll, nil
+}
+
+// recordedFresh reports whether the object of ev, read from the API
+// server, shows stage delivered over OwnerChannel for its expiry.
+func (d *deliverer) recordedFresh(ctx context.Context, ev *evaluation, stage string) bool {
+	obj := newMetadata(ev.key.GVK)
+	if err := d.reader.Get(ctx, ev.key.NamespacedName, obj); err != nil || obj.UID != ev.obj.UID {
+		return false
+	}
+	rec, err := expiry.ParseRecord(obj.Annotations[expiry.AnnotationReminders])
+	return err == nil && rec != nil && rec.ExpiresAt.Equal(ev.Record.ExpiresAt) && slices.Contains(rec.Sent[stage].Channels, OwnerChannel)
 }
 
 // digestMember is the object of ev as a member of a digest of stage.
