@@ -250,5 +250,12 @@ func renderTemplates(types []string) string {
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", t, cell(subject), strings.Join(parts, ", a blank line, "))
 	}
+	// The owner's digest has its own, which policies cannot override.
+	subject, text := notify.DefaultDigestTemplate()
+	var lines []string
+	for _, l := range strings.Split(text, "\n") {
+		lines = append(lines, cell(l))
+	}
+	fmt.Fprintf(&b, "| owner's digest | %s | %s |\n", cell(subject), strings.Join(lines, ", a new line, "))
 	return strings.TrimSuffix(b.String(), "\n")
 }

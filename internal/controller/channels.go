@@ -53,6 +53,9 @@ type channelSet struct {
 	// names, the allowed domains of each of them (nil for any domain);
 	// nil when some channel reaches someone whatever the object says.
 	remindersByAnnotation [][]string
+	// emailReminders are the e-mail channels that carry reminders: those
+	// an owner's digest may go out over.
+	emailReminders []string
 }
 
 // remindsNobody reports whether nobody can be reminded of an object with
@@ -317,6 +320,11 @@ func (c *Channels) build(ctx context.Context, p *v1alpha1.TimeoutPolicy, chans [
 		}
 	}
 	set.remindersByAnnotation = byAnnotationOnly(set.names[v1alpha1.EventReminder], resolved)
+	for _, name := range set.names[v1alpha1.EventReminder] {
+		if slices.ContainsFunc(resolved, func(c notify.Channel) bool { return c.Name == name && c.Spec.Email != nil }) {
+			set.emailReminders = append(set.emailReminders, name)
+		}
+	}
 	return set, nil
 }
 

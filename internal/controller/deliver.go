@@ -28,6 +28,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
 )
 
 // deliverer sends the messages about governed objects and records on each
@@ -55,6 +56,10 @@ type deliverer struct {
 	clusterEventNamespace string
 	// owners gives the address of an object's owner.
 	owners *Owners
+	// outbox sends the owners' digests; candidates picks the members of a
+	// new one (see digestCandidates).
+	outbox     *outbox.Outbox
+	candidates func(ctx context.Context, ev *evaluation, stage string) ([]outbox.Member, error)
 	// wake, when set, asks for an object to be looked at at once: for a
 	// message that found its channel busy, when a slot frees.
 	wake func(Key)
@@ -78,8 +83,30 @@ func (d *deliverer) forget(key Key) {
 }
 
 // notify sends the message plan says is due to the channels that have not
-// accepted it yet, and records on the object which ones did.
-func (d *deliverer) notify(ctx context.Context, ev *evaluation, plan expiry.Plan) (res ctrl.Result, err error) {
+// accepted it yet, and records on the object which ones did; a reminder
+// due to the owner goes to the owner's digest.
+func (d *deliverer) notify(ctx context.Context, ev *evaluation, plan expiry.Plan) (ctrl.Result, error) {
+	if !slices.Contains(plan.Channels, OwnerChannel) {
+		return d.notifyChannels(ctx, ev, plan)
+	}
+	wait, err := d.digest(ctx, ev, plan)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("owner's digest: %w", err)
+	}
+	plan.Channels = slices.DeleteFunc(slices.Clone(plan.Channels), func(c string) bool { return c == OwnerChannel })
+	if len(plan.Channels) == 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	res, err := d.notifyChannels(ctx, ev, plan)
+	if err == nil && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
+		res.RequeueAfter = wait
+	}
+	return res, err
+}
+
+// notifyChannels sends the message plan says is due over the policy's
+// channels.
+func (d *deliverer) notifyChannels(ctx context.Context, ev *evaluation, plan expiry.Plan) (res ctrl.Result, err error) {
 	// Each channel backs off on its own: one that keeps failing must not
 	// slow down the retries of another.
 	retryKeyOf := func(channel string) retryKey {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -47,6 +48,9 @@ type evaluation struct {
 	// wokeExternally says that what woke the sleeping object (WokeBy) was
 	// someone else scaling a workload up.
 	wokeExternally bool
+	// owner is the address of the object's owner when its reminders
+	// reach the owner in a digest (OwnerChannel), else empty.
+	owner string
 }
 
 // dryRun reports whether the object's expiry deletes nothing.
@@ -72,7 +76,12 @@ func (ev *evaluation) needsTitle(key Key) bool {
 // plan is what happens next, as internal/decide plans it with the
 // policy's channels.
 func (ev *evaluation) plan() expiry.Plan {
-	return ev.Plan(ev.channels.names, ev.rehearse, ev.now)
+	names := ev.channels.names
+	if ev.owner != "" {
+		names = maps.Clone(names)
+		names[v1alpha1.EventReminder] = ev.reminderChannels()
+	}
+	return ev.Plan(names, ev.rehearse, ev.now)
 }
 
 // decide evaluates obj and plans what happens next: Reconcile calls it on
@@ -114,7 +123,7 @@ func (r *ObjectReconciler) governing(ctx context.Context, gvk schema.GroupVersio
 // returns nil when no valid policy governs obj, which is then left alone.
 func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) (*evaluation, error) {
 	gvk := key.GVK
-	if gvk.GroupKind() == outboxKind && obj.Labels[outbox.LabelEntry] == "true" {
+	if gvk.GroupKind() == outboxKind && (obj.Labels[outbox.LabelEntry] == "true" || obj.Labels[outbox.LabelDigest] == "true") {
 		// The outbox's own entries: a policy on ConfigMaps that selects
 		// them must not delete the messages they hold.
 		return nil, nil
@@ -147,6 +156,7 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key Key, obj *metav1.Pa
 		now:      now,
 		rehearse: r.DryRun || c.Spec.Deletion.DryRun,
 	}
+	ev.owner = r.digestOwner(ctx, ev)
 	if ev.RecordErr != nil {
 		logf.FromContext(ctx).Info("ignoring unreadable record", "error", ev.RecordErr.Error())
 	}

@@ -29,7 +29,8 @@ func (d *deliverer) message(ctx context.Context, ev *evaluation, t v1alpha1.Even
 	if !oneOff(t) {
 		d.warnRecipients(ctx, ev, problems)
 	}
-	if ev.policy.Spec.Notifications.Owner {
+	if ev.policy.Spec.Notifications.Owner && (t != v1alpha1.EventReminder || ev.owner == "") {
+		// A reminder reaches an owner with an address in the digest.
 		recipients.Emails = d.addOwner(ctx, ev, t, recipients.Emails)
 	}
 	apiVersion, kind := key.GVK.ToAPIVersionAndKind()

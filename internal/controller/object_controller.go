@@ -196,6 +196,8 @@ func (r *ObjectReconciler) delivery() *deliverer {
 			clusterEventNamespace: r.ClusterEventNamespace,
 			wake:                  r.Wake,
 			owners:                r.Owners,
+			outbox:                r.Outbox,
+			candidates:            r.digestCandidates,
 		}
 	})
 	return r.deliveryState

@@ -37,6 +37,7 @@ func (r *ObjectReconciler) NewOutbox(c client.Client, live client.Reader, namesp
 		Clock:       r.Clock,
 		GiveUpAfter: giveUpAfter,
 		Log:         log,
+		Marker:      digestMarker{client: c, reader: live, expiry: r.lifetimeOf},
 	}
 }
 

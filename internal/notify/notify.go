@@ -69,6 +69,24 @@ type Message struct {
 	// Reclaimed is what the namespaces the object owned held when it was
 	// deleted, for deleted messages; nil when it owned none.
 	Reclaimed *Reclaimed
+	// Digest, when set, makes the message an owner's digest: one reminder
+	// stage about several objects, to the owner alone (Recipients.Emails).
+	// Object is then the first of them.
+	Digest *Digest
+}
+
+// Digest is the reminder stage Stage about several objects of one owner.
+type Digest struct {
+	Stage string
+	Items []DigestItem
+}
+
+// DigestItem is one object of a digest: when it will be deleted and how
+// to keep it.
+type DigestItem struct {
+	Object    Object
+	ExpiresAt time.Time
+	Extend    string
 }
 
 // Reclaimed is what a deleted object's namespaces held just before the

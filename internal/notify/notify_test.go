@@ -103,6 +103,35 @@ func TestDefaultTemplatesRenderEveryEventType(t *testing.T) {
 	}
 }
 
+func TestADigestListsEachObjectWithItsExpiryAndHowToKeepIt(t *testing.T) {
+	tpl, err := NewTemplates([]v1alpha1.MessageTemplate{{Event: v1alpha1.EventReminder, Subject: "override", HTML: "<p>override</p>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := message(v1alpha1.EventReminder)
+	first, second := m.ExpiresAt, m.ExpiresAt.Add(40*time.Minute)
+	m.Digest = &Digest{Stage: "3d", Items: []DigestItem{
+		{Object: Object{Kind: "Playbook", Name: "pb-1", Namespace: "team-a", Title: "<First>"}, ExpiresAt: first, Extend: "kubectl annotate playbook pb-1"},
+		{Object: Object{Kind: "Playbook", Name: "pb-2", Namespace: "team-b"}, ExpiresAt: second, Extend: "kubectl annotate playbook pb-2"},
+	}}
+	c, err := tpl.Render(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Subject != "2 of your objects will be deleted, the first in 3 days" {
+		t.Errorf("subject = %q: the reminder's override must not apply to a digest", c.Subject)
+	}
+	for _, want := range []string{`Playbook "<First>" (pb-1) in namespace team-a: on Tuesday 24 November 2026, 12:00 UTC (2026-11-24T12:00:00Z)`,
+		"kubectl annotate playbook pb-1", "Playbook pb-2 in namespace team-b: on Tuesday 24 November 2026, 12:40 UTC", "kubectl annotate playbook pb-2"} {
+		if !strings.Contains(c.Text, want) {
+			t.Errorf("text lacks %q:\n%s", want, c.Text)
+		}
+	}
+	if strings.Contains(c.HTML, "override") || !strings.Contains(c.HTML, "&#34;&lt;First&gt;&#34;") {
+		t.Errorf("html is not the escaped digest: %q", c.HTML)
+	}
+}
+
 func TestTemplateOverrides(t *testing.T) {
 	tpl, err := NewTemplates([]v1alpha1.MessageTemplate{{
 		Event:   v1alpha1.EventReminder,

@@ -68,6 +68,23 @@ If it stays asleep, it will be deleted {{relative .ExpiresAt .Time}}, on {{human
 	},
 }
 
+// digestTemplate is the subject and text of an owner's digest: one
+// reminder stage about several objects. Policies cannot override it.
+var digestTemplate = struct{ subject, text string }{
+	subject: `{{len .Digest.Items}} of your objects will be deleted, the first {{relative .ExpiresAt .Time}}`,
+	text: `These objects of yours will be deleted unless you keep them:
+{{range .Digest.Items}}
+- {{.Object.Kind}} {{display .Object}}{{with .Object.Namespace}} in namespace {{.}}{{end}}: on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}), {{relative .ExpiresAt $.Time}}.
+  To keep it longer: {{.Extend}}
+{{end}}`,
+}
+
+// DefaultDigestTemplate returns the subject and text templates of an
+// owner's digest.
+func DefaultDigestTemplate() (subject, text string) {
+	return digestTemplate.subject, digestTemplate.text
+}
+
 const htmlLayout = `<!DOCTYPE html>
 <html><body style="font-family: sans-serif">
 <h2>{{.Subject}}</h2>
@@ -141,6 +158,8 @@ type Templates struct {
 	subject, text map[v1alpha1.EventType]*template.Template
 	html          map[v1alpha1.EventType]*htmltemplate.Template
 	layout        *htmltemplate.Template
+	// digest renders the messages that carry a Digest.
+	digest struct{ subject, text *template.Template }
 }
 
 // NewTemplates parses the defaults and the overrides. Its error names the
@@ -152,6 +171,8 @@ func NewTemplates(overrides []v1alpha1.MessageTemplate) (*Templates, error) {
 		html:    map[v1alpha1.EventType]*htmltemplate.Template{},
 		layout:  htmltemplate.Must(htmltemplate.New("layout").Parse(htmlLayout)),
 	}
+	t.digest.subject = template.Must(template.New("digest.subject").Funcs(funcs).Parse(digestTemplate.subject))
+	t.digest.text = template.Must(template.New("digest.text").Funcs(funcs).Parse(digestTemplate.text))
 	for et, d := range defaults {
 		t.subject[et] = template.Must(template.New(string(et) + ".subject").Funcs(funcs).Parse(d.subject))
 		t.text[et] = template.Must(template.New(string(et) + ".text").Funcs(funcs).Parse(d.text))
@@ -206,19 +227,23 @@ func (t *Templates) Render(m Message) (Content, error) {
 	if !ok {
 		return c, fmt.Errorf("no template for event type %q", m.Type)
 	}
+	text := t.text[m.Type]
+	if m.Digest != nil {
+		subject, text = t.digest.subject, t.digest.text
+	}
 	var b bytes.Buffer
 	if err := subject.Execute(&b, m); err != nil {
 		return c, fmt.Errorf("template %s: %w", subject.Name(), err)
 	}
 	c.Subject = strings.Join(strings.Fields(b.String()), " ")
 	b.Reset()
-	if err := t.text[m.Type].Execute(&b, m); err != nil {
-		return c, fmt.Errorf("template %s: %w", t.text[m.Type].Name(), err)
+	if err := text.Execute(&b, m); err != nil {
+		return c, fmt.Errorf("template %s: %w", text.Name(), err)
 	}
 	body := strings.TrimSpace(b.String())
 	c.Text = body + "\n\n-- \n" + footer(m) + "\n"
 	b.Reset()
-	if h, ok := t.html[m.Type]; ok {
+	if h, ok := t.html[m.Type]; ok && m.Digest == nil {
 		if err := h.Execute(&b, m); err != nil {
 			return c, fmt.Errorf("template %s: %w", h.Name(), err)
 		}

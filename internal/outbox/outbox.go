@@ -91,9 +91,13 @@ type Outbox struct {
 	// GiveUpAfter bounds how long after the delete a message is retried.
 	GiveUpAfter time.Duration
 	Log         logr.Logger
+	// Marker writes the records of the owners' digests' members; nil
+	// leaves digests alone.
+	Marker Marker
 
 	mu      sync.Mutex
 	entries map[string]*tracked
+	digests map[string]*trackedDigest
 	wake    chan struct{}
 	slots   chan struct{}
 	sending sync.WaitGroup
@@ -196,6 +200,9 @@ func (o *Outbox) init() {
 	if o.entries == nil {
 		o.entries = map[string]*tracked{}
 	}
+	if o.digests == nil {
+		o.digests = map[string]*trackedDigest{}
+	}
 	if o.wake == nil {
 		o.wake = make(chan struct{}, 1)
 	}
@@ -261,6 +268,9 @@ func (o *Outbox) Start(ctx context.Context) error {
 
 // Load adds the stored entries to those this process knows.
 func (o *Outbox) Load(ctx context.Context) error {
+	if err := o.loadDigests(ctx); err != nil {
+		return err
+	}
 	entries, errs, err := o.Store.List(ctx)
 	if err != nil {
 		return err
@@ -319,6 +329,9 @@ func (o *Outbox) Pass(ctx context.Context) time.Duration {
 			defer func() { <-slots }()
 			o.release(t, o.process(ctx, t))
 		}()
+	}
+	if at := o.passDigests(ctx, now); at.Before(next) {
+		next = at
 	}
 	if len(due) > 0 {
 		// Those just sent are looked at again when they return.

@@ -50,6 +50,9 @@ type call struct {
 	channel string
 	typ     v1alpha1.EventType
 	id      string
+	// digest is what a digest listed.
+	digest *notify.Digest
+	to     []string
 }
 
 func (s *scripted) Deliver(_ context.Context, _ string, msg notify.Message, channels []string) (map[string]error, error) {
@@ -57,7 +60,7 @@ func (s *scripted) Deliver(_ context.Context, _ string, msg notify.Message, chan
 	defer s.mu.Unlock()
 	out := map[string]error{}
 	for _, c := range channels {
-		s.calls = append(s.calls, call{c, msg.Type, msg.ID})
+		s.calls = append(s.calls, call{c, msg.Type, msg.ID, msg.Digest, msg.Recipients.Emails})
 		switch {
 		case s.always[c] != nil:
 			out[c] = s.always[c]

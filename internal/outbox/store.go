@@ -124,16 +124,22 @@ type Store struct {
 }
 
 func (s *Store) configMap(e *Entry) (*corev1.ConfigMap, error) {
-	data, err := json.Marshal(e)
+	return s.encode("outbox entry", e.Name(), e.resourceVersion, LabelEntry, e)
+}
+
+// encode returns the ConfigMap that stores v, an entry or a digest
+// (what), under name with the label that lists its kind.
+func (s *Store) encode(what, name, resourceVersion, label string, v any) (*corev1.ConfigMap, error) {
+	data, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("encode outbox entry %s: %w", e.Name(), err)
+		return nil, fmt.Errorf("encode %s %s: %w", what, name, err)
 	}
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:       s.Namespace,
-			Name:            e.Name(),
-			ResourceVersion: e.resourceVersion,
-			Labels:          map[string]string{LabelManagedBy: ManagedBy, LabelEntry: "true"},
+			Name:            name,
+			ResourceVersion: resourceVersion,
+			Labels:          map[string]string{LabelManagedBy: ManagedBy, label: "true"},
 		},
 		Data: map[string]string{dataKey: string(data)},
 	}, nil
@@ -195,9 +201,13 @@ func (s *Store) Update(ctx context.Context, e *Entry) error {
 
 // Remove deletes e; one already gone is no error.
 func (s *Store) Remove(ctx context.Context, e *Entry) error {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: e.Name()}}
+	return s.remove(ctx, "outbox entry", e.Name())
+}
+
+func (s *Store) remove(ctx context.Context, what, name string) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name}}
 	if err := s.Client.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("remove outbox entry %s: %w", cm.Name, err)
+		return fmt.Errorf("remove %s %s: %w", what, name, err)
 	}
 	return nil
 }
@@ -205,17 +215,23 @@ func (s *Store) Remove(ctx context.Context, e *Entry) error {
 // List returns every stored entry. One that cannot be read is skipped and
 // reported in errs, so that it cannot hold up the others.
 func (s *Store) List(ctx context.Context) (entries []*Entry, errs []error, err error) {
-	var list corev1.ConfigMapList
-	if err := s.Reader.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelEntry: "true"}); err != nil {
-		return nil, nil, fmt.Errorf("list outbox entries in %s: %w", s.Namespace, err)
+	return list(ctx, s, "outbox entries", LabelEntry, decode)
+}
+
+// list returns the stored things (what) with label, decoded; one that
+// cannot be decoded is skipped and reported in errs.
+func list[T any](ctx context.Context, s *Store, what, label string, decode func(*corev1.ConfigMap) (T, error)) (out []T, errs []error, err error) {
+	var cms corev1.ConfigMapList
+	if err := s.Reader.List(ctx, &cms, client.InNamespace(s.Namespace), client.MatchingLabels{label: "true"}); err != nil {
+		return nil, nil, fmt.Errorf("list %s in %s: %w", what, s.Namespace, err)
 	}
-	for i := range list.Items {
-		e, err := decode(&list.Items[i])
+	for i := range cms.Items {
+		v, err := decode(&cms.Items[i])
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		entries = append(entries, e)
+		out = append(out, v)
 	}
-	return entries, errs, nil
+	return out, errs, nil
 }

@@ -188,16 +188,23 @@ func TestTheCreatorIsStampedOwner(t *testing.T) {
 		if owner, _ := ownerOf(t, pb.GetName()); owner != "alice@example.com" {
 			t.Fatalf("owner %q, want the creator alice@example.com", owner)
 		}
-		fixture.Eventually(t, 10*time.Second, "the reminder to alice@example.com", func() (bool, error) {
+		// The policy's address gets the object's reminder; the owner, a
+		// digest of their own.
+		fixture.Eventually(t, 10*time.Second, "the reminder to ops@example.com and the digest to alice@example.com", func() (bool, error) {
+			var ops, owner bool
 			for _, m := range mb.WithHeader("X-Timeout-Object", pb.GetName()) {
 				if m.Header.Get("X-Timeout-Event") == "reminder" {
-					if !slices.Contains(m.To, "alice@example.com") || !slices.Contains(m.To, "ops@example.com") {
-						t.Fatalf("the reminder went to %v, want the owner and the policy's ops@example.com", m.To)
+					switch {
+					case slices.Equal(m.To, []string{"ops@example.com"}):
+						ops = true
+					case slices.Equal(m.To, []string{"alice@example.com"}):
+						owner = true
+					default:
+						t.Fatalf("a reminder went to %v, want the policy's ops@example.com, or the owner alone", m.To)
 					}
-					return true, nil
 				}
 			}
-			return false, nil
+			return ops && owner, nil
 		})
 	})
 
@@ -292,7 +299,8 @@ func TestMessagesReachTheOwnerAtTheMappedAddress(t *testing.T) {
 
 	type object struct {
 		owner string
-		// to are the addresses every message about it goes to.
+		// to are the addresses every message about it goes to; the owner's
+		// address, if any, gets the reminder alone, in a digest.
 		to []string
 		// unreachable is a part of the OwnerUnreachable Event; empty when
 		// there is none.
@@ -322,15 +330,31 @@ func TestMessagesReachTheOwnerAtTheMappedAddress(t *testing.T) {
 			var got []string
 			fixture.Eventually(t, 10*time.Second, "the "+event+" mail about "+o.owner+"'s Playbook", func() (bool, error) {
 				for _, m := range mb.WithHeader("X-Timeout-Object", o.pb.GetName()) {
-					if m.Header.Get("X-Timeout-Event") == event {
+					// The object's own, not the owner's digest.
+					if m.Header.Get("X-Timeout-Event") == event && slices.Contains(m.To, "ops@example.com") {
 						got = slices.Sorted(slices.Values(m.To))
 						return true, nil
 					}
 				}
 				return false, nil
 			})
-			if !slices.Equal(got, o.to) {
-				t.Errorf("the %s mail about %s's Playbook went to %v, want %v", event, o.owner, got, o.to)
+			want := o.to
+			if event == "reminder" {
+				want = []string{"ops@example.com"}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("the %s mail about %s's Playbook went to %v, want %v", event, o.owner, got, want)
+			}
+			if event == "reminder" && len(o.to) > 1 {
+				owner := o.to[slices.IndexFunc(o.to, func(a string) bool { return a != "ops@example.com" })]
+				fixture.Eventually(t, 10*time.Second, "the digest to "+owner, func() (bool, error) {
+					for _, m := range mb.WithHeader("X-Timeout-Object", o.pb.GetName()) {
+						if m.Header.Get("X-Timeout-Event") == event && slices.Equal(m.To, []string{owner}) {
+							return true, nil
+						}
+					}
+					return false, nil
+				})
 			}
 		}
 		notes := eventNotes(t, eventNamespace, o.pb.GetName(), "OwnerUnreachable")
@@ -343,6 +367,24 @@ func TestMessagesReachTheOwnerAtTheMappedAddress(t *testing.T) {
 	}
 }
 
+// ownersOnlyPolicy creates the policy test, which tells owners, with one
+// reminder and the notice given, over an e-mail channel with no "to" of
+// its own that mails the Mailbox it returns: owners are the only ones who
+// can be reminded.
+func ownersOnlyPolicy(t *testing.T, test string, reminder, notice v1alpha1.Duration) *fixture.Mailbox {
+	t.Helper()
+	mb := fixture.NewMailbox(t, nil)
+	createChannel(t, test, v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{
+		Host: mb.Host, Port: mb.Port, Security: "None", From: "timeout@example.com",
+	}})
+	spec := playbookPolicy(test, "1h")
+	spec.Reminders, spec.MinimumNotice = []v1alpha1.Duration{reminder}, notice
+	spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: test}}
+	spec.Notifications.Owner = true
+	createPolicy(t, test, spec)
+	return mb
+}
+
 // TestAnOwnerIsTheOnlyRecipient: the policy's e-mail channel has no "to",
 // so the owner is the only one who can be reminded. An owner with an
 // address is, and the Playbook goes on time; one without is not, and the
@@ -351,15 +393,7 @@ func TestAnOwnerIsTheOnlyRecipient(t *testing.T) {
 	t.Parallel()
 	const test = "owner-only"
 	writeOwnerAddresses(t)
-	mb := fixture.NewMailbox(t, nil)
-	createChannel(t, test, v1alpha1.NotificationChannelSpec{Email: &v1alpha1.EmailChannel{
-		Host: mb.Host, Port: mb.Port, Security: "None", From: "timeout@example.com",
-	}})
-	spec := playbookPolicy(test, "1h")
-	spec.Reminders, spec.MinimumNotice = []v1alpha1.Duration{"3s"}, "2s"
-	spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: test}}
-	spec.Notifications.Owner = true
-	createPolicy(t, test, spec)
+	mb := ownersOnlyPolicy(t, test, "3s", "2s")
 
 	reached := create(t, playbooks, newPlaybook(test, "alice", map[string]string{expiry.AnnotationTTL: "5s", notify.AnnotationOwner: "alice@example.com"}))
 	unreached := create(t, playbooks, newPlaybook(test, "frank", map[string]string{expiry.AnnotationTTL: "5s", notify.AnnotationOwner: "frank"}))

@@ -145,7 +145,7 @@ func (n *notifier) Accepts(t v1alpha1.EventType) bool { return notify.Subscribed
 // transaction is reset and nobody gets it, so the caller's retry never
 // tells some people twice.
 func (n *notifier) Send(ctx context.Context, m notify.Message, c notify.Content) error {
-	to, bcc := n.recipients(m.Recipients.Emails)
+	to, bcc := n.addresses(m)
 	if len(to)+len(bcc) == 0 {
 		// Nobody to tell is not a delivery: reporting success would record
 		// the stage as delivered by e-mail when nobody read it.
@@ -233,9 +233,19 @@ func (n *notifier) dialer(ctx context.Context) mail.DialContextFunc {
 	}
 }
 
+// addresses returns whom m goes to: the policy's addresses and the
+// message's own, or the owner alone for an owner's digest (the policy's
+// addresses get each object's own reminder instead).
+func (n *notifier) addresses(m notify.Message) (to, bcc []string) {
+	if m.Digest != nil {
+		return n.recipients(nil, m.Recipients.Emails)
+	}
+	return n.recipients(n.cfg.To, m.Recipients.Emails)
+}
+
 // recipients returns the policy's addresses and, apart, the message's own,
 // without duplicates across both, compared case-insensitively.
-func (n *notifier) recipients(extra []string) (to, bcc []string) {
+func (n *notifier) recipients(policyTo, extra []string) (to, bcc []string) {
 	seen := map[string]bool{}
 	add := func(list []string, a string) []string {
 		a = strings.TrimSpace(a)
@@ -246,7 +256,7 @@ func (n *notifier) recipients(extra []string) (to, bcc []string) {
 		seen[k] = true
 		return append(list, a)
 	}
-	for _, a := range n.cfg.To {
+	for _, a := range policyTo {
 		to = add(to, a)
 	}
 	for _, a := range extra {

@@ -605,7 +605,7 @@ func TestMessageHeaders(t *testing.T) {
 			n := newNotifier(t, Config{Host: "smtp.example.com", From: "timeout@example.com", To: tc.to}).(*notifier)
 			m, c := reminder(t, "alice@example.com")
 			m.Object.Namespace = tc.namespace
-			to, bcc := n.recipients(m.Recipients.Emails)
+			to, bcc := n.recipients(n.cfg.To, m.Recipients.Emails)
 			msg, err := n.message(m, c, to, bcc)
 			if err != nil {
 				t.Fatalf("message: %v", err)
@@ -650,7 +650,7 @@ func TestRecipients(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := &notifier{cfg: Config{To: tc.to}}
-			to, bcc := n.recipients(tc.annotation)
+			to, bcc := n.recipients(n.cfg.To, tc.annotation)
 			if !slices.Equal(to, tc.wantTo) || !slices.Equal(bcc, tc.wantBcc) {
 				t.Errorf("recipients = %q, %q; want %q, %q", to, bcc, tc.wantTo, tc.wantBcc)
 			}
@@ -894,5 +894,17 @@ func TestFactoryNotifierAuthenticates(t *testing.T) {
 	}
 	if got := b.received(); len(got) != 1 {
 		t.Errorf("server received %d messages, want 1", len(got))
+	}
+}
+
+func TestADigestGoesToTheOwnerAloneEvenWhenThePolicyListsThem(t *testing.T) {
+	n := &notifier{cfg: Config{To: []string{"ops@example.com", "Owner@example.com"}}}
+	m := notify.Message{Recipients: notify.Recipients{Emails: []string{"owner@example.com"}}}
+	if to, bcc := n.addresses(m); !slices.Equal(to, []string{"ops@example.com", "Owner@example.com"}) || len(bcc) != 0 {
+		t.Errorf("reminder: addresses = %q, %q; want the policy's, the owner among them", to, bcc)
+	}
+	m.Digest = &notify.Digest{Stage: "3d"}
+	if to, bcc := n.addresses(m); len(to) != 0 || !slices.Equal(bcc, []string{"owner@example.com"}) {
+		t.Errorf("digest: addresses = %q, %q; want the owner alone, as a blind copy", to, bcc)
 	}
 }

@@ -1,0 +1,303 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
+)
+
+// OwnerChannel is the channel name, in a record's deliveries, of an
+// owner's digest: "@" keeps it apart from every NotificationChannel name.
+const OwnerChannel = "@owner"
+
+// digestMarker reads and writes the records of the members of owners'
+// digests, from the API server.
+type digestMarker struct {
+	client client.Client
+	reader client.Reader
+	// expiry, when set, is the expiry an object's policy and annotations
+	// give it now, and false when none governs it: a member whose lifetime
+	// changed since the digest listed it is not told of the old one.
+	expiry func(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) (time.Time, bool)
+}
+
+var _ outbox.Marker = digestMarker{}
+
+// read returns m's object and its record, nil when the object is gone
+// or another took its name.
+func (dm digestMarker) read(ctx context.Context, m outbox.Member) (*metav1.PartialObjectMetadata, *expiry.Record, error) {
+	obj := newMetadata(schema.FromAPIVersionAndKind(m.Object.APIVersion, m.Object.Kind))
+	err := dm.reader.Get(ctx, types.NamespacedName{Namespace: m.Object.Namespace, Name: m.Object.Name}, obj)
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("get %s %s: %w", m.Object.Kind, m.Object.Name, err)
+	}
+	if obj.UID != m.Object.UID {
+		return nil, nil, nil
+	}
+	rec, err := expiry.ParseRecord(obj.Annotations[expiry.AnnotationReminders])
+	if err == nil && rec == nil {
+		// Nothing delivered about it yet: the digest starts its record.
+		rec = &expiry.Record{ExpiresAt: m.ExpiresAt, Since: obj.CreationTimestamp.Time}
+	}
+	if err != nil || !rec.ExpiresAt.Equal(m.ExpiresAt) || !dm.expiresAt(ctx, m, obj) {
+		// Another expiry since (or a record nobody can read): the digest
+		// is not about it.
+		return nil, nil, nil
+	}
+	return obj, rec, nil
+}
+
+// expiresAt reports whether obj still expires at m.ExpiresAt, as its
+// policy and annotations say now.
+func (dm digestMarker) expiresAt(ctx context.Context, m outbox.Member, obj *metav1.PartialObjectMetadata) bool {
+	if dm.expiry == nil {
+		return true
+	}
+	key := Key{GVK: obj.GroupVersionKind(), NamespacedName: types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}}
+	at, ok := dm.expiry(ctx, key, obj)
+	return ok && at.Equal(m.ExpiresAt)
+}
+
+// lifetimeOf is the expiry the reconcile would give obj now, for the
+// digest marker.
+func (r *ObjectReconciler) lifetimeOf(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) (time.Time, bool) {
+	ev, err := r.evaluate(ctx, key, obj)
+	if err != nil || ev == nil || ev.Life.Keep {
+		return time.Time{}, false
+	}
+	return ev.Life.ExpiresAt, true
+}
+
+// Current reports whether m's object is there with the expiry m is about
+// and its owner has not had the stage yet.
+func (dm digestMarker) Current(ctx context.Context, d *outbox.Digest, m outbox.Member) (bool, error) {
+	obj, rec, err := dm.read(ctx, m)
+	if err != nil || obj == nil {
+		return false, err
+	}
+	return !slices.Contains(rec.Sent[d.Stage].Channels, OwnerChannel), nil
+}
+
+// Mark records on m's object that d's stage reached its owner at at, as a
+// delivery of the reminder over OwnerChannel: locked on the version read,
+// and only while the expiry is still m's.
+func (dm digestMarker) Mark(ctx context.Context, d *outbox.Digest, m outbox.Member, at time.Time) error {
+	for attempt := 0; ; attempt++ {
+		obj, rec, err := dm.read(ctx, m)
+		if err != nil || obj == nil {
+			return err
+		}
+		if slices.Contains(rec.Sent[d.Stage].Channels, OwnerChannel) {
+			return nil
+		}
+		rec.Delivered(d.Stage, true, []string{OwnerChannel}, at)
+		rec.Announce(m.ExpiresAt)
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": obj.ResourceVersion,
+			"annotations":     map[string]string{expiry.AnnotationReminders: rec.String()},
+		}})
+		if err != nil {
+			return fmt.Errorf("encode the record of %s %s: %w", m.Object.Kind, m.Object.Name, err)
+		}
+		err = dm.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		if err == nil || !apierrors.IsConflict(err) || attempt == 4 {
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("record the digest on %s %s: %w", m.Object.Kind, m.Object.Name, err)
+			}
+			return nil
+		}
+	}
+}
+
+// digestPoll is how soon an object whose owner's digest is under way is
+// looked at again, should the record the digest writes not bring it back
+// first.
+const digestPoll = 30 * time.Second
+
+// digestsOn reports whether owners' reminders go out as digests: the
+// outbox that sends them has a Marker to write their records with.
+func (r *ObjectReconciler) digestsOn() bool {
+	return r.Outbox != nil && r.Outbox.Marker != nil
+}
+
+// digestOwner returns the address of the owner of the object of ev when
+// its reminders reach the owner in a digest: the policy tells owners, an
+// e-mail channel of it carries reminders, and the owner has an address.
+// Empty otherwise: the owner, if told at all, is told per object.
+func (r *ObjectReconciler) digestOwner(ctx context.Context, ev *evaluation) string {
+	owner := strings.TrimSpace(ev.obj.Annotations[notify.AnnotationOwner])
+	if !r.digestsOn() || !ev.policy.Spec.Notifications.Owner || owner == "" || ev.channels == nil || len(ev.channels.emailReminders) == 0 {
+		return ""
+	}
+	address, err := r.Owners.Address(ctx, owner, ev.channels.allowedEmailDomains())
+	if err != nil {
+		return ""
+	}
+	return address
+}
+
+// reminderChannels are the channels a reminder about the object of ev is
+// due on: the policy's, and OwnerChannel when its owner is told in a
+// digest. E-mail channels that would reach nobody but the owner are left
+// to the digest.
+func (ev *evaluation) reminderChannels() []string {
+	names := ev.channels.names[v1alpha1.EventReminder]
+	if ev.owner == "" {
+		return names
+	}
+	if ev.channels.remindsNobody(ev.obj.Annotations, "") {
+		return []string{OwnerChannel}
+	}
+	return append(slices.Clone(names), OwnerChannel)
+}
+
+// digest hands the reminder stage plan is about to the owner's digest:
+// left alone while a digest lists the object, joined to an open one that
+// covers when its stage fell due, or else a new one with the owner's
+// other objects whose stage falls due within its window. It returns when
+// to look at the object again; the digest's record brings it back sooner.
+func (d *deliverer) digest(ctx context.Context, ev *evaluation, plan expiry.Plan) (time.Duration, error) {
+	lead, err := expiry.ParseDuration(plan.Key)
+	if err != nil {
+		return 0, fmt.Errorf("reminder stage %q: %w", plan.Key, err)
+	}
+	store := d.outbox.Store
+	digests, _, err := store.ListDigests(ctx)
+	if err != nil {
+		return 0, err
+	}
+	due := reminderDue(ev.Record, plan.Key)
+	ours := func(dg *outbox.Digest) bool {
+		return dg.Policy == ev.policy.Name && dg.Owner == ev.owner && dg.Stage == plan.Key
+	}
+	for _, dg := range digests {
+		if ours(dg) && dg.Lists(ev.obj.UID, ev.Record.ExpiresAt) {
+			// In flight: the digest records the stage when it is out.
+			d.outbox.AddDigest(dg)
+			return digestPoll, nil
+		}
+	}
+	self := digestMember(ev, plan.Key)
+	for _, dg := range digests {
+		if !ours(dg) || !dg.Covers(lead, due) {
+			continue
+		}
+		joined, err := store.JoinDigest(ctx, dg.Name(), self)
+		if errors.Is(err, outbox.ErrDigestClosed) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		d.outbox.AddDigest(joined)
+		return digestPoll, nil
+	}
+	if d.recordedFresh(ctx, ev, plan.Key) {
+		// A digest went out and was removed, and the cache does not show
+		// its record yet: nothing to write again.
+		return time.Second, nil
+	}
+	candidates, err := d.candidates(ctx, ev, plan.Key)
+	if err != nil {
+		return 0, err
+	}
+	if !slices.ContainsFunc(candidates, func(m outbox.Member) bool { return m.Object.UID == ev.obj.UID }) {
+		candidates = append(candidates, self)
+	}
+	dg := &outbox.Digest{Created: d.clock.Now(), Policy: ev.policy.Name, Owner: ev.owner, Stage: plan.Key, Start: due,
+		Members: outbox.Batch(candidates, lead, due), Channels: map[string]*outbox.Delivery{}}
+	for _, name := range ev.channels.emailReminders {
+		dg.Channels[name] = &outbox.Delivery{}
+	}
+	if err := store.CreateDigest(ctx, dg); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// Another pass wrote it first: the next one joins it.
+			return time.Second, nil
+		}
+		return 0, err
+	}
+	logf.FromContext(ctx).Info("owner's digest written", "digest", dg.Name(), "stage", plan.Key, "members", len(dg.Members))
+	d.outbox.AddDigest(dg)
+	return digestPoll, nil
+}
+
+// recordedFresh reports whether the object of ev, read from the API
+// server, shows stage delivered over OwnerChannel for its expiry.
+func (d *deliverer) recordedFresh(ctx context.Context, ev *evaluation, stage string) bool {
+	obj := newMetadata(ev.key.GVK)
+	if err := d.reader.Get(ctx, ev.key.NamespacedName, obj); err != nil || obj.UID != ev.obj.UID {
+		return false
+	}
+	rec, err := expiry.ParseRecord(obj.Annotations[expiry.AnnotationReminders])
+	return err == nil && rec != nil && rec.ExpiresAt.Equal(ev.Record.ExpiresAt) && slices.Contains(rec.Sent[stage].Channels, OwnerChannel)
+}
+
+// digestMember is the object of ev as a member of a digest of stage.
+func digestMember(ev *evaluation, stage string) outbox.Member {
+	apiVersion, kind := ev.key.GVK.ToAPIVersionAndKind()
+	return outbox.Member{
+		Object: notify.Object{APIVersion: apiVersion, Kind: kind, Name: ev.obj.Name, Namespace: ev.obj.Namespace,
+			UID: ev.obj.UID, Title: ev.Record.Title},
+		ExpiresAt: ev.Record.ExpiresAt,
+		Due:       reminderDue(ev.Record, stage),
+		Extend:    extendHint(ev.key, ev.obj, ev.Record.ExpiresAt),
+	}
+}
+
+// digestCandidates are the objects, from the cache, of the kind of ev
+// with the same owner under the same policy whose reminder stage has not
+// reached the owner, evaluated as their own reconcile evaluates them.
+func (r *ObjectReconciler) digestCandidates(ctx context.Context, ev *evaluation, stage string) ([]outbox.Member, error) {
+	lead, err := expiry.ParseDuration(stage)
+	if err != nil {
+		return nil, err
+	}
+	owner := ev.obj.Annotations[notify.AnnotationOwner]
+	// The records, not a list through the client: a list of a governed
+	// kind there would start an informer holding every object's metadata.
+	var same []*metav1.PartialObjectMetadata
+	err = r.watches.eachCached(ctx, ev.key.GVK, "", func(o *metav1.PartialObjectMetadata) error {
+		if o.Annotations[notify.AnnotationOwner] == owner && o.DeletionTimestamp.IsZero() {
+			same = append(same, o.DeepCopy())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", ev.key.GVK.Kind, err)
+	}
+	var out []outbox.Member
+	for _, obj := range same {
+		obj.SetGroupVersionKind(ev.key.GVK)
+		key := Key{GVK: ev.key.GVK, NamespacedName: types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}}
+		other, err := r.evaluate(ctx, key, obj)
+		if err != nil || other == nil || other.policy.Name != ev.policy.Name || other.owner != ev.owner ||
+			other.Life.Keep || other.Record == nil || !other.Record.ExpiresAt.Equal(other.Life.ExpiresAt) ||
+			!slices.Contains(other.Schedule.Reminders, lead) || slices.Contains(other.Record.Sent[stage].Channels, OwnerChannel) {
+			continue
+		}
+		out = append(out, digestMember(other, stage))
+	}
+	return out, nil
+}
