@@ -57,14 +57,7 @@ func TestAnOwnersDigestSurvivesAKill9(t *testing.T) {
 	// Before the controller first reads the owner addresses, as every
 	// test that tells owners.
 	writeOwnerAddresses(t)
-	if err := stopController(); err != nil {
-		t.Fatalf("stop the in-process controller: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := startController(restConfig, testScheme); err != nil {
-			t.Errorf("restart the in-process controller: %v", err)
-		}
-	})
+	standAlone(t)
 
 	dir := t.TempDir()
 	bin := buildController(t, dir)

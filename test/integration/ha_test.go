@@ -92,14 +92,7 @@ func TestHAFailoverAndGracefulShutdown(t *testing.T) {
 	for _, p := range others.Items {
 		t.Fatalf("policy %s exists: the replicas would govern its objects as well; this test must run alone", p.Name)
 	}
-	if err := stopController(); err != nil {
-		t.Fatalf("stop the in-process controller: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := startController(restConfig, testScheme); err != nil {
-			t.Errorf("restart the in-process controller: %v", err)
-		}
-	})
+	standAlone(t)
 
 	dir := t.TempDir()
 	bin := buildController(t, dir)
@@ -912,5 +905,20 @@ func waitTakeover(t *testing.T, h *leaseHistory, old *replica, timeout time.Dura
 		}
 		candidate.identity, candidate.acquiredAt = rec.holder, rec.acquire
 		return true, nil
+	})
+}
+
+// standAlone stops the suite's in-process controller for the rest of t,
+// so that only the test's own controller processes govern its objects,
+// and starts it again when t ends.
+func standAlone(t *testing.T) {
+	t.Helper()
+	if err := stopController(); err != nil {
+		t.Fatalf("stop the in-process controller: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := startController(restConfig, testScheme); err != nil {
+			t.Errorf("restart the in-process controller: %v", err)
+		}
 	})
 }
