@@ -233,7 +233,9 @@ func TestOnlyWhoWasGrantedAChannelSendsThroughIt(t *testing.T) {
 	mayUse(t, alice.name, channel.Name, true)
 
 	spec := playbookPolicy(test, "1h")
-	spec.Reminders, spec.MinimumNotice = []v1alpha1.Duration{"2s"}, "0s"
+	// A minimum notice, so that a reminder is owed even when the
+	// controller, busy with other tests, first sees a Playbook late.
+	spec.Reminders, spec.MinimumNotice = []v1alpha1.Duration{"2s"}, "1s"
 	spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: channel.Name}}
 	teamA := map[string]string{"team": "a"}
 
@@ -350,7 +352,10 @@ func TestAPolicyWithoutAnAuthorStampUsesOnlyChannelsOpenToEveryone(t *testing.T)
 		Webhook: &v1alpha1.WebhookChannel{URL: rc.url, SecretRef: webhookSecret(t, test, rc.key)},
 	})
 	spec := playbookPolicy(test, "1h")
-	spec.Reminders, spec.MinimumNotice = []v1alpha1.Duration{"2s"}, "0s"
+	// A minimum notice, so that the reminder is owed: with "0s" a
+	// controller that other tests keep busy until past the Playbook's
+	// expiry drops it, as documented, and this test would see nothing.
+	spec.Reminders, spec.MinimumNotice = []v1alpha1.Duration{"2s"}, "1s"
 	spec.Notifications.Channels = []v1alpha1.ChannelReference{{Name: channel.Name}}
 	p := &v1alpha1.TimeoutPolicy{ObjectMeta: metav1.ObjectMeta{Name: test, Labels: map[string]string{unstampedLabel: "true"}}, Spec: spec}
 	if err := k8s.Create(ctx, p); err != nil {

@@ -279,7 +279,7 @@ func TestAnExtensionResendsTheRemindersForTheNewDate(t *testing.T) {
 func TestARecipientThatIsNotAnAddressIsRefusedAndTheOthersAreTold(t *testing.T) {
 	t.Parallel()
 	mb := fixture.NewMailbox(t, nil)
-	createPolicy(t, "recipients", reminderPolicy(t, "recipients", []v1alpha1.Duration{"2s"}, "0s", mb, nil))
+	createPolicy(t, "recipients", reminderPolicy(t, "recipients", []v1alpha1.Duration{"2s"}, "1s", mb, nil))
 
 	pb := create(t, playbooks, newPlaybook("recipients", "mixed", map[string]string{
 		expiry.AnnotationTTL:    "3s",
