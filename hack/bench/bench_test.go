@@ -21,7 +21,10 @@ func TestSmoke(t *testing.T) {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, which builds the control plane (etcd, kube-apiserver, kube-controller-manager) and sets it")
 	}
 	cfg := config{
-		N: 200, Expiring: 150, Burst: 50, Window: 4 * time.Second, Reminders: 3 * time.Second,
+		// The policy has no minimum notice, so a reminder the controller
+		// reaches only after the expiry is dropped, as documented: the lead
+		// is long enough for a loaded machine's lag.
+		N: 200, Expiring: 150, Burst: 50, Window: 4 * time.Second, Reminders: 10 * time.Second,
 		Margin: 4 * time.Second, Grace: 15 * time.Second, Settle: time.Second,
 		Characters: 3, Creators: 16, Log: filepath.Join(t.TempDir(), "controller.log"),
 		// 20 of the 50 that expire a day later are edited twice a second,
@@ -72,8 +75,10 @@ func TestSmoke(t *testing.T) {
 	})
 	t.Run("attributes the controller's API requests", func(t *testing.T) {
 		after := rep.API.AfterSync
-		if after["DELETE playbooks"] != 150 {
-			t.Errorf("DELETE playbooks after sync = %v, want 150 (one per expiring Playbook)", after["DELETE playbooks"])
+		// A DELETE refused on a loaded API server (a conflict with a write
+		// of the moment, a timeout) is sent again.
+		if d := after["DELETE playbooks"]; d < 150 || d > 155 {
+			t.Errorf("DELETE playbooks after sync = %v, want 150 (one per expiring Playbook) and at most 5 retries", d)
 		}
 		if after["PATCH playbooks"] < 150 {
 			t.Errorf("PATCH playbooks after sync = %v, want at least 150 (one per reminder)", after["PATCH playbooks"])

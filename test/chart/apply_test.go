@@ -7,14 +7,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,7 +119,7 @@ func startAPIServer() error {
 	if err != nil {
 		return err
 	}
-	if server.mapper, err = apiutil.NewDynamicRESTMapper(cfg, httpClient); err != nil {
+	if server.mapper, err = servedKinds(cfg, httpClient, server.env.CRDs); err != nil {
 		return err
 	}
 	if server.dyn, err = dynamic.NewForConfigAndClient(cfg, httpClient); err != nil {
@@ -138,6 +141,38 @@ func startAPIServer() error {
 		},
 	}, metav1.CreateOptions{})
 	return err
+}
+
+// servedKinds returns a RESTMapper once it maps every kind of crds. The
+// API server serves a new CRD's kind in its discovery a moment after the
+// CRD is established, which envtest waits for: on a loaded machine, a
+// mapper made at once does not know the kind yet.
+func servedKinds(cfg *rest.Config, httpClient *http.Client, crds []*apiextensionsv1.CustomResourceDefinition) (meta.RESTMapper, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+		if err != nil {
+			return nil, err
+		}
+		var missing []string
+		for _, crd := range crds {
+			for _, v := range crd.Spec.Versions {
+				if !v.Served {
+					continue
+				}
+				if _, err := mapper.RESTMapping(schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}, v.Name); err != nil {
+					missing = append(missing, crd.Spec.Names.Kind+"."+crd.Spec.Group+"/"+v.Name)
+				}
+			}
+		}
+		if len(missing) == 0 {
+			return mapper, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the API server does not serve %s 30s after their CRDs were established", strings.Join(missing, ", "))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // apply server-side applies obj with Strict field validation, so that an
