@@ -193,8 +193,8 @@ func TestTrafficWritesUseOfTheGovernedObjectsItNames(t *testing.T) {
 		Prometheus: fakeAPI{vector: model.Vector{sample(2, "namespace", "amp-busy"), sample(0, "namespace", "amp-quiet")}}}
 
 	reason, msg := tr.evaluate(context.Background(), policy, trafficQuery{query: "q", interval: 15 * time.Second}, t0)
-	if reason != v1alpha1.ReasonQueried || !strings.Contains(msg, "1 objects' use written") {
-		t.Fatalf("evaluate: %s %q; want Queried with one object written", reason, msg)
+	if reason != v1alpha1.ReasonQueried || msg != "The traffic query gave 2 samples; 1 namespaces above 0" {
+		t.Fatalf("evaluate: %s %q; want Queried, naming the samples and the namespaces above the threshold", reason, msg)
 	}
 	u, ok := expiry.LastUse(h.stored(busy).Annotations)
 	if !ok || u.Via != expiry.ViaTraffic || !u.At.Equal(t0) {
@@ -208,8 +208,12 @@ func TestTrafficWritesUseOfTheGovernedObjectsItNames(t *testing.T) {
 
 	// Within the window, busy is not written again.
 	h.clock.Step(20 * time.Second)
-	if _, msg := tr.evaluate(context.Background(), policy, trafficQuery{query: "q", interval: 15 * time.Second}, h.clock.Now()); !strings.Contains(msg, "0 objects' use written") {
-		t.Fatalf("evaluate within the window: %q; want nothing written", msg)
+	before := h.stored(busy).ResourceVersion
+	if _, again := tr.evaluate(context.Background(), policy, trafficQuery{query: "q", interval: 15 * time.Second}, h.clock.Now()); again != msg {
+		t.Fatalf("evaluate within the window: %q; want the same message as before, %q, so that the status is not written again", again, msg)
+	}
+	if rv := h.stored(busy).ResourceVersion; rv != before {
+		t.Fatalf("busy written again within the window (resourceVersion %s, was %s)", rv, before)
 	}
 
 	// A failing Prometheus moves nothing.
