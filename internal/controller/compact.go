@@ -16,11 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 // record is what the controller keeps of a governed object between
 // looks: what decisions, the wake-ups and the plugin's answers read, and
-// nothing else. It is 80 bytes and one string, where the object's
+// nothing else. It is 88 bytes and one string, where the object's
 // metadata as the API server sends it (PartialObjectMetadata) costs
 // several hundred, and kubectl's last-applied-configuration alone
 // several thousand.
@@ -40,6 +41,10 @@ type record struct {
 	// labels is shared by every record with the same labels (internLabels):
 	// read only.
 	labels map[string]string
+	// wake is the object's next look, made by the first one asked for
+	// and handed from each version of the record to the next (objectStore
+	// sets it, under its lock): the wake-up queue keeps no map of its own.
+	wake *wakeup.Wake
 }
 
 // newRecord keeps of o what decisions read.

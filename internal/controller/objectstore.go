@@ -6,6 +6,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +19,8 @@ import (
 	"k8s.io/client-go/metadata"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 // objectStore holds a record of each object of one governed kind, in
@@ -104,6 +108,9 @@ func (s *objectStore) put(obj any) error {
 	key := r.key()
 	s.mu.Lock()
 	old := s.objects[key]
+	if old != nil {
+		r.wake = old.wake
+	}
 	s.objects[key] = r
 	s.mu.Unlock()
 	if old == nil || changed(old, r) {
@@ -140,7 +147,11 @@ func (s *objectStore) Replace(list []any, _ string) error {
 	var looks []types.NamespacedName
 	s.mu.Lock()
 	for key, r := range fresh {
-		if old := s.objects[key]; old == nil || changed(old, r) {
+		old := s.objects[key]
+		if old != nil {
+			r.wake = old.wake
+		}
+		if old == nil || changed(old, r) {
 			looks = append(looks, key)
 		}
 	}
@@ -156,6 +167,76 @@ func (s *objectStore) Replace(list []any, _ string) error {
 		s.look(key)
 	}
 	return nil
+}
+
+// wakeOf returns the Wake of the object under key, made on first use, or
+// nil when the store does not hold it. The record's versions to come
+// carry the same one (put, Replace). It is the wake-up queue's locator
+// (wakeup.Queue.Locate): the queue calls it under its own lock, and the
+// store never calls the queue under its lock.
+func (s *objectStore) wakeOf(key types.NamespacedName) *wakeup.Wake {
+	s.mu.RLock()
+	r := s.objects[key]
+	var e *wakeup.Wake
+	if r != nil {
+		e = r.wake
+	}
+	s.mu.RUnlock()
+	if r == nil || e != nil {
+		return e
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r = s.objects[key]
+	if r == nil {
+		return nil
+	}
+	if r.wake == nil {
+		r.wake = wakeup.NewWake()
+	}
+	return r.wake
+}
+
+// listingGCPercent is Go's collector target (GOGC) while a store takes
+// its first list. Each object arrives whole, kubectl's
+// last-applied-configuration included, and is garbage as soon as it is a
+// record: with the default 100 the heap grows to twice what the records
+// need before each collection, and the process keeps those pages. At
+// 100,000 Playbooks that garbage was most of the peak (docs/performance.md).
+const listingGCPercent = 25
+
+// listing lowers the collector's target to listingGCPercent while any
+// store takes its first list, unless GOGC is set, and puts it back after.
+var listing gcWhileListing
+
+type gcWhileListing struct {
+	mu   sync.Mutex
+	n    int
+	prev int
+}
+
+// during lowers the target until synced is closed or ctx is done.
+func (g *gcWhileListing) during(ctx context.Context, synced <-chan struct{}) {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return
+	}
+	g.mu.Lock()
+	if g.n == 0 {
+		g.prev = debug.SetGCPercent(listingGCPercent)
+	}
+	g.n++
+	g.mu.Unlock()
+	go func() {
+		select {
+		case <-synced:
+		case <-ctx.Done():
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.n--; g.n == 0 {
+			debug.SetGCPercent(g.prev)
+		}
+	}()
 }
 
 // Resync does nothing: there is no periodic resync.

@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +25,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 func playbookMeta(name, uid, rv string, annotations map[string]string) *metav1.PartialObjectMetadata {
@@ -231,6 +235,15 @@ func TestARelistAmidABurstOfExpiriesNeitherLosesNorRepeatsALook(t *testing.T) {
 		}
 	}
 
+	// Each object's wake-up lives with its record, and stays the same
+	// across the burst and the relist for what the store still holds.
+	wakes := map[string]*wakeup.Wake{}
+	for _, name := range []string{"pb-005", "pb-015", "pb-030", "pb-031", "pb-040", "pb-045"} {
+		if wakes[name] = store.wakeOf(types.NamespacedName{Name: name}); wakes[name] == nil {
+			t.Fatalf("no Wake for %s, which the store holds", name)
+		}
+	}
+
 	// The burst: the first ten are deleted, their DELETED events come
 	// through the watch; a status write to pb-045 changes nothing that
 	// decides.
@@ -262,6 +275,16 @@ func TestARelistAmidABurstOfExpiriesNeitherLosesNorRepeatsALook(t *testing.T) {
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("looks from the burst and the relist:\n got %v\nwant %v (each deleted or changed object once, no other)", got, want)
+	}
+
+	for name, before := range wakes {
+		got := store.wakeOf(types.NamespacedName{Name: name})
+		switch gone := name == "pb-005" || name == "pb-015"; {
+		case gone && got != nil:
+			t.Errorf("%s is deleted, and still has a Wake", name)
+		case !gone && got != before:
+			t.Errorf("%s has a new Wake after the burst and the relist: two looks pending for one object", name)
+		}
 	}
 
 	// The store holds what the server holds.
@@ -316,4 +339,44 @@ func FuzzARecordsAnnotationsReadBackAsWritten(f *testing.F) {
 			t.Errorf("got %q, want %q", got, want)
 		}
 	})
+}
+
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
+}
+
+// The collector works harder while any store takes its first list, and as
+// before once every one has it; not at all when GOGC says otherwise.
+func TestTheCollectorWorksHarderOnlyWhileTheStoresList(t *testing.T) {
+	if v, set := os.LookupEnv("GOGC"); set {
+		t.Cleanup(func() { _ = os.Setenv("GOGC", v) })
+		_ = os.Unsetenv("GOGC")
+	}
+	before := gcPercent()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var g gcWhileListing
+	first, second := make(chan struct{}), make(chan struct{})
+	g.during(ctx, first)
+	g.during(ctx, second)
+	if p := gcPercent(); p != listingGCPercent {
+		t.Fatalf("GOGC %d while two stores list, want %d", p, listingGCPercent)
+	}
+	close(first)
+	time.Sleep(50 * time.Millisecond)
+	if p := gcPercent(); p != listingGCPercent {
+		t.Fatalf("GOGC %d while one store still lists, want %d", p, listingGCPercent)
+	}
+	close(second)
+	fixture.Eventually(t, 5*time.Second, "GOGC back once every store listed", func() (bool, error) {
+		return gcPercent() == before, nil
+	})
+
+	t.Setenv("GOGC", "80")
+	g.during(ctx, make(chan struct{}))
+	if p := gcPercent(); p != before {
+		t.Fatalf("GOGC %d with GOGC set in the environment, want it left at %d", p, before)
+	}
 }

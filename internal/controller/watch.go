@@ -76,12 +76,17 @@ func (w *watches) ensure(gvk schema.GroupVersionKind, resource schema.GroupVersi
 	if k, ok := w.kinds[gvk.GroupKind()]; ok {
 		return k.gvk, nil
 	}
-	var reflector *toolscache.Reflector
+	var (
+		reflector *toolscache.Reflector
+		synced    <-chan struct{}
+	)
 	if w.metadata != nil {
 		s := newObjectStore(gvk, resource.GroupResource(), func(name types.NamespacedName) {
 			w.wakes.Now(Key{GVK: gvk, NamespacedName: name})
 		})
 		reflector = s.reflector(metadataListWatch(w.metadata, resource))
+		w.wakes.Locate(gvk, s.wakeOf)
+		synced = s.synced
 		if w.stores == nil {
 			w.stores = map[schema.GroupKind]*objectStore{}
 		}
@@ -89,6 +94,7 @@ func (w *watches) ensure(gvk schema.GroupVersionKind, resource schema.GroupVersi
 	}
 	src := source.TypedFunc[Key](func(ctx context.Context, _ queue) error {
 		if reflector != nil {
+			listing.during(ctx, synced)
 			go reflector.RunWithContext(ctx)
 		}
 		return nil

@@ -40,8 +40,10 @@ func (k Key) String() string {
 // queue's item, its readiness time, its map and B-tree entries, the queue
 // metrics' map), and the
 // queue's maps keep the size of their peak, which at start is every
-// object at once. Here an object costs one 64-byte entry and its map slot,
-// and the work queue never holds more than a few times the workers.
+// object at once. Here an object costs one 64-byte entry (a Wake), which
+// the store of its kind keeps with the object's record when it has one
+// (Locate), and the work queue never holds more than a few times the
+// workers.
 //
 // The semantics are the work queue's: one pending look per object (the
 // earliest asked for); a look asked for while the object is being
@@ -59,9 +61,14 @@ type Queue struct {
 	mu    sync.Mutex
 	kinds map[schema.GroupVersionKind]int32
 	gvks  []schema.GroupVersionKind
+	// locate finds the Wake of an object of a kind whose store keeps
+	// them, by the kind's index in gvks.
+	locate map[int32]func(types.NamespacedName) *Wake
 	// pending is every object with a look to come, in the order due.
 	pending wakeHeap
-	byKey   map[wakeKey]*wake
+	// loose are the Wakes that no store keeps: of a kind without one, or
+	// of an object its store no longer holds (deleted).
+	loose map[wakeKey]*Wake
 	// handed are the objects given to the work queue whose reconcile has
 	// not finished; again is when each asked to be looked at again
 	// meanwhile.
@@ -77,15 +84,23 @@ type wakeKey struct {
 	types.NamespacedName
 }
 
-// wake is one object's next look: at is an offset from Queue.start;
+// Wake is one object's next look: at is an offset from Queue.start;
 // seq keeps the order in which looks due at the same moment were asked
-// for.
-type wake struct {
+// for. A store that keeps one for each of its objects (see Locate) makes
+// it with NewWake and keeps the same one for as long as it holds the
+// object, whatever version of it; only the Queue reads or writes its
+// fields, under its lock.
+type Wake struct {
 	at    time.Duration
 	seq   uint64
 	key   wakeKey
-	index int
+	index int32
+	// loose is set when the Wake is in Queue.loose.
+	loose bool
 }
+
+// NewWake returns a Wake with no look pending.
+func NewWake() *Wake { return &Wake{index: -1} }
 
 // New returns an empty Queue that times the looks with clk and lets
 // bound objects at most be in the work queue or in a reconcile at once.
@@ -95,11 +110,22 @@ func New(clk clock.WithTicker, bound int) *Queue {
 		start:  clk.Now(),
 		bound:  max(bound, 1),
 		kinds:  map[schema.GroupVersionKind]int32{},
-		byKey:  map[wakeKey]*wake{},
+		locate: map[int32]func(types.NamespacedName) *Wake{},
+		loose:  map[wakeKey]*Wake{},
 		handed: map[wakeKey]struct{}{},
 		again:  map[wakeKey]time.Duration{},
 		kick:   make(chan struct{}, 1),
 	}
+}
+
+// Locate has the Queue keep the looks of gvk's objects in the Wakes that
+// find returns, and in its own map only for a name find returns nil for.
+// find is called with the Queue's lock held: it must not call the Queue.
+// It returns the same Wake for an object for as long as it returns one.
+func (w *Queue) Locate(gvk schema.GroupVersionKind, find func(types.NamespacedName) *Wake) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.locate[w.intern(Key{GVK: gvk}).kind] = find
 }
 
 // Now asks for key to be looked at as soon as possible.
@@ -129,7 +155,7 @@ func (w *Queue) After(key Key, d time.Duration) {
 func (w *Queue) Scheduled() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.byKey) + len(w.handed)
+	return len(w.pending) + len(w.handed)
 }
 
 // done takes the result of key's reconcile: what it asks for replaces what
@@ -201,25 +227,54 @@ func (w *Queue) takeDue() ([]Key, time.Duration) {
 			return due, next.at - now
 		}
 		heap.Pop(&w.pending)
-		delete(w.byKey, next.key)
-		w.handed[next.key] = struct{}{}
-		due = append(due, Key{GVK: w.gvks[next.key.kind], NamespacedName: next.key.NamespacedName})
+		k := next.key
+		if next.loose {
+			next.loose = false
+			delete(w.loose, k)
+		}
+		if _, busy := w.handed[k]; busy {
+			// A second Wake of an object handed already: one its store let
+			// go (the object deleted, then made again under its name).
+			if prev, ok := w.again[k]; !ok || next.at < prev {
+				w.again[k] = next.at
+			}
+			continue
+		}
+		w.handed[k] = struct{}{}
+		due = append(due, Key{GVK: w.gvks[k.kind], NamespacedName: k.NamespacedName})
 	}
 	return due, 0
 }
 
 func (w *Queue) pushLocked(k wakeKey, at time.Duration) {
-	if e, ok := w.byKey[k]; ok {
+	e := w.wakeLocked(k)
+	if e.index >= 0 {
 		if at < e.at {
 			e.at = at
-			heap.Fix(&w.pending, e.index)
+			heap.Fix(&w.pending, int(e.index))
 		}
 		return
 	}
 	w.seq++
-	e := &wake{at: at, seq: w.seq, key: k}
-	w.byKey[k] = e
+	e.at, e.seq, e.key = at, w.seq, k
 	heap.Push(&w.pending, e)
+}
+
+// wakeLocked returns k's Wake: the one its store keeps, or else a loose
+// one.
+func (w *Queue) wakeLocked(k wakeKey) *Wake {
+	if find := w.locate[k.kind]; find != nil {
+		if e := find(k.NamespacedName); e != nil {
+			return e
+		}
+	}
+	e, ok := w.loose[k]
+	if !ok {
+		e = NewWake()
+		e.loose = true
+		w.loose[k] = e
+	}
+	return e
 }
 
 func (w *Queue) intern(key Key) wakeKey {
@@ -241,7 +296,7 @@ func (w *Queue) signal() {
 
 // wakeHeap orders the pending looks by when they are due, then by when
 // they were asked for.
-type wakeHeap []*wake
+type wakeHeap []*Wake
 
 func (h wakeHeap) Len() int { return len(h) }
 func (h wakeHeap) Less(i, j int) bool {
@@ -252,17 +307,18 @@ func (h wakeHeap) Less(i, j int) bool {
 }
 func (h wakeHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
+	h[i].index, h[j].index = int32(i), int32(j) //nolint:gosec // far fewer than 2^31 objects
 }
 func (h *wakeHeap) Push(x any) {
-	e := x.(*wake)
-	e.index = len(*h)
+	e := x.(*Wake)
+	e.index = int32(len(*h)) //nolint:gosec // idem
 	*h = append(*h, e)
 }
 func (h *wakeHeap) Pop() any {
 	old := *h
 	e := old[len(old)-1]
 	old[len(old)-1] = nil
+	e.index = -1
 	*h = old[:len(old)-1]
 	return e
 }

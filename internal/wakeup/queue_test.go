@@ -252,3 +252,79 @@ func TestWakingReconcilerKeepsTheNextLookOutOfTheQueue(t *testing.T) {
 type reconcilerFunc func(context.Context, Key) (ctrl.Result, error)
 
 func (f reconcilerFunc) Reconcile(ctx context.Context, k Key) (ctrl.Result, error) { return f(ctx, k) }
+
+// stores stands in for the stores of records: the Wake of each object it
+// holds, which Locate hands the Queue.
+type stores struct {
+	mu    sync.Mutex
+	wakes map[string]*Wake
+}
+
+func (s *stores) find(name types.NamespacedName) *Wake {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wakes[name.Name]
+}
+
+func TestWakeupsOfALocatedKindLiveInTheStoresWakesAndNoMap(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	w := New(clk, 10)
+	s := &stores{wakes: map[string]*Wake{"a": NewWake(), "b": NewWake()}}
+	w.Locate(playbookGVK, s.find)
+
+	w.After(wakeKeyOf("a"), 2*time.Second)
+	w.After(wakeKeyOf("b"), time.Second)
+	w.After(wakeKeyOf("a"), time.Second+time.Millisecond)
+	// Not held by the store (deleted): a loose Wake.
+	w.After(wakeKeyOf("gone"), 3*time.Second)
+	if len(w.loose) != 1 || w.loose[w.intern(wakeKeyOf("gone"))] == nil {
+		t.Fatalf("loose Wakes %v, want only gone's", w.loose)
+	}
+	if n := w.Scheduled(); n != 3 {
+		t.Fatalf("scheduled %d, want 3", n)
+	}
+	if s.wakes["a"].index < 0 || s.wakes["a"].at != time.Second+time.Millisecond {
+		t.Fatalf("a's Wake %+v: want pending at 1.001s, the earlier look", *s.wakes["a"])
+	}
+	clk.Step(5 * time.Second)
+	due, _ := w.takeDue()
+	if got := names(due); !slices.Equal(got, []string{"b", "a", "gone"}) {
+		t.Fatalf("handed %v, want [b a gone]", got)
+	}
+	if len(w.loose) != 0 || s.wakes["a"].index != -1 {
+		t.Fatalf("after handing: loose %v, a's index %d; want none, -1", w.loose, s.wakes["a"].index)
+	}
+	for _, n := range []string{"a", "b", "gone"} {
+		w.done(wakeKeyOf(n), ctrl.Result{}, false)
+	}
+	if n := w.Scheduled(); n != 0 {
+		t.Fatalf("scheduled %d after every reconcile asked nothing, want 0", n)
+	}
+}
+
+// An object deleted and made again under its name while its old Wake is
+// still pending has two Wakes for a moment; it is still handed to the work
+// queue once at a time, and looked at again after.
+func TestWakeupsTwoWakesOfOneObjectHandItOnceAtATime(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	w := New(clk, 10)
+	s := &stores{wakes: map[string]*Wake{"x": NewWake()}}
+	w.Locate(playbookGVK, s.find)
+	w.After(wakeKeyOf("x"), time.Second)
+	s.mu.Lock()
+	s.wakes["x"] = NewWake() // made again: a new record, a new Wake
+	s.mu.Unlock()
+	w.After(wakeKeyOf("x"), 2*time.Second)
+	clk.Step(3 * time.Second)
+	if due, _ := w.takeDue(); !slices.Equal(names(due), []string{"x"}) {
+		t.Fatalf("handed %v, want x once", names(due))
+	}
+	w.done(wakeKeyOf("x"), ctrl.Result{}, false)
+	if due, _ := w.takeDue(); !slices.Equal(names(due), []string{"x"}) {
+		t.Fatalf("after the reconcile: handed %v, want x again (its second Wake)", names(due))
+	}
+	w.done(wakeKeyOf("x"), ctrl.Result{}, false)
+	if n := w.Scheduled(); n != 0 {
+		t.Fatalf("scheduled %d, want 0", n)
+	}
+}
