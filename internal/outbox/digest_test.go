@@ -308,6 +308,46 @@ func TestTheOwnerGetsOneDigestWhenTheFirstChannelRefusesIt(t *testing.T) {
 	}
 }
 
+// A policy changed so that a channel no longer carries reminders: the
+// digest goes over the others, and is dropped, its members unmarked, when
+// none is left, rather than retried for ever.
+func TestADigestLeavesTheChannelsThatNoLongerCarryIt(t *testing.T) {
+	f, objs := digestFixture(t, member("pb-1", t0))
+	f.deliver.always = map[string]error{"a-mail": ErrNotCarried}
+	d := newDigest([]Member{member("pb-1", t0)}, "a-mail", "b-mail")
+	if err := f.o.Store.CreateDigest(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	f.o.AddDigest(d)
+	f.pass()
+	var got []string
+	for _, c := range f.deliver.digestCalls() {
+		got = append(got, c.channel)
+	}
+	if !slices.Equal(got, []string{"a-mail", "b-mail"}) || len(objs.marked["uid-pb-1"]) != 1 {
+		t.Fatalf("tried %q and marked pb-1 %d times; want a-mail, then b-mail, which took it, and one mark", got, len(objs.marked["uid-pb-1"]))
+	}
+
+	f, objs = digestFixture(t, member("pb-2", t0))
+	f.deliver.always = map[string]error{"a-mail": ErrNotCarried, "b-mail": ErrNotCarried}
+	d = newDigest([]Member{member("pb-2", t0)}, "a-mail", "b-mail")
+	if err := f.o.Store.CreateDigest(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	f.o.AddDigest(d)
+	f.pass()
+	if n := len(f.digests()); n != 0 {
+		t.Fatalf("%d digests kept after no channel carried it, want it dropped", n)
+	}
+	if len(objs.marked["uid-pb-2"]) != 0 {
+		t.Fatalf("pb-2 marked reminded by a digest that went nowhere")
+	}
+	f.pass()
+	if n := len(f.deliver.digestCalls()); n != 2 {
+		t.Fatalf("%d attempts, want the 2 of the first pass and none after", n)
+	}
+}
+
 func TestJoiningADigest(t *testing.T) {
 	f, objs := digestFixture(t, member("pb-1", t0), member("pb-2", t0.Add(time.Minute)), member("pb-3", t0.Add(2*time.Minute)))
 	d := newDigest([]Member{member("pb-1", t0)}, "email")

@@ -162,6 +162,15 @@ func (o *Outbox) processDigest(ctx context.Context, t *trackedDigest) bool {
 
 	if d.State == DigestSending {
 		if !o.sendDigest(ctx, d, log) {
+			if len(d.Channels) == 0 {
+				// The policy was changed: its members' reminders go out
+				// one by one, as their own reconciles plan them now.
+				log.Info("dropping a digest that none of its channels carries any more")
+				if err := o.Store.RemoveDigest(writeCtx, d); err != nil {
+					return retry(err, "remove a digest no channel carries")
+				}
+				return true
+			}
 			// Each channel backs off on its own; a digest left with none
 			// to try is looked at again later, not at once.
 			t.notBefore = o.Clock.Now().Add(apiRetry)
@@ -230,6 +239,11 @@ func (o *Outbox) sendDigest(ctx context.Context, d *Digest, log logr.Logger) boo
 			d.SentAt = at
 			log.Info("digest sent", "channel", name, "members", len(msg.Digest.Items))
 			return true
+		}
+		if errors.Is(err, ErrNotCarried) {
+			log.Info("channel no longer carries the digest", "channel", name)
+			delete(d.Channels, name)
+			continue
 		}
 		c.Attempts++
 		c.LastError = err.Error()
