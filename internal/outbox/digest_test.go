@@ -79,6 +79,16 @@ func newDigest(members []Member, channels ...string) *Digest {
 	return d
 }
 
+// addDigest writes d and hands it to the outbox, as the object
+// controller does.
+func (f *fixture) addDigest(t *testing.T, d *Digest) {
+	t.Helper()
+	if err := f.o.Store.CreateDigest(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	f.o.AddDigest(d)
+}
+
 func (f *fixture) digests() []*Digest {
 	f.t.Helper()
 	ds, errs, err := f.o.Store.ListDigests(context.Background())
@@ -151,10 +161,7 @@ func TestADigestIsSentOnceToTheOwnerAndMarksItsMembers(t *testing.T) {
 	objs.expiry["uid-extended"] = ms[2].ExpiresAt.Add(7 * 24 * time.Hour)
 	delete(objs.expiry, "uid-deleted")
 	d := newDigest(ms, "email")
-	if err := f.o.Store.CreateDigest(context.Background(), d); err != nil {
-		t.Fatal(err)
-	}
-	f.o.AddDigest(d)
+	f.addDigest(t, d)
 	f.pass()
 	f.pass()
 
@@ -185,10 +192,7 @@ func TestADigestWhoseMembersAreAllGoneIsDroppedUnsent(t *testing.T) {
 	f, objs := digestFixture(t, member("pb-1", t0))
 	delete(objs.expiry, "uid-pb-1")
 	d := newDigest([]Member{member("pb-1", t0)}, "email")
-	if err := f.o.Store.CreateDigest(context.Background(), d); err != nil {
-		t.Fatal(err)
-	}
-	f.o.AddDigest(d)
+	f.addDigest(t, d)
 	f.pass()
 	if len(f.deliver.digestCalls()) != 0 || len(f.digests()) != 0 {
 		t.Errorf("sent %d digests and kept %d, want none", len(f.deliver.digestCalls()), len(f.digests()))
@@ -274,10 +278,7 @@ func TestAMemberIsNeverMarkedBeforeTheDigestIsAccepted(t *testing.T) {
 	f, objs := digestFixture(t, member("pb-1", t0))
 	f.deliver.always = map[string]error{"email": errors.New("550 mailbox unavailable")}
 	d := newDigest([]Member{member("pb-1", t0)}, "email")
-	if err := f.o.Store.CreateDigest(context.Background(), d); err != nil {
-		t.Fatal(err)
-	}
-	f.o.AddDigest(d)
+	f.addDigest(t, d)
 	for range 5 {
 		f.pass()
 		f.clock.Step(maxBackoff)
@@ -294,10 +295,7 @@ func TestTheOwnerGetsOneDigestWhenTheFirstChannelRefusesIt(t *testing.T) {
 	f, _ := digestFixture(t, member("pb-1", t0))
 	f.deliver.always = map[string]error{"a-mail": errors.New("421 try later")}
 	d := newDigest([]Member{member("pb-1", t0)}, "a-mail", "b-mail", "c-mail")
-	if err := f.o.Store.CreateDigest(context.Background(), d); err != nil {
-		t.Fatal(err)
-	}
-	f.o.AddDigest(d)
+	f.addDigest(t, d)
 	f.pass()
 	var got []string
 	for _, c := range f.deliver.digestCalls() {
@@ -315,10 +313,7 @@ func TestADigestLeavesTheChannelsThatNoLongerCarryIt(t *testing.T) {
 	f, objs := digestFixture(t, member("pb-1", t0))
 	f.deliver.always = map[string]error{"a-mail": ErrNotCarried}
 	d := newDigest([]Member{member("pb-1", t0)}, "a-mail", "b-mail")
-	if err := f.o.Store.CreateDigest(context.Background(), d); err != nil {
-		t.Fatal(err)
-	}
-	f.o.AddDigest(d)
+	f.addDigest(t, d)
 	f.pass()
 	var got []string
 	for _, c := range f.deliver.digestCalls() {
@@ -331,10 +326,7 @@ func TestADigestLeavesTheChannelsThatNoLongerCarryIt(t *testing.T) {
 	f, objs = digestFixture(t, member("pb-2", t0))
 	f.deliver.always = map[string]error{"a-mail": ErrNotCarried, "b-mail": ErrNotCarried}
 	d = newDigest([]Member{member("pb-2", t0)}, "a-mail", "b-mail")
-	if err := f.o.Store.CreateDigest(context.Background(), d); err != nil {
-		t.Fatal(err)
-	}
-	f.o.AddDigest(d)
+	f.addDigest(t, d)
 	f.pass()
 	if n := len(f.digests()); n != 0 {
 		t.Fatalf("%d digests kept after no channel carried it, want it dropped", n)
@@ -392,10 +384,7 @@ func TestAClosedDigestTakesNoMember(t *testing.T) {
 	f, _ := digestFixture(t, member("pb-1", t0))
 	f.deliver.always = map[string]error{"email": errors.New("421 try later")}
 	d := newDigest([]Member{member("pb-1", t0)}, "email")
-	if err := f.o.Store.CreateDigest(context.Background(), d); err != nil {
-		t.Fatal(err)
-	}
-	f.o.AddDigest(d)
+	f.addDigest(t, d)
 	f.pass()
 	_, err := f.o.Store.JoinDigest(context.Background(), d.Name(), member("pb-2", t0))
 	if !errors.Is(err, ErrDigestClosed) {
