@@ -203,9 +203,20 @@ func apply(t *testing.T, obj *unstructured.Unstructured, dryRun bool) (*unstruct
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	server.warnings.take()
-	stored, err := ri.Patch(context.Background(), obj.GetName(), types.ApplyPatchType, data, opts)
-	return stored, server.warnings.take(), err
+	// A mutating admission policy of the chart's (the author stamp) matches
+	// TimeoutPolicies: the API server serves it a new CRD's schema a while
+	// after the CRD is established, and refuses the request with 503 until
+	// then.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		server.warnings.take()
+		stored, err := ri.Patch(context.Background(), obj.GetName(), types.ApplyPatchType, data, opts)
+		if apierrors.IsServiceUnavailable(err) && strings.Contains(err.Error(), "CustomResourceDefinitions are created") && time.Now().Before(deadline) {
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		return stored, server.warnings.take(), err
+	}
 }
 
 func TestTheAPIServerAcceptsEveryRenderedObject(t *testing.T) {
