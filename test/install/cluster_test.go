@@ -47,6 +47,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
@@ -474,10 +475,8 @@ func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testenv.FreeAddr()
 	must(t, err, "find a free port")
-	addr := l.Addr().String()
-	_ = l.Close()
 	return addr
 }
 

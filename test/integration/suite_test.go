@@ -108,7 +108,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if prometheusAddr, err = freeAddr(); err != nil {
+	if prometheusAddr, err = testenv.FreeAddr(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

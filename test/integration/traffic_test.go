@@ -33,15 +33,6 @@ import (
 // port nothing listens on until a test starts Prometheus there.
 var prometheusAddr string
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
-}
-
 // requestsTarget serves /metrics with a counter of requests by namespace,
 // as an ingress controller does, and returns it with the target's address.
 func requestsTarget(t *testing.T) (*prometheus.CounterVec, string) {
