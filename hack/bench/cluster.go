@@ -343,6 +343,9 @@ func (cl *cluster) create(ctx context.Context, cfg config, n int, at func(int) t
 					delete(a, expiry.AnnotationExpiresAt)
 					obj.SetAnnotations(a)
 				}
+				if cfg.Peer != "" {
+					setPeerTTL(obj, at(i), role == others && cfg.PlainOthers)
+				}
 				switch role {
 				case slow:
 					obj.SetLabels(map[string]string{slowLabel: "true"})
@@ -677,18 +680,29 @@ func startController(bin, kubeconfig, logPath string, cfg config) (*controllerPr
 		args = append(args, "--profile-bind-address", profileAddr)
 	}
 	args = append(args, cfg.ControllerArgs...)
+	c, err := launch("controller", bin, args, append(os.Environ(), cfg.ControllerEnv...), logPath)
+	if err != nil {
+		return nil, err
+	}
+	c.metricsAddr, c.profileAddr = addr, profileAddr
+	return c, nil
+}
+
+// launch starts bin (what names it in errors) with args and env, its
+// output in a new file at logPath.
+func launch(what, bin string, args, env []string, logPath string) (*controllerProc, error) {
 	log, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), cfg.ControllerEnv...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()
-		return nil, fmt.Errorf("start the controller: %w", err)
+		return nil, fmt.Errorf("start the %s: %w", what, err)
 	}
-	c := &controllerProc{cmd: cmd, metricsAddr: addr, profileAddr: profileAddr, done: make(chan struct{})}
+	c := &controllerProc{cmd: cmd, done: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
 		log.Close()

@@ -91,6 +91,11 @@ type config struct {
 	// scraped every SeriesEvery over the run (hack/dashboard renders it).
 	Series      string        `json:"-"`
 	SeriesEvery time.Duration `json:"-"`
+	// Peer, when set, is the binary of another TTL controller, run in
+	// place of timeout-controller on the same objects:
+	// TwiN/k8s-ttl-controller's, whose annotation each Playbook then
+	// also carries (peer.go).
+	Peer string `json:"peer,omitempty"`
 }
 
 func main() {
@@ -125,6 +130,7 @@ func main() {
 	flag.StringVar(&cfg.Profile, "profile", "", "Save the controller's CPU profile and heap profiles in this directory (profiling costs CPU: not for the figures).")
 	flag.StringVar(&cfg.Series, "series", "", "Write the controller's timeout_controller_* metrics, scraped over the run, to this file (JSON lines) for hack/dashboard.")
 	flag.DurationVar(&cfg.SeriesEvery, "series-interval", 2*time.Second, "How often -series scrapes the controller.")
+	flag.StringVar(&cfg.Peer, "peer", "", "Run the TwiN/k8s-ttl-controller binary at this path in place of timeout-controller, on the same Playbooks, each also annotated with its TTL, and report its idle and peak RSS, first pass, CPU and API requests (no reminders, no metrics of its own). Its passes are 5 minutes apart: the run waits until the expiring ones are deleted or a pass that started after the last expiry has ended (docs/dev/bench.md).")
 	jsonPath := flag.String("json", "", "Write the report as JSON to this path.")
 	timeout := flag.Duration("timeout", 20*time.Minute, "Give up, clean up and fail after this long.")
 	flag.Parse()
@@ -182,6 +188,8 @@ func (c config) validate() error {
 		return errors.New("-creators must be at least 1")
 	case c.OwnedGrace < 0:
 		return errors.New("-owned-grace must not be negative")
+	case c.Peer != "":
+		return c.validatePeer()
 	}
 	return nil
 }
@@ -228,13 +236,27 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		return nil, err
 	}
 
+	var pr *peerRun
+	if cfg.Peer != "" {
+		if pr, err = newPeerRun(cfg.Peer, cl.kubeconfig, tmp); err != nil {
+			return nil, err
+		}
+	}
+
 	// Idle: the controller with its policy and no Playbook at all, as a
 	// cluster's add-on is sized before anything is created.
-	idle, err := measureIdle(ctx, cl, filepath.Join(tmp, "idle.log"), cfg)
-	if err != nil {
-		return nil, err
+	var idle idleFigures
+	if pr != nil {
+		if idle, err = pr.measureIdle(ctx, filepath.Join(tmp, "idle.log"), cfg); err != nil {
+			return nil, err
+		}
+		p.say("idle peer: %.1f MiB resident", float64(idle.proc.rss)/(1<<20))
+	} else {
+		if idle, err = measureIdle(ctx, cl, filepath.Join(tmp, "idle.log"), cfg); err != nil {
+			return nil, err
+		}
+		p.say("idle controller: %.1f MiB resident, %.1f MiB live heap", float64(idle.proc.rss)/(1<<20), idle.metrics.HeapLive/(1<<20))
 	}
-	p.say("idle controller: %.1f MiB resident, %.1f MiB live heap", float64(idle.proc.rss)/(1<<20), idle.metrics.HeapLive/(1<<20))
 
 	owned := ""
 	if cfg.Owned {
@@ -270,6 +292,9 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		logPath = filepath.Join(tmp, "controller.log")
 	}
 	m.log = logPath
+	if pr != nil {
+		return m.runPeer(ctx, pr, before)
+	}
 	ctrl, err := startController(cl.bin, cl.kubeconfig, logPath, cfg)
 	if err != nil {
 		return nil, err
@@ -289,7 +314,11 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 }
 
 func writeJSON(path string, rep *report) error {
-	data, err := json.MarshalIndent(rep, "", "  ")
+	var v any = rep
+	if rep.Peer != nil {
+		v = rep.Peer
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}

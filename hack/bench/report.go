@@ -256,7 +256,7 @@ func (m *measurement) complete() bool {
 		if _, ok := m.w.deleted[name]; !ok {
 			return false
 		}
-		if _, ok := m.rc.reminders[name]; !ok && m.cfg.Reminders > 0 {
+		if _, ok := m.rc.reminders[name]; !ok && m.cfg.Reminders > 0 && m.cfg.Peer == "" {
 			return false
 		}
 	}
@@ -353,6 +353,9 @@ type report struct {
 	Controller       ctrlMetrics `json:"controller"`
 	ControllerAtSync ctrlMetrics `json:"controllerAtSync"`
 	Problems         []string    `json:"problems,omitempty"`
+
+	// Peer is, with -peer, the whole report: what compares of the peer.
+	Peer *peerReport `json:"-"`
 }
 
 type machine struct {
@@ -409,30 +412,14 @@ func (m *measurement) report() *report {
 		r.Controller = m.ctrl
 	}
 
-	m.w.mu.Lock()
-	var lags []time.Duration
-	expiring := map[string]bool{}
-	for _, name := range m.pop.expiring {
-		expiring[name] = true
-	}
-	for name, at := range m.w.deleted {
-		lag := at.Sub(m.pop.expiresAt[name])
-		if lag < 0 {
-			r.Deletion.Early++
-		}
-		if expiring[name] {
-			lags = append(lags, lag)
-		}
-	}
-	r.Deletion.Duplicates = m.w.repeats
-	m.w.mu.Unlock()
-	r.Deletion.fill(len(m.pop.expiring), lags)
+	expiring := m.expiringSet()
+	r.Deletion = m.deletionLags(expiring)
 	if m.ns != nil {
 		r.Owned = m.ownedLags()
 	}
 
 	m.rc.mu.Lock()
-	lags = lags[:0]
+	var lags []time.Duration
 	for name, arrivals := range m.rc.reminders {
 		due := m.pop.expiresAt[name].Add(-m.cfg.Reminders)
 		lag := arrivals[0].Sub(due)
@@ -463,6 +450,35 @@ func (m *measurement) report() *report {
 		r.Reminder.fill(len(m.pop.expiring), lags)
 	}
 	return r
+}
+
+func (m *measurement) expiringSet() map[string]bool {
+	expiring := make(map[string]bool, len(m.pop.expiring))
+	for _, name := range m.pop.expiring {
+		expiring[name] = true
+	}
+	return expiring
+}
+
+// deletionLags are the lags from each expiring Playbook's expiry to its
+// DELETED event; Early counts any Playbook deleted before its expiry.
+func (m *measurement) deletionLags(expiring map[string]bool) lagStats {
+	var s lagStats
+	var lags []time.Duration
+	m.w.mu.Lock()
+	for name, at := range m.w.deleted {
+		lag := at.Sub(m.pop.expiresAt[name])
+		if lag < 0 {
+			s.Early++
+		}
+		if expiring[name] {
+			lags = append(lags, lag)
+		}
+	}
+	s.Duplicates = m.w.repeats
+	m.w.mu.Unlock()
+	s.fill(len(m.pop.expiring), lags)
+	return s
 }
 
 // ownedLags are the lags from each expiring Playbook's expiry to its
@@ -570,8 +586,11 @@ func startFlags(logPath string) map[string]any {
 // print writes the report as one table: the run's facts, the lags, and
 // the API requests by phase.
 func (r *report) print(out io.Writer) {
+	if r.Peer != nil {
+		r.Peer.print(out)
+		return
+	}
 	c := r.Config
-	mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 	fact := func(label, format string, args ...any) {
 		fmt.Fprintf(out, "%-26s %s\n", label, fmt.Sprintf(format, args...))
 	}
@@ -598,12 +617,8 @@ func (r *report) print(out io.Writer) {
 	fact("controller Go heap", "at sync: %s", heap(r.ControllerAtSync))
 	fact("", "at end: %s", heap(r.Controller))
 	fact("controller CPU", "%.2fs (%.2fs at sync)", r.CPUSeconds, r.CPUSecondsAtSync)
-	others := func(m map[string]float64) string {
-		return fmt.Sprintf("kube-apiserver %.1fs, etcd %.1fs, kube-controller-manager %.1fs, bench %.1fs",
-			m["kube-apiserver"], m["etcd"], m["kube-controller-manager"], m["bench"])
-	}
-	fact("other CPU, initial sync", "%s", others(r.OtherCPUSeconds.InitialSync))
-	fact("other CPU, after sync", "%s", others(r.OtherCPUSeconds.AfterSync))
+	fact("other CPU, initial sync", "%s", otherCPU(r.OtherCPUSeconds.InitialSync))
+	fact("other CPU, after sync", "%s", otherCPU(r.OtherCPUSeconds.AfterSync))
 	fact("object reconciles", "%.0f (%.0f errors)", r.Controller.Reconciles, r.Controller.Errors)
 	fact("other messages", "%v, %d refused, redelivered by id %v", r.Messages, r.Refused, r.Redelivered)
 	if o := r.Owned; o != nil {
@@ -616,40 +631,60 @@ func (r *report) print(out io.Writer) {
 		fact("", "%.0f activity writes: %.1f per object per hour, %.2f at a one-day idleTTL", t.Writes, t.WritesPerObjectHour, t.AtOneDayIdleTTL)
 	}
 
+	printLags(out, []namedLags{{"deletion", r.Deletion}, {"owned gone (namespace)", deref(r.Owned)}, {"reminder", r.Reminder}, {"reminder, slow SMTP", deref(r.SlowReminder)}})
+	printRequests(out, [2]string{"initial sync", "after sync"}, r.API.InitialSync, r.API.AfterSync, r.API.Watches, c.Expiring)
+	if c.Owned {
+		fmt.Fprintln(out, "(with -owned these include kube-controller-manager's requests: garbage collection and namespace deletion)")
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintln(out, "problem:", p)
+	}
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// otherCPU names the CPU seconds of the processes that share the machine.
+func otherCPU(m map[string]float64) string {
+	return fmt.Sprintf("kube-apiserver %.1fs, etcd %.1fs, kube-controller-manager %.1fs, bench %.1fs",
+		m["kube-apiserver"], m["etcd"], m["kube-controller-manager"], m["bench"])
+}
+
+type namedLags struct {
+	name string
+	s    lagStats
+}
+
+// printLags writes the table of lags, a row for each kind expected.
+func printLags(out io.Writer, rows []namedLags) {
 	fmt.Fprintf(out, "\n%-26s %9s %9s %9s %9s %9s %8s %6s %6s\n", "lag (ms)", "p50", "p90", "p99", "max", "observed", "missing", "early", "dup")
-	for _, l := range []struct {
-		name string
-		s    lagStats
-	}{{"deletion", r.Deletion}, {"owned gone (namespace)", deref(r.Owned)}, {"reminder", r.Reminder}, {"reminder, slow SMTP", deref(r.SlowReminder)}} {
+	for _, l := range rows {
 		if l.s.Expected == 0 {
 			continue
 		}
 		fmt.Fprintf(out, "%-26s %9.1f %9.1f %9.1f %9.1f %9d %8d %6d %6d\n", l.name,
 			l.s.P50, l.s.P90, l.s.P99, l.s.Max, l.s.Observed, l.s.Missing, l.s.Early, l.s.Duplicates)
 	}
+}
 
-	fmt.Fprintf(out, "\n%-26s %12s %12s %14s\n", "API requests", "initial sync", "after sync", "per expiring")
+// printRequests writes the table of API requests in the two phases named
+// by phases, the second's also per expiring Playbook, and the watches open.
+func printRequests(out io.Writer, phases [2]string, first, second, watches counts, expiring int) {
+	fmt.Fprintf(out, "\n%-26s %12s %12s %14s\n", "API requests", phases[0], phases[1], "per expiring")
 	keys := map[string]bool{}
-	for _, cs := range []counts{r.API.InitialSync, r.API.AfterSync} {
+	for _, cs := range []counts{first, second} {
 		for k := range cs {
 			keys[k] = true
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		per := "-"
-		if c.Expiring > 0 {
-			per = fmt.Sprintf("%.2f", r.API.AfterSync[k]/float64(c.Expiring))
+		if expiring > 0 {
+			per = fmt.Sprintf("%.2f", second[k]/float64(expiring))
 		}
-		fmt.Fprintf(out, "%-26s %12.0f %12.0f %14s\n", k, r.API.InitialSync[k], r.API.AfterSync[k], per)
+		fmt.Fprintf(out, "%-26s %12.0f %12.0f %14s\n", k, first[k], second[k], per)
 	}
-	for _, k := range slices.Sorted(maps.Keys(r.API.Watches)) {
-		fmt.Fprintf(out, "%-26s %12.0f %12s %14s\n", k+" (open)", r.API.Watches[k], "", "")
-	}
-	if c.Owned {
-		fmt.Fprintln(out, "(with -owned these include kube-controller-manager's requests: garbage collection and namespace deletion)")
-	}
-	for _, p := range r.Problems {
-		fmt.Fprintln(out, "problem:", p)
+	for _, k := range slices.Sorted(maps.Keys(watches)) {
+		fmt.Fprintf(out, "%-26s %12.0f %12s %14s\n", k+" (open)", watches[k], "", "")
 	}
 }
 
