@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -649,7 +648,7 @@ type controllerProc struct {
 }
 
 func startController(bin, kubeconfig, logPath string, cfg config) (*controllerProc, error) {
-	addr, err := freeAddr()
+	addr, err := testenv.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -674,7 +673,7 @@ func startController(bin, kubeconfig, logPath string, cfg config) (*controllerPr
 	}
 	profileAddr := ""
 	if cfg.Profile != "" {
-		if profileAddr, err = freeAddr(); err != nil {
+		if profileAddr, err = testenv.FreeAddr(); err != nil {
 			return nil, err
 		}
 		args = append(args, "--profile-bind-address", profileAddr)
@@ -731,14 +730,4 @@ func (c *controllerProc) stop() {
 		_ = c.cmd.Process.Kill()
 		<-c.done
 	}
-}
-
-// freeAddr returns a loopback address nothing listens on right now.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
