@@ -411,12 +411,7 @@ func (m *measurement) peerReport(pr *peerRun, l *peerLog) *peerReport {
 		r.CPUSecondsAtFirstPass = m.atSync.cpu.Seconds()
 		r.API.FirstPass = delta(m.before, m.synced)
 		r.OtherCPUSeconds.FirstPass = cpuDelta(m.before, m.synced)
-		r.API.Watches = counts{}
-		for k, v := range m.synced.open {
-			if d := v - m.before.open[k]; d != 0 {
-				r.API.Watches[k] = d
-			}
-		}
+		r.API.Watches = opened(m.before, m.synced)
 	}
 	if m.end.ended != nil {
 		r.API.AfterFirstPass = delta(m.synced, m.end)

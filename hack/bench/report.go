@@ -398,12 +398,7 @@ func (m *measurement) report() *report {
 		r.CPUSecondsAtSync = m.atSync.cpu.Seconds()
 		r.API.InitialSync = delta(m.before, m.synced)
 		r.OtherCPUSeconds.InitialSync = cpuDelta(m.before, m.synced)
-		r.API.Watches = counts{}
-		for k, v := range m.synced.open {
-			if d := v - m.before.open[k]; d != 0 {
-				r.API.Watches[k] = d
-			}
-		}
+		r.API.Watches = opened(m.before, m.synced)
 	}
 	if m.end.ended != nil {
 		r.API.AfterSync = delta(m.synced, m.end)
@@ -693,4 +688,15 @@ func deref(s *lagStats) lagStats {
 		return lagStats{}
 	}
 	return *s
+}
+
+// opened returns the watches open at b and not at a, by resource.
+func opened(a, b apiSnapshot) counts {
+	out := counts{}
+	for k, v := range b.open {
+		if d := v - a.open[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
 }
