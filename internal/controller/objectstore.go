@@ -198,15 +198,18 @@ func (s *objectStore) wakeOf(key types.NamespacedName) *wakeup.Wake {
 }
 
 // listingGCPercent is Go's collector target (GOGC) while a store takes
-// its first list. Each object arrives whole, kubectl's
-// last-applied-configuration included, and is garbage as soon as it is a
-// record: with the default 100 the heap grows to twice what the records
-// need before each collection, and the process keeps those pages. At
-// 100,000 Playbooks that garbage was most of the peak (docs/performance.md).
+// its first list and the controller takes its first look at each object.
+// Each object arrives whole, kubectl's last-applied-configuration
+// included, and is garbage as soon as it is a record, and each first look
+// leaves garbage too: with the default 100 the heap grows to twice what
+// the records need before each collection, and the process keeps those
+// pages. At 100,000 Playbooks that garbage was most of the peak
+// (docs/performance.md).
 const listingGCPercent = 25
 
 // listing lowers the collector's target to listingGCPercent while any
-// store takes its first list, unless GOGC is set, and puts it back after.
+// store starts (its first list, and the first look at each object it
+// lists), unless GOGC is set, and puts it back after.
 var listing gcWhileListing
 
 type gcWhileListing struct {
@@ -215,8 +218,8 @@ type gcWhileListing struct {
 	prev int
 }
 
-// during lowers the target until synced is closed or ctx is done.
-func (g *gcWhileListing) during(ctx context.Context, synced <-chan struct{}) {
+// during lowers the target until started returns.
+func (g *gcWhileListing) during(started func()) {
 	if _, set := os.LookupEnv("GOGC"); set {
 		return
 	}
@@ -227,10 +230,7 @@ func (g *gcWhileListing) during(ctx context.Context, synced <-chan struct{}) {
 	g.n++
 	g.mu.Unlock()
 	go func() {
-		select {
-		case <-synced:
-		case <-ctx.Done():
-		}
+		started()
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if g.n--; g.n == 0 {
