@@ -21,7 +21,7 @@ import (
 
 // record is what the controller keeps of a governed object between
 // looks: what decisions, the wake-ups and the plugin's answers read, and
-// nothing else. It is 88 bytes and one string, where the object's
+// nothing else. It is 64 bytes and one string, where the object's
 // metadata as the API server sends it (PartialObjectMetadata) costs
 // several hundred, and kubectl's last-applied-configuration alone
 // several thousand.
@@ -29,13 +29,16 @@ import (
 // Nothing a record holds decides a deletion alone: before each one the
 // controller reads the object again from the API server (expire.go).
 type record struct {
-	// id is the name, the UID, the resourceVersion and the kept
-	// annotations (kept) in one string: one allocation, not one for each
-	// and a map. The annotations are encoded by appendAnnotations.
-	id                     string
-	nameEnd, uidEnd, rvEnd uint32
-	namespace              string
-	generation             int64
+	// id is the namespace and a slash when there is one, the name, the
+	// UID, the resourceVersion and the kept annotations (kept) in one
+	// string: one allocation, not one for each and a map. Its start, up
+	// to the name's end, is the object's key in the store (storeKey). The
+	// annotations are encoded by appendAnnotations. The offsets fit 16
+	// bits: a namespace has at most 63 bytes, a name 253, and the API
+	// server makes UIDs and resourceVersions of a few dozen.
+	id                                string
+	nameStart, nameEnd, uidEnd, rvEnd uint16
+	generation                        int64
 	// created and deleting are Unix nanoseconds; 0 when unset.
 	created, deleting int64
 	// labels is shared by every record with the same labels (internLabels):
@@ -49,7 +52,11 @@ type record struct {
 
 // newRecord keeps of o what decisions read.
 func newRecord(o *metav1.PartialObjectMetadata) *record {
-	id := make([]byte, 0, len(o.Name)+len(o.UID)+len(o.ResourceVersion)+keptSize(o.Annotations))
+	id := make([]byte, 0, len(o.Namespace)+1+len(o.Name)+len(o.UID)+len(o.ResourceVersion)+keptSize(o.Annotations))
+	if o.Namespace != "" {
+		id = append(append(id, o.Namespace...), '/')
+	}
+	nameStart := len(id)
 	id = append(id, o.Name...)
 	nameEnd := len(id)
 	id = append(id, o.UID...)
@@ -59,10 +66,10 @@ func newRecord(o *metav1.PartialObjectMetadata) *record {
 	id = appendAnnotations(id, o.Annotations)
 	r := &record{
 		id:         string(id),
-		nameEnd:    uint32(nameEnd), //nolint:gosec // an object's metadata is far below 4 GiB
-		uidEnd:     uint32(uidEnd),  //nolint:gosec // idem
-		rvEnd:      uint32(rvEnd),   //nolint:gosec // idem
-		namespace:  internNamespace(o.Namespace),
+		nameStart:  uint16(nameStart), //nolint:gosec // see id
+		nameEnd:    uint16(nameEnd),   //nolint:gosec // idem
+		uidEnd:     uint16(uidEnd),    //nolint:gosec // idem
+		rvEnd:      uint16(rvEnd),     //nolint:gosec // idem
 		generation: o.Generation,
 		created:    unixNano(o.CreationTimestamp.Time),
 		labels:     internLabels(o.Labels),
@@ -73,20 +80,39 @@ func newRecord(o *metav1.PartialObjectMetadata) *record {
 	return r
 }
 
-func (r *record) name() string            { return r.id[:r.nameEnd] }
+func (r *record) name() string            { return r.id[r.nameStart:r.nameEnd] }
 func (r *record) uid() types.UID          { return types.UID(r.id[r.nameEnd:r.uidEnd]) }
 func (r *record) resourceVersion() string { return r.id[r.uidEnd:r.rvEnd] }
 func (r *record) annotations() string     { return r.id[r.rvEnd:] }
 
+func (r *record) namespace() string {
+	if r.nameStart == 0 {
+		return ""
+	}
+	return r.id[:r.nameStart-1]
+}
+
 func (r *record) key() types.NamespacedName {
-	return types.NamespacedName{Namespace: r.namespace, Name: r.name()}
+	return types.NamespacedName{Namespace: r.namespace(), Name: r.name()}
+}
+
+// storeKey is the record's key in the store's map: the start of its id.
+func (r *record) storeKey() string { return r.id[:r.nameEnd] }
+
+// storeKey is the key in a store's map of the object under key: its name,
+// or its namespace, a slash and its name. Neither can hold a slash.
+func storeKey(key types.NamespacedName) string {
+	if key.Namespace == "" {
+		return key.Name
+	}
+	return key.Namespace + "/" + key.Name
 }
 
 // GetObjectMeta lets client-go's own stores key a record (the reflector's
 // store of the objects it streams at start): it answers the name and the
 // namespace, and nothing else.
 func (r *record) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Name: r.name(), Namespace: r.namespace}
+	return &metav1.ObjectMeta{Name: r.name(), Namespace: r.namespace()}
 }
 
 // into writes the record into out as the metadata it was made from, but
@@ -101,7 +127,7 @@ func (r *record) into(gvk schema.GroupVersionKind, out *metav1.PartialObjectMeta
 func (r *record) view(gvk schema.GroupVersionKind, out *metav1.PartialObjectMetadata) {
 	*out = metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Name:              r.name(),
-		Namespace:         r.namespace,
+		Namespace:         r.namespace(),
 		UID:               r.uid(),
 		ResourceVersion:   r.resourceVersion(),
 		Generation:        r.generation,
@@ -221,28 +247,9 @@ func fromUnixNano(n int64) time.Time {
 const maxInterned = 4096
 
 var (
-	sharedMu         sync.Mutex
-	sharedNamespaces = map[string]string{}
-	sharedLabels     = map[string]map[string]string{}
+	sharedMu     sync.Mutex
+	sharedLabels = map[string]map[string]string{}
 )
-
-// internNamespace returns one copy of a namespace's name for every record
-// in it.
-func internNamespace(ns string) string {
-	if ns == "" {
-		return ""
-	}
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if v, ok := sharedNamespaces[ns]; ok {
-		return v
-	}
-	ns = strings.Clone(ns)
-	if len(sharedNamespaces) < maxInterned {
-		sharedNamespaces[ns] = ns
-	}
-	return ns
-}
 
 // internLabels returns one map for every record with the same labels: a
 // map costs a few hundred bytes, and objects made alike are labelled

@@ -41,8 +41,9 @@ type objectStore struct {
 	// look is called, outside the lock, with each object to look at.
 	look func(types.NamespacedName)
 
-	mu      sync.RWMutex
-	objects map[types.NamespacedName]*record
+	mu sync.RWMutex
+	// objects are the records by storeKey.
+	objects map[string]*record
 	// synced is closed once the first list is in.
 	synced   chan struct{}
 	syncOnce sync.Once
@@ -50,7 +51,7 @@ type objectStore struct {
 
 func newObjectStore(gvk schema.GroupVersionKind, resource schema.GroupResource, look func(types.NamespacedName)) *objectStore {
 	return &objectStore{gvk: gvk, resource: resource, look: look,
-		objects: map[types.NamespacedName]*record{}, synced: make(chan struct{})}
+		objects: map[string]*record{}, synced: make(chan struct{})}
 }
 
 var (
@@ -105,16 +106,15 @@ func (s *objectStore) put(obj any) error {
 	if err != nil {
 		return err
 	}
-	key := r.key()
 	s.mu.Lock()
-	old := s.objects[key]
+	old := s.objects[r.storeKey()]
 	if old != nil {
 		r.wake = old.wake
 	}
-	s.objects[key] = r
+	s.objects[r.storeKey()] = r
 	s.mu.Unlock()
 	if old == nil || changed(old, r) {
-		s.look(key)
+		s.look(r.key())
 	}
 	return nil
 }
@@ -125,24 +125,23 @@ func (s *objectStore) Delete(obj any) error {
 	if err != nil {
 		return err
 	}
-	key := r.key()
 	s.mu.Lock()
-	delete(s.objects, key)
+	delete(s.objects, r.storeKey())
 	s.mu.Unlock()
-	s.look(key)
+	s.look(r.key())
 	return nil
 }
 
 // Replace makes list the store's contents: a list at start, after a 410
 // Gone or after a watch that could not be resumed.
 func (s *objectStore) Replace(list []any, _ string) error {
-	fresh := make(map[types.NamespacedName]*record, len(list))
+	fresh := make(map[string]*record, len(list))
 	for _, o := range list {
 		r, err := toRecord(o)
 		if err != nil {
 			return err
 		}
-		fresh[r.key()] = r
+		fresh[r.storeKey()] = r
 	}
 	var looks []types.NamespacedName
 	s.mu.Lock()
@@ -152,12 +151,12 @@ func (s *objectStore) Replace(list []any, _ string) error {
 			r.wake = old.wake
 		}
 		if old == nil || changed(old, r) {
-			looks = append(looks, key)
+			looks = append(looks, r.key())
 		}
 	}
-	for key := range s.objects {
+	for key, old := range s.objects {
 		if _, ok := fresh[key]; !ok {
-			looks = append(looks, key)
+			looks = append(looks, old.key())
 		}
 	}
 	s.objects = fresh
@@ -176,7 +175,7 @@ func (s *objectStore) Replace(list []any, _ string) error {
 // store never calls the queue under its lock.
 func (s *objectStore) wakeOf(key types.NamespacedName) *wakeup.Wake {
 	s.mu.RLock()
-	r := s.objects[key]
+	r := s.objects[storeKey(key)]
 	var e *wakeup.Wake
 	if r != nil {
 		e = r.wake
@@ -187,7 +186,7 @@ func (s *objectStore) wakeOf(key types.NamespacedName) *wakeup.Wake {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r = s.objects[key]
+	r = s.objects[storeKey(key)]
 	if r == nil {
 		return nil
 	}
@@ -275,7 +274,7 @@ func (s *objectStore) get(ctx context.Context, key types.NamespacedName, out *me
 		return err
 	}
 	s.mu.RLock()
-	r := s.objects[key]
+	r := s.objects[storeKey(key)]
 	s.mu.RUnlock()
 	if r == nil {
 		return apierrors.NewNotFound(s.resource, key.Name)
@@ -294,7 +293,7 @@ func (s *objectStore) each(ctx context.Context, namespace string, fn func(*metav
 	s.mu.RLock()
 	records := make([]*record, 0, len(s.objects))
 	for _, r := range s.objects {
-		if namespace == "" || r.namespace == namespace {
+		if namespace == "" || r.namespace() == namespace {
 			records = append(records, r)
 		}
 	}

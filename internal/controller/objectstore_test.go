@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	goruntime "runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
@@ -378,5 +380,91 @@ func TestTheCollectorWorksHarderOnlyWhileTheStoresStart(t *testing.T) {
 	g.during(func() { <-never })
 	if p := gcPercent(); p != before {
 		t.Fatalf("GOGC %d with GOGC set in the environment, want it left at %d", p, before)
+	}
+}
+
+// BenchmarkBytesPerObject reports what the controller holds for each
+// governed object between looks, as the heap sees it after a collection:
+// its record, its slot in the store's map and its wake-up, pending in the
+// queue. Each object is a Playbook as the bench makes it: a UUID for name
+// and UID, an expires-at annotation, half of them with kubectl's
+// last-applied-configuration (dropped).
+func BenchmarkBytesPerObject(b *testing.B) {
+	const n = 100_000
+	for range b.N {
+		objects := make([]*metav1.PartialObjectMetadata, n)
+		for i := range objects {
+			annotations := map[string]string{expiry.AnnotationExpiresAt: "2026-11-27T04:00:00Z"}
+			if i%2 == 0 {
+				annotations[lastAppliedKey] = strings.Repeat("x", 2300)
+			}
+			objects[i] = playbookMeta(fmt.Sprintf("%08x-9b1c-4c9e-8e1a-%012x", i, i), fmt.Sprintf("%08x-2f0d-4a57-9c3e-%012x", i, i),
+				strconv.Itoa(1_000_000+i), annotations)
+		}
+		wakes := wakeup.New(clocktesting.NewFakeClock(time.Unix(0, 0)), 1)
+		store := newObjectStore(playbookGVK, schema.GroupResource{Group: "amphitheatre.app", Resource: "playbooks"}, func(name types.NamespacedName) {
+			wakes.After(Key{GVK: playbookGVK, NamespacedName: name}, time.Hour)
+		})
+		wakes.Locate(playbookGVK, store.wakeOf)
+		before := heapInUse()
+		for _, o := range objects {
+			r, err := toRecord(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := store.Add(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+		after := heapInUse()
+		goruntime.KeepAlive(objects)
+		if wakes.Scheduled() != n {
+			b.Fatalf("%d wake-ups pending, want %d", wakes.Scheduled(), n)
+		}
+		b.ReportMetric(float64(after-before)/n, "B/object")
+		goruntime.KeepAlive(store)
+		goruntime.KeepAlive(wakes)
+	}
+}
+
+func heapInUse() uint64 {
+	goruntime.GC()
+	goruntime.GC()
+	var m goruntime.MemStats
+	goruntime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// A namespaced kind's objects are kept by namespace and name: the same
+// name in two namespaces is two objects.
+func TestAStoreKeepsTheSameNameInTwoNamespacesApart(t *testing.T) {
+	store := newObjectStore(playbookGVK, schema.GroupResource{Group: "amphitheatre.app", Resource: "playbooks"}, func(types.NamespacedName) {})
+	store.syncOnce.Do(func() { close(store.synced) })
+	ctx := context.Background()
+	for _, ns := range []string{"team-a", "team-b"} {
+		o := playbookMeta("web", "uid-"+ns, "1", nil)
+		o.Namespace = ns
+		if err := store.Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := playbookMeta("web", "uid-team-a", "2", nil)
+	gone.Namespace = "team-a"
+	if err := store.Delete(gone); err != nil {
+		t.Fatal(err)
+	}
+	got := &metav1.PartialObjectMetadata{}
+	if err := store.get(ctx, types.NamespacedName{Namespace: "team-b", Name: "web"}, got); err != nil || got.UID != "uid-team-b" || got.Namespace != "team-b" {
+		t.Fatalf("team-b/web: %+v, %v; want the one in team-b", got.ObjectMeta, err)
+	}
+	if err := store.get(ctx, types.NamespacedName{Namespace: "team-a", Name: "web"}, got); !apierrors.IsNotFound(err) {
+		t.Fatalf("team-a/web after its deletion: %v, want NotFound", err)
+	}
+	var names []string
+	if err := store.each(ctx, "team-b", func(o *metav1.PartialObjectMetadata) error {
+		names = append(names, o.Namespace+"/"+o.Name)
+		return nil
+	}); err != nil || len(names) != 1 || names[0] != "team-b/web" {
+		t.Fatalf("each in team-b: %v, %v; want [team-b/web]", names, err)
 	}
 }
