@@ -128,6 +128,7 @@ func run() error {
 	if opts.OutboxNamespace == "" {
 		opts.OutboxNamespace = metav1.NamespaceDefault
 	}
+	controller.SetGCPercent()
 	if profileAddr == "0" {
 		// Nobody will read the heap profile: do not keep its samples.
 		goruntime.MemProfileRate = 0

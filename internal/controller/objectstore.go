@@ -196,19 +196,29 @@ func (s *objectStore) wakeOf(key types.NamespacedName) *wakeup.Wake {
 	return r.wake
 }
 
-// listingGCPercent is Go's collector target (GOGC) while a store takes
-// its first list and the controller takes its first look at each object.
-// Each object arrives whole, kubectl's last-applied-configuration
-// included, and is garbage as soon as it is a record, and each first look
-// leaves garbage too: with the default 100 the heap grows to twice what
-// the records need before each collection, and the process keeps those
-// pages. At 100,000 Playbooks that garbage was most of the peak
-// (docs/performance.md).
-const listingGCPercent = 25
+// The collector's targets (GOGC), unless GOGC is set in the environment.
+// Most of the heap is records, which live as long as their objects:
+// collecting when the heap has grown by half (runningGCPercent) rather
+// than doubled costs little CPU, and keeps a third off the peak at
+// 100,000 objects. While a store takes its first list, the target is
+// lower still (listingGCPercent): each object arrives whole, kubectl's
+// last-applied-configuration included, and is garbage as soon as it is
+// a record (docs/performance.md).
+const (
+	runningGCPercent = 50
+	listingGCPercent = 25
+)
+
+// SetGCPercent sets the collector's target to runningGCPercent, unless
+// GOGC is set. The controller calls it once, at start.
+func SetGCPercent() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(runningGCPercent)
+	}
+}
 
 // listing lowers the collector's target to listingGCPercent while any
-// store starts (its first list, and the first look at each object it
-// lists), unless GOGC is set, and puts it back after.
+// store takes its first list, unless GOGC is set, and puts it back after.
 var listing gcWhileListing
 
 type gcWhileListing struct {
@@ -217,8 +227,8 @@ type gcWhileListing struct {
 	prev int
 }
 
-// during lowers the target until started returns.
-func (g *gcWhileListing) during(started func()) {
+// during lowers the target until listed returns.
+func (g *gcWhileListing) during(listed func()) {
 	if _, set := os.LookupEnv("GOGC"); set {
 		return
 	}
@@ -229,7 +239,7 @@ func (g *gcWhileListing) during(started func()) {
 	g.n++
 	g.mu.Unlock()
 	go func() {
-		started()
+		listed()
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if g.n--; g.n == 0 {

@@ -349,32 +349,41 @@ func gcPercent() int {
 	return p
 }
 
-// The collector works harder while any store starts, and as before once
-// every one has; not at all when GOGC says otherwise.
-func TestTheCollectorWorksHarderOnlyWhileTheStoresStart(t *testing.T) {
+// The collector works harder while any store takes its first list, and as
+// before once every one has; not at all when GOGC says otherwise.
+func TestTheCollectorWorksHarderOnlyWhileTheStoresList(t *testing.T) {
 	if v, set := os.LookupEnv("GOGC"); set {
 		t.Cleanup(func() { _ = os.Setenv("GOGC", v) })
 		_ = os.Unsetenv("GOGC")
 	}
 	before := gcPercent()
+	t.Cleanup(func() { debug.SetGCPercent(before) })
+	SetGCPercent()
+	if p := gcPercent(); p != runningGCPercent {
+		t.Fatalf("GOGC %d after SetGCPercent, want %d", p, runningGCPercent)
+	}
+	before = runningGCPercent
 	var g gcWhileListing
 	first, second := make(chan struct{}), make(chan struct{})
 	g.during(func() { <-first })
 	g.during(func() { <-second })
 	if p := gcPercent(); p != listingGCPercent {
-		t.Fatalf("GOGC %d while two stores start, want %d", p, listingGCPercent)
+		t.Fatalf("GOGC %d while two stores list, want %d", p, listingGCPercent)
 	}
 	close(first)
 	time.Sleep(50 * time.Millisecond)
 	if p := gcPercent(); p != listingGCPercent {
-		t.Fatalf("GOGC %d while one store still starts, want %d", p, listingGCPercent)
+		t.Fatalf("GOGC %d while one store still lists, want %d", p, listingGCPercent)
 	}
 	close(second)
-	fixture.Eventually(t, 5*time.Second, "GOGC back once every store started", func() (bool, error) {
+	fixture.Eventually(t, 5*time.Second, "GOGC back once every store listed", func() (bool, error) {
 		return gcPercent() == before, nil
 	})
 
 	t.Setenv("GOGC", "80")
+	debug.SetGCPercent(80)
+	before = 80
+	SetGCPercent()
 	never := make(chan struct{})
 	defer close(never)
 	g.during(func() { <-never })

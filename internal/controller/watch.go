@@ -95,20 +95,9 @@ func (w *watches) ensure(gvk schema.GroupVersionKind, resource schema.GroupVersi
 	src := source.TypedFunc[Key](func(ctx context.Context, _ queue) error {
 		if reflector != nil {
 			listing.during(func() {
-				// The first list, then the first look at each object.
 				select {
 				case <-synced:
 				case <-ctx.Done():
-					return
-				}
-				tick := time.NewTicker(250 * time.Millisecond)
-				defer tick.Stop()
-				for w.wakes.Due() > 0 {
-					select {
-					case <-tick.C:
-					case <-ctx.Done():
-						return
-					}
 				}
 			})
 			go reflector.RunWithContext(ctx)
