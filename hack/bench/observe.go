@@ -469,23 +469,33 @@ func measureIdle(ctx context.Context, cl *cluster, logPath string, cfg config) (
 		return idleFigures{}, err
 	}
 	defer c.stop()
+	return untilSettled(ctx, c, "controller", logPath, func() (idleFigures, bool, error) {
+		m, err := scrapeController(ctx, c.metricsAddr)
+		if err != nil {
+			return idleFigures{}, false, nil
+		}
+		st, err := readProc(c.cmd.Process.Pid)
+		return idleFigures{proc: st, metrics: m}, true, err
+	})
+}
+
+// untilSettled waits idleSettle after c started, then calls measure every
+// poll until it has measured, fails, or c exits.
+func untilSettled(ctx context.Context, c *controllerProc, what, logPath string, measure func() (idleFigures, bool, error)) (idleFigures, error) {
 	settled := time.Now().Add(idleSettle)
 	for {
 		select {
 		case <-ctx.Done():
 			return idleFigures{}, ctx.Err()
 		case <-c.done:
-			return idleFigures{}, fmt.Errorf("the idle controller exited: %v (log %s)", c.err, logPath)
+			return idleFigures{}, fmt.Errorf("the idle %s exited: %v (log %s)", what, c.err, logPath)
 		case <-time.After(poll):
 		}
 		if time.Now().Before(settled) {
 			continue
 		}
-		m, err := scrapeController(ctx, c.metricsAddr)
-		if err != nil {
-			continue
+		if fig, done, err := measure(); done || err != nil {
+			return fig, err
 		}
-		st, err := readProc(c.cmd.Process.Pid)
-		return idleFigures{proc: st, metrics: m}, err
 	}
 }

@@ -131,24 +131,13 @@ func (pr *peerRun) measureIdle(ctx context.Context, logPath string, cfg config) 
 		return idleFigures{}, err
 	}
 	defer l.close()
-	settled := time.Now().Add(idleSettle)
-	for {
-		select {
-		case <-ctx.Done():
-			return idleFigures{}, ctx.Err()
-		case <-c.done:
-			return idleFigures{}, fmt.Errorf("the idle peer exited: %v (log %s)", c.err, logPath)
-		case <-time.After(poll):
-		}
-		if err := l.poll(); err != nil {
-			return idleFigures{}, err
-		}
-		if time.Now().Before(settled) || len(l.passes) == 0 {
-			continue
+	return untilSettled(ctx, c, "peer", logPath, func() (idleFigures, bool, error) {
+		if err := l.poll(); err != nil || len(l.passes) == 0 {
+			return idleFigures{}, false, err
 		}
 		st, err := readProc(c.cmd.Process.Pid)
-		return idleFigures{proc: st}, err
-	}
+		return idleFigures{proc: st}, true, err
+	})
 }
 
 // peerLog follows the peer's log for the end of each pass, which it logs
