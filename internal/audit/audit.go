@@ -103,6 +103,8 @@ type Record struct {
 	// By is who made the change an extended record is about, as the
 	// changed-by annotation names them (stamped at admission).
 	By string `json:"by,omitempty"`
+	// Groups are By's groups, as the changed-by annotation names them.
+	Groups []string `json:"groups,omitempty"`
 	// Reclaimed is what the namespaces a deleted object owned held just
 	// before the delete (deleted and reclaimed records).
 	Reclaimed *notify.Reclaimed `json:"reclaimed,omitempty"`

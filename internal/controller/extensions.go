@@ -7,12 +7,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/decide"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
 
@@ -61,9 +64,19 @@ func (r *ObjectReconciler) settleExtensions(ctx context.Context, ev *evaluation)
 	return true, nil
 }
 
-// changedBy is who last changed the object's lifetime, as its changed-by
-// stamp says, or "".
-func changedBy(annotations map[string]string) string {
-	c, _ := expiry.ParseChangedBy(annotations)
-	return c.By
+// extendedRecord is the audit record of an expiry that d moved by a write
+// (d.Written): from where to where, set by which annotation, and who
+// wrote it, as the changed-by stamp names them when it says the write
+// changed ttl or expires-at (an older stamp is about another change).
+func extendedRecord(d decide.Decision, annotations map[string]string) audit.Record {
+	rec := audit.Record{Type: audit.Extended, Result: audit.OK}
+	if d.Previous.IsZero() {
+		rec.Detail = "expiry set by " + d.Life.Source + "; no earlier expiry was recorded"
+	} else {
+		rec.Detail = "expiry moved from " + d.Previous.UTC().Format(time.RFC3339) + " by " + d.Life.Source
+	}
+	if c, ok := expiry.ParseChangedBy(annotations); ok && c.ChangedExpiry() {
+		rec.By, rec.Groups = c.By, c.Groups
+	}
+	return rec
 }

@@ -259,9 +259,8 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 		if err := r.delivery().record(writeCtx, ev, func(*expiry.Record) {}); err != nil {
 			return ctrl.Result{}, r.delivery().writeFailed(ev, err)
 		}
-		if !ev.Previous.IsZero() {
-			r.audit(ctx, ev, audit.Record{Type: audit.Extended, Result: audit.OK, By: changedBy(ev.obj.Annotations),
-				Detail: "expiry moved from " + ev.Previous.UTC().Format(time.RFC3339)})
+		if ev.Written {
+			r.audit(ctx, ev, extendedRecord(ev.Decision, ev.obj.Annotations))
 		}
 		return ctrl.Result{}, nil
 	}

@@ -53,6 +53,11 @@ type Decision struct {
 	// expiry the old one was about.
 	Replaced bool
 	Previous time.Time
+	// Written is set when Replaced and the new expiry is one that a write
+	// of the lifetime annotations (ttl, expires-at), or the policy, gives:
+	// an extension or a shortening someone made, to be audited with who
+	// made it. A move by use, a sleep or a wake is not written.
+	Written bool
 	// WokeBy is use of a sleeping object the caller saw that its
 	// annotations do not show (a spec edit, a workload scaled up).
 	WokeBy string
@@ -81,14 +86,49 @@ func Evaluate(c *match.Candidate, obj Object, now time.Time, unwritten Unwritten
 	// A record moved only by use, about which nothing was said, is what
 	// the stored one gives again at every look: not replaced, so that use
 	// costs no record writes.
+	d.Written = byWrite(d.Life)
 	d.Replaced = base != nil && d.Record != base && !base.Follows(d.Life)
 	if d.Replaced {
 		d.Previous = base.ExpiresAt
 	}
+	if base == nil && d.Written && stampedExpiry(obj.Annotations, d.Life) {
+		// Nothing was recorded about this object yet (no reminder was
+		// sent), but someone wrote its expiry: the new record says so, and
+		// its write is the mark that the change was seen.
+		d.Replaced = true
+	}
+	d.Written = d.Written && d.Replaced
 	if d.Record == d.Shown {
 		d.Record = d.Shown.Clone()
 	}
 	return d
+}
+
+// byWrite reports whether l's expiry is one the lifetime annotations, the
+// policy's defaultTTL or its maxTTL give, not one use, a sleep or a wake
+// moved it to.
+func byWrite(l expiry.Lifetime) bool {
+	switch l.Source {
+	case expiry.SourceIdle, expiry.SourceSleep, expiry.SourceWoke:
+		return false
+	}
+	return true
+}
+
+// stampedExpiry reports whether the changed-by stamp says someone wrote
+// ttl or expires-at, and what they wrote was used: not a value that does
+// not parse, nor an extension the limits refused.
+func stampedExpiry(annotations map[string]string, l expiry.Lifetime) bool {
+	stamp, ok := expiry.ParseChangedBy(annotations)
+	if !ok || !stamp.ChangedExpiry() {
+		return false
+	}
+	for _, inv := range l.Invalid {
+		if inv.Limited || inv.Annotation == expiry.AnnotationTTL || inv.Annotation == expiry.AnnotationExpiresAt {
+			return false
+		}
+	}
+	return true
 }
 
 // Plan is what happens next, at now, to an object whose record is d's:

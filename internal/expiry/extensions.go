@@ -59,6 +59,12 @@ func (c ChangedBy) changedAny(keys ...string) bool {
 	return slices.ContainsFunc(c.Changed, func(k string) bool { return slices.Contains(keys, k) })
 }
 
+// ChangedExpiry reports whether the stamp says the write changed ttl or
+// expires-at: the annotations that set an expiry.
+func (c ChangedBy) ChangedExpiry() bool {
+	return c.changedAny("ttl", "expires-at")
+}
+
 // Limits are a policy's extension limits (spec.extensions), parsed.
 type Limits struct {
 	// MaxStep is how far one extension may move the expiry; 0 sets no
