@@ -30,6 +30,9 @@ S3_SERVER = $$(hack/s3-server.sh | tail -n 1)
 # Prometheus, from the module version hack/promtool pins, for the traffic
 # tests: built on first use into bin/prometheus-<version>/.
 PROMETHEUS = $$(hack/prometheus.sh | tail -n 1)
+# axe-core, from the npm registry at the version hack/axe pins, for the
+# browser tests: installed on first use into bin/axe-core-<version>/.
+AXE = $$(hack/axe.sh | tail -n 1)
 
 .PHONY: help
 help: ## List the targets.
@@ -137,17 +140,19 @@ s3-server: ## Build versitygw, the S3-compatible server the archive tests run, i
 # (cgo and a C compiler), except internal/sim: it plays 500 schedules in one
 # goroutine, where -race finds nothing and makes it several times slower.
 # The rest start a control plane, the demo or the bench, and run without it.
-RACE_PKGS = ./api/... ./cmd/... $(filter-out %/internal/sim,$(shell go list ./internal/...))
+RACE_PKGS = ./api/... ./cmd/... $(filter-out %/internal/sim %/internal/testenv/browser,$(shell go list ./internal/...))
 # test/dist checks the archives of `make dist`: six cross builds, 28
 # CPU-minutes from a cold build cache (about 14 minutes on two idle cores),
 # 1 minute warm. `make test-dist` runs it; `make test` does not.
-OTHER_PKGS = ./hack/... $(filter-out %/test/dist %/test/e2e,$(shell go list ./test/...))
+# internal/testenv/browser drives Debian's Chromium, with axe-core from
+# npm (hack/axe.sh), as the browser tests of test/integration do.
+OTHER_PKGS = ./hack/... ./internal/testenv/browser $(filter-out %/test/dist %/test/e2e,$(shell go list ./test/...))
 
 .PHONY: test
 test: tools test-rules ## Run every test: unit (with -race), fuzz seeds, the alert rules, and integration against a real API server, a real S3 server and a real Prometheus.
 	go test -race -count=1 $(RACE_PKGS)
 	go test -count=1 ./internal/sim
-	assets=$(ASSETS) && s3=$(S3_SERVER) && prom=$(PROMETHEUS) && KUBEBUILDER_ASSETS="$$assets" TIMEOUT_S3_SERVER="$$s3" TIMEOUT_PROMETHEUS="$$prom" go test -count=1 $(OTHER_PKGS)
+	assets=$(ASSETS) && s3=$(S3_SERVER) && prom=$(PROMETHEUS) && axe=$(AXE) && KUBEBUILDER_ASSETS="$$assets" TIMEOUT_S3_SERVER="$$s3" TIMEOUT_PROMETHEUS="$$prom" TIMEOUT_AXE="$$axe" go test -count=1 $(OTHER_PKGS)
 	$(MAKE) --no-print-directory e2e
 
 # The one-node cluster: the control plane's binaries plus kube-scheduler,

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/plugin"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
@@ -355,6 +357,39 @@ func TestTheCRDRefusesExtensionLimitsThatCannotWork(t *testing.T) {
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("want Invalid with %q, got %v", tt.want, err)
 			}
+		})
+	}
+}
+
+// Every extension is audited with who made it, the first one too, made
+// long before any reminder (the default reminders come days before the
+// expiry): the stamp of the admission policy names the user and groups.
+func TestEveryExtensionIsAuditedWithWhoMadeIt(t *testing.T) {
+	const test = "extension-audited"
+	installLifetimeAdmission(t, test)
+	createPolicy(t, test, playbookPolicy(test, "14d"))
+	alice := asPerson(t, "alice@example.com", "developers")
+
+	pb := create(t, playbooks, newPlaybook(test, "audited", nil))
+	for i, ttl := range []string{"15d", "16d"} {
+		if _, err := patchAs(alice, pb.Unstructured, map[string]any{expiry.AnnotationTTL: ttl}); err != nil {
+			t.Fatalf("extend to %s: %v", ttl, err)
+		}
+		fixture.Eventually(t, 15*time.Second, fmt.Sprintf("extension %d audited", i+1), func() (bool, error) {
+			var extended []string
+			for _, r := range auditRecords(t, pb.GetUID()) {
+				if r.Type != audit.Extended {
+					continue
+				}
+				if r.By != "alice@example.com" || !slices.Contains(r.Groups, "developers") {
+					return false, fmt.Errorf("an extended record names %q of %v, want alice@example.com of developers", r.By, r.Groups)
+				}
+				extended = append(extended, r.ExpiresAt.UTC().Format(time.RFC3339))
+			}
+			if len(extended) > i+1 {
+				return false, fmt.Errorf("%d extended records after %d extensions: %v", len(extended), i+1, extended)
+			}
+			return len(extended) == i+1, nil
 		})
 	}
 }
