@@ -185,7 +185,7 @@ docs: ## Rewrite the tables of docs/reference that restate the code: flags, metr
 	go run ./hack/docs
 
 .PHONY: docs-check
-docs-check: ## Fail when a page is stale: a generated table, a link or anchor, or a flag, Event reason, metric, condition reason, annotation or CRD field the code and docs/reference disagree on.
+docs-check: ## Fail when a page is stale: a generated table, a link or anchor, or a flag or its default, Event reason, metric, condition reason, annotation, CRD field or event type the code and the docs disagree on.
 	go run ./hack/docs -check
 
 .PHONY: test-rules
