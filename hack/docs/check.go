@@ -33,6 +33,8 @@ var externalFlags = []string{
 	"plain-others", "owned", "touch", "idle-ttl", "series",
 	// go test
 	"update", "update-explain",
+	// chromium
+	"no-sandbox",
 	// every Go and cobra program
 	"help",
 }
