@@ -148,8 +148,12 @@ RACE_PKGS = ./api/... ./cmd/... $(filter-out %/internal/sim %/internal/testenv/b
 # npm (hack/axe.sh), as the browser tests of test/integration do.
 OTHER_PKGS = ./hack/... ./internal/testenv/browser $(filter-out %/test/dist %/test/e2e,$(shell go list ./test/...))
 
+.PHONY: deps
+deps: ## Install the Debian packages the tests need when some are missing (a C compiler, shellcheck, containerd, runc, CNI plugins, iptables, conntrack, Chromium, Node.js): as root with apt-get, else print the apt-get command and fail (hack/deps.sh).
+	@hack/deps.sh
+
 .PHONY: test
-test: tools test-rules ## Run every test: unit (with -race), fuzz seeds, the alert rules, and integration against a real API server, a real S3 server and a real Prometheus.
+test: deps tools test-rules ## Run every test: unit (with -race), fuzz seeds, the alert rules, and integration against a real API server, a real S3 server and a real Prometheus.
 	go test -race -count=1 $(RACE_PKGS)
 	go test -count=1 ./internal/sim
 	assets=$(ASSETS) && s3=$(S3_SERVER) && prom=$(PROMETHEUS) && axe=$(AXE) && KUBEBUILDER_ASSETS="$$assets" TIMEOUT_S3_SERVER="$$s3" TIMEOUT_PROMETHEUS="$$prom" TIMEOUT_AXE="$$axe" go test -count=1 $(OTHER_PKGS)
@@ -161,7 +165,7 @@ test: tools test-rules ## Run every test: unit (with -race), fuzz seeds, the ale
 NODE_ASSETS = $$(hack/control-plane.sh --node | tail -n 1)
 
 .PHONY: cluster
-cluster: ## Start a one-node cluster built from source (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, containerd); Ctrl-C tears it down. Needs root.
+cluster: deps ## Start a one-node cluster built from source (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, containerd); Ctrl-C tears it down. Needs root.
 	assets=$(NODE_ASSETS) && go run ./hack/cluster -assets "$$assets"
 
 .PHONY: image
@@ -169,7 +173,7 @@ image: ## Build the controller's image IMG from a static binary, with no contain
 	go run ./hack/image -tag $(IMG) -o bin/timeout-controller-image.tar
 
 .PHONY: e2e
-e2e: tools ## Install the image and the chart, then config/default, on the one-node cluster and check the whole job there (test/e2e). Needs root.
+e2e: deps tools ## Install the image and the chart, then config/default, on the one-node cluster and check the whole job there (test/e2e). Needs root.
 	assets=$(NODE_ASSETS) && TIMEOUT_E2E_ASSETS="$$assets" go test -count=1 -timeout=30m -v ./test/e2e
 
 .PHONY: test-dist
@@ -190,7 +194,7 @@ docs: ## Rewrite the tables of docs/reference that restate the code: flags, metr
 	go run ./hack/docs
 
 .PHONY: docs-check
-docs-check: ## Fail when a page is stale: a generated table, a link or anchor, or a flag, Event reason, metric, condition reason, annotation or CRD field the code and docs/reference disagree on.
+docs-check: ## Fail when a page is stale: a generated table, a link or anchor, or a flag or its default, Event reason, metric, condition reason, annotation, CRD field or event type the code and the docs disagree on.
 	go run ./hack/docs -check
 
 .PHONY: test-rules

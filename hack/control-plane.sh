@@ -7,31 +7,50 @@
 # kubectl, what hack/cluster needs for a one-node cluster. Every Kubernetes
 # binary comes from one k8s.io/kubernetes module and one build, so they are
 # always the same version.
+#
+# Two runs at once (make demo in one terminal, make test in another) share
+# the cache: the second waits for the first's lock, then finds the
+# binaries built. CONTROL_PLANE_DIR moves the cache (bin/control-plane).
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-dir="$root/bin/control-plane/kube-${KUBE_VERSION}_etcd-${ETCD_VERSION}"
+dir="${CONTROL_PLANE_DIR:-$root/bin/control-plane}/kube-${KUBE_VERSION}_etcd-${ETCD_VERSION}"
 
 commands=(kube-apiserver kube-controller-manager)
 if [ "${1:-}" = "--node" ]; then
   commands+=(kube-scheduler kubelet kube-proxy kubectl)
 fi
-missing=()
-for c in "${commands[@]}"; do
-  [ -x "$dir/$c" ] || missing+=("$c")
-done
-
+find_missing() {
+  missing=()
+  for c in "${commands[@]}"; do
+    [ -x "$dir/$c" ] || missing+=("$c")
+  done
+}
+find_missing
 if [ -x "$dir/etcd" ] && [ ${#missing[@]} -eq 0 ]; then
   echo "$dir"
   exit 0
 fi
 
 mkdir -p "$dir"
+# One build at a time per cache: another waits here, then builds only what
+# is still missing. A binary appears whole or not at all: each is built
+# under a name of this run's own in the cache and renamed into place.
+exec 9>"$dir/.lock"
+if command -v flock >/dev/null; then
+  if ! flock -n 9; then
+    echo "waiting for another build into $dir" >&2
+    flock 9
+  fi
+  find_missing
+  rm -rf "$dir"/.build.* # left by a run that was killed
+fi
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+out=$(mktemp -d "$dir/.build.XXXXXX")
+trap 'rm -rf "$work" "$out"' EXIT
 export GOFLAGS=-mod=mod GOWORK=off
 
 if [ ! -x "$dir/etcd" ]; then
@@ -41,9 +60,9 @@ if [ ! -x "$dir/etcd" ]; then
     cd "$work/etcd"
     go mod init local/etcd-build >/dev/null 2>&1
     go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1
-    go build -trimpath -o "$dir/etcd.tmp" go.etcd.io/etcd/server/v3
+    go build -trimpath -o "$out/etcd" go.etcd.io/etcd/server/v3
   )
-  mv "$dir/etcd.tmp" "$dir/etcd"
+  mv "$out/etcd" "$dir/etcd"
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then
@@ -76,11 +95,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
     pkg=k8s.io/component-base/version
     ldflags="-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-    mkdir -p "$work/out"
-    go build -trimpath -ldflags "$ldflags" -o "$work/out/" "${pkgs[@]}"
+    go build -trimpath -ldflags "$ldflags" -o "$out/" "${pkgs[@]}"
   )
   for c in "${missing[@]}"; do
-    mv "$work/out/$c" "$dir/"
+    mv "$out/$c" "$dir/$c"
   done
 fi
 

@@ -15,11 +15,28 @@ if [ -x "$dir/versitygw" ]; then
   exit 0
 fi
 
-echo "building versitygw $version (about four minutes from a cold module cache)" >&2
 mkdir -p "$dir"
+# One build at a time (make demo and make test at once): another waits,
+# then finds the binary built. It is built under a name of this run's own
+# and renamed into place, so that it appears whole or not at all.
+exec 9>"$dir/.lock"
+if command -v flock >/dev/null; then
+  if ! flock -n 9; then
+    echo "waiting for another build into $dir" >&2
+    flock 9
+  fi
+  if [ -x "$dir/versitygw" ]; then
+    echo "$dir/versitygw"
+    exit 0
+  fi
+  rm -rf "$dir"/.build.* # left by a run that was killed
+fi
+out=$(mktemp -d "$dir/.build.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+echo "building versitygw $version (about four minutes from a cold module cache)" >&2
 (
   cd "$root/hack/s3"
-  GOWORK=off GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$dir/versitygw.tmp" github.com/versity/versitygw/cmd/versitygw
+  GOWORK=off GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$out/versitygw" github.com/versity/versitygw/cmd/versitygw
 )
-mv "$dir/versitygw.tmp" "$dir/versitygw"
+mv "$out/versitygw" "$dir/versitygw"
 echo "$dir/versitygw"

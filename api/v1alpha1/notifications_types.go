@@ -11,10 +11,14 @@ import "k8s.io/apimachinery/pkg/runtime"
 type EventType string
 
 // The event types. Adding one means adding a constant here (and to the
-// Enum above) and a default template in internal/notify.
+// Enum above), a default template in internal/notify, and a row to the
+// tables of event types of docs/guides/notifications.md and
+// docs/guides/webhooks.md (`make docs-check` fails until then).
 const (
-	EventReminder       EventType = "reminder"
-	EventExpired        EventType = "expired"
+	EventReminder EventType = "reminder"
+	EventExpired  EventType = "expired"
+	// EventDeleted: the API server accepted the delete. The object may
+	// stay in Terminating until its finalizers have run.
 	EventDeleted        EventType = "deleted"
 	EventDeletionFailed EventType = "deletion-failed"
 	EventExtended       EventType = "extended"

@@ -169,8 +169,11 @@ func renderFlags(flags []Flag) string {
 	b.WriteString("| flag | type | default | meaning |\n| --- | --- | --- | --- |\n")
 	for _, f := range flags {
 		def := ""
-		if f.Default != "" {
-			def = "`" + codeCell(f.Default) + "`"
+		if d := f.Default; d != "" {
+			if f.Type == "duration" {
+				d = shortDuration(d)
+			}
+			def = "`" + codeCell(d) + "`"
 		}
 		fmt.Fprintf(&b, "| `--%s` | %s | %s | %s |\n", f.Name, f.Type, def, cell(f.Usage))
 	}

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -32,6 +33,8 @@ var externalFlags = []string{
 	"plain-others", "owned", "touch", "idle-ttl", "series",
 	// go test
 	"update", "update-explain",
+	// chromium
+	"no-sandbox",
 	// every Go and cobra program
 	"help",
 }
@@ -191,11 +194,16 @@ func (pg *page) inlineCode() []struct {
 	return out
 }
 
-// tableColumn returns, for every table of the page whose header's first
-// cell is header, the code spans of the cells of column col, with their
-// lines.
-func (pg *page) tableColumn(header string, col int) map[string]int {
-	out := map[string]int{}
+// row is a row of a table of a page: its cells and its line.
+type row struct {
+	line  int
+	cells []string
+}
+
+// tableRows returns the rows, after the header and its delimiter, of
+// every table of the page whose header's first cell is header.
+func (pg *page) tableRows(header string) []row {
+	var out []row
 	inTable := false
 	for n, i := range pg.prose {
 		l := strings.TrimSpace(pg.lines[i])
@@ -212,11 +220,25 @@ func (pg *page) tableColumn(header string, col int) map[string]int {
 			}
 			continue
 		}
-		if strings.HasPrefix(l, "| ---") || col >= len(cells) {
+		if strings.HasPrefix(l, "| ---") {
 			continue
 		}
-		for _, m := range codeSpan.FindAllStringSubmatch(cells[col], -1) {
-			out[m[1]] = i + 1
+		out = append(out, row{line: i + 1, cells: cells})
+	}
+	return out
+}
+
+// tableColumn returns, for every table of the page whose header's first
+// cell is header, the code spans of the cells of column col, with their
+// lines.
+func (pg *page) tableColumn(header string, col int) map[string]int {
+	out := map[string]int{}
+	for _, r := range pg.tableRows(header) {
+		if col >= len(r.cells) {
+			continue
+		}
+		for _, m := range codeSpan.FindAllStringSubmatch(r.cells[col], -1) {
+			out[m[1]] = r.line
 		}
 	}
 	return out
@@ -448,9 +470,14 @@ type names struct {
 func checkNames(pages map[string]*page, f *Facts, report reporter) {
 	n := names{pages: pages, facts: f, report: report}
 	n.flags()
+	n.flagDefaults()
 	n.metrics()
 	n.events()
 	n.messageTypes()
+	n.cloudEventTypes()
+	n.eventTypeLists()
+	n.eventTypeCounts()
+	n.meanings()
 	n.conditions()
 	n.fields()
 	n.annotations()
@@ -538,6 +565,60 @@ func (n names) flags() {
 			}
 		}
 	}
+}
+
+// flagDefaults: each row of the table of flags shows the default that
+// `timeout-controller -help` prints. It reads the default back from the
+// page, not from what the generator meant to write, so that a generator
+// that mangles one (30s written 3) fails the check too. Durations are
+// compared as durations: 720h is 720h0m0s.
+func (n names) flagDefaults() {
+	pg := n.pages["docs/reference/flags.md"]
+	if pg == nil {
+		return // flags reports it
+	}
+	help := map[string]Flag{}
+	for _, fl := range n.facts.Flags {
+		help[fl.Name] = fl
+	}
+	for _, r := range pg.tableRows("flag") {
+		if len(r.cells) < 3 {
+			continue
+		}
+		m := flagSpan.FindStringSubmatch(strings.Trim(strings.TrimSpace(r.cells[0]), "`"))
+		if m == nil {
+			continue
+		}
+		fl, ok := help[m[1]]
+		if !ok {
+			continue // flags reports it
+		}
+		shown := strings.TrimSpace(r.cells[2])
+		if c := codeSpan.FindStringSubmatch(shown); c != nil {
+			shown = c[1]
+		}
+		if !sameDefault(fl.Type, shown, fl.Default) {
+			n.report(pg.path, r.line, "the default of --%s is %q (`timeout-controller -help`), not %q", fl.Name, fl.Default, shown)
+		}
+	}
+}
+
+// sameDefault reports whether a default shown in the docs is the one the
+// flag package prints, for a flag of type typ. The flag package prints no
+// default for a zero value.
+func sameDefault(typ, shown, printed string) bool {
+	if typ != "duration" {
+		return shown == printed
+	}
+	dur := func(s string) (time.Duration, error) {
+		if s == "" {
+			return 0, nil
+		}
+		return time.ParseDuration(s)
+	}
+	a, errA := dur(shown)
+	b, errB := dur(printed)
+	return errA == nil && errB == nil && a == b
 }
 
 func (n names) metrics() {

@@ -53,12 +53,36 @@ func TestParseGoHelpReadsNamesTypesDefaultsAndUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Flag{
-		{Name: "archive-retention", Type: "duration", Default: "720h", Usage: "How long archived manifests are kept."},
+		{Name: "archive-retention", Type: "duration", Default: "720h0m0s", Usage: "How long archived manifests are kept."},
 		{Name: "dry-run", Type: "bool", Usage: "Delete nothing."},
 		{Name: "metrics-bind-address", Type: "string", Default: ":8443", Usage: "Address of the metrics endpoint."},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("ParseGoHelp = %+v, want %+v", got, want)
+	}
+}
+
+func TestTheFlagsTableWritesDurationsWithoutTheirZeroUnits(t *testing.T) {
+	for _, tc := range []struct{ printed, want string }{
+		{"720h0m0s", "720h"},
+		{"24h0m0s", "24h"},
+		{"1h30m0s", "1h30m"},
+		{"1m0s", "1m"},
+		{"30s", "30s"},
+		{"10s", "10s"},
+		{"2s", "2s"},
+		{"1m30s", "1m30s"},
+		{"1.5s", "1.5s"},
+		{"500ms", "500ms"},
+		{"0s", "0s"},
+	} {
+		table := renderFlags([]Flag{{Name: "timeout", Type: "duration", Default: tc.printed}})
+		if want := "| `--timeout` | duration | `" + tc.want + "` |"; !strings.Contains(table, want) {
+			t.Errorf("the default %s is written as %q, want %q", tc.printed, table, want)
+		}
+		if !sameDefault("duration", tc.want, tc.printed) {
+			t.Errorf("the check takes %s for another default than %s", tc.want, tc.printed)
+		}
 	}
 }
 
@@ -87,7 +111,11 @@ func TestParseCobraHelpSplitsLocalAndGlobalFlags(t *testing.T) {
 func fakeFacts() *Facts {
 	one := int64(1)
 	return &Facts{
-		Flags:             []Flag{{Name: "workers", Type: "int", Default: "64", Usage: "Objects reconciled at once."}, {Name: "policy-status-interval", Type: "duration", Default: "30s", Usage: "How often status is refreshed."}},
+		Flags: []Flag{
+			{Name: "workers", Type: "int", Default: "64", Usage: "Objects reconciled at once."},
+			{Name: "policy-status-interval", Type: "duration", Default: "30s", Usage: "How often status is refreshed."},
+			{Name: "archive-retention", Type: "duration", Default: "720h0m0s", Usage: "How long archives are kept."},
+		},
 		PluginFlags:       map[string][]Flag{"list": {{Name: "expiring-within", Type: "string", Usage: "Only objects deleted within this long."}}},
 		PluginGlobalFlags: []Flag{{Name: "context", Type: "string"}},
 		Reasons:           []string{"Deleted", "InvalidTimeout"},
@@ -105,14 +133,16 @@ func fakeFacts() *Facts {
 		}}}},
 		Roles:        []Role{{Kind: "ClusterRole", File: "role.yaml", Rules: []Rule{{APIGroups: []string{"amphitheatre.app"}, Resources: []string{"playbooks"}, Verbs: []string{"get", "delete"}}}}},
 		Alerts:       []string{"TimeoutControllerDown"},
-		MessageTypes: []string{"reminder", "expired"},
+		MessageTypes: []string{"reminder", "expired", "deleted", "deletion-failed"},
 	}
 }
 
 // fakePages are pages that say what fakeFacts holds, their generated
 // blocks empty until Generate fills them.
 var fakePages = map[string]string{
-	"README.md": "# Repo\n\nSee [the flags](docs/reference/flags.md#flags) and [events](docs/reference/events.md).\n",
+	"README.md": "# Repo\n\nSee [the flags](docs/reference/flags.md#flags) and [events](docs/reference/events.md).\n\n" +
+		"A channel sends `reminder`, `expired`, `deleted` or\n`deletion-failed` messages; `expired`, `deleted` and `deletion-failed` go\n" +
+		"through the outbox, and the owner gets them all (`reminder`, `expired`, `deleted`, `deletion-failed`…).\n",
 	"docs/reference/flags.md": "# Flags\n\n<!-- BEGIN GENERATED flags -->\n<!-- END GENERATED flags -->\n\n" +
 		"`--workers` matters most. kubectl's `--server-side` is fine.\n",
 	"docs/reference/metrics.md": "# Metrics\n\n<!-- BEGIN GENERATED metrics -->\n<!-- END GENERATED metrics -->\n\n" +
@@ -129,9 +159,19 @@ var fakePages = map[string]string{
 	"docs/reference/plugin.md":              "# Plugin\n\n## list\n\n`--expiring-within 3d` lists what goes soon; `--context` picks a context.\n",
 	"docs/guides/monitoring.md":             "# Monitoring\n\n| alert | fires when |\n| --- | --- |\n| `TimeoutControllerDown` | no replica is up |\n",
 	"internal/x.go":                         "package x\n\n// See docs/reference/events.md.\n",
-	"docs/guides/notifications.md": "# Notifications\n\n| event type | when |\n| --- | --- |\n| `reminder` | a stage falls due |\n| `expired` | it expired |\n\n" +
+	"docs/guides/notifications.md": "# Notifications\n\n| event type | when |\n| --- | --- |\n| `reminder` | a stage falls due |\n| `expired` | it expired |\n" +
+		"| `deleted` | the API server accepted the delete |\n| `deletion-failed` | the delete failed |\n\n" +
 		"<!-- BEGIN GENERATED templates -->\n<!-- END GENERATED templates -->\n",
+	"docs/guides/webhooks.md": webhooksPage,
 }
+
+// webhooksPage is the webhooks guide of fakePages: its table of
+// CloudEvent types.
+const webhooksPage = "# Webhooks\n\n## Event types\n\n| `type` | sent when | `data.expiresAt` |\n| --- | --- | --- |\n" +
+	"| `app.amphitheatre.timeout.reminder` | a stage falls due | the time of deletion |\n" +
+	"| `app.amphitheatre.timeout.expired` | it expired | its expiry |\n" +
+	"| `app.amphitheatre.timeout.deleted` | the API server accepted the delete | its expiry |\n" +
+	"| `app.amphitheatre.timeout.deletion-failed` | the delete failed | its expiry |\n"
 
 // fakeRepo writes fakePages, with the changes given, into a directory and
 // fills the generated blocks from facts.
@@ -185,7 +225,12 @@ func TestTheCheckFailsOnAStalePage(t *testing.T) {
 		// change to the code that nobody ran `make docs` for.
 		code func(*Facts)
 		page map[string]string
+		// edit changes a page after the generated blocks were filled, as
+		// a generator with a bug would have written it.
+		edit map[string]func(string) string
 		want []string
+		// not are problems the check must not report.
+		not []string
 	}{
 		{
 			name: "a flag the controller no longer has",
@@ -196,6 +241,27 @@ func TestTheCheckFailsOnAStalePage(t *testing.T) {
 			name: "a flag the controller gained",
 			code: func(f *Facts) { f.Flags = append(f.Flags, Flag{Name: "max-sends-per-channel", Type: "int"}) },
 			want: []string{"a generated table is stale", "the controller's flag --max-sends-per-channel is not in the reference"},
+		},
+		{
+			name: "a duration default written without its unit",
+			edit: map[string]func(string) string{"docs/reference/flags.md": func(s string) string {
+				return strings.Replace(s, "| `30s` |", "| `3` |", 1)
+			}},
+			want: []string{"docs/reference/flags.md:7: the default of --policy-status-interval is \"30s\" (`timeout-controller -help`), not \"3\""},
+		},
+		{
+			name: "a default that is another duration",
+			edit: map[string]func(string) string{"docs/reference/flags.md": func(s string) string {
+				return strings.Replace(s, "| `720h` |", "| `72h` |", 1)
+			}},
+			want: []string{"the default of --archive-retention is \"720h0m0s\" (`timeout-controller -help`), not \"72h\""},
+		},
+		{
+			name: "a default the flag does not have",
+			edit: map[string]func(string) string{"docs/reference/flags.md": func(s string) string {
+				return strings.Replace(s, "| `64` |", "| `16` |", 1)
+			}},
+			want: []string{"the default of --workers is \"64\" (`timeout-controller -help`), not \"16\""},
 		},
 		{
 			name: "a page that names a removed flag",
@@ -236,6 +302,49 @@ func TestTheCheckFailsOnAStalePage(t *testing.T) {
 			name: "a message type the API no longer has",
 			code: func(f *Facts) { f.MessageTypes = f.MessageTypes[:1] },
 			want: []string{"docs/guides/notifications.md:6: the message type expired is not one the API has"},
+		},
+		{
+			name: "a list of event types written before one was added",
+			code: func(f *Facts) { f.MessageTypes = append(f.MessageTypes, "sleeping") },
+			want: []string{"README.md:5: lists 4 of the 5 event types, without sleeping"},
+			// A list that says it is partial, and a group of three.
+			not: []string{"README.md:6", "README.md:7"},
+		},
+		{
+			name: "a list of event types, wrapped, that leaves one out",
+			page: map[string]string{"docs/reference/timeoutpolicy.md": "# TimeoutPolicy\n\nThe event types are `reminder`,\n`expired` and `deleted`\nand `deletion-failed`. Validation: one of\n`reminder`, `expired`, `deletion-failed`, `deleted`.\n"},
+			code: func(f *Facts) { f.MessageTypes = append(f.MessageTypes, "woke") },
+			want: []string{"docs/reference/timeoutpolicy.md:3: lists 4 of the 5 event types, without woke", "docs/reference/timeoutpolicy.md:6: lists 4 of the 5 event types, without woke"},
+		},
+		{
+			name: "a list of CloudEvent types that leaves one out",
+			page: map[string]string{"README.md": "# Repo\n\n- types: `app.amphitheatre.timeout.reminder`, `app.amphitheatre.timeout.expired`, `app.amphitheatre.timeout.deleted` and `app.amphitheatre.timeout.expired`\n"},
+			want: []string{"README.md:3: lists 3 of the 4 event types, without deletion-failed"},
+		},
+		{
+			name: "a count of the event types that is out of date",
+			page: map[string]string{"docs/reference/timeoutpolicy.md": "# TimeoutPolicy\n\nAt admission the API server refuses\n\n- an event type that is not one of the\n  seven, more than 10 channels;\n- a bad duration.\n\nSeven event types exist. Ten channels at most.\n"},
+			want: []string{"docs/reference/timeoutpolicy.md:5: counts seven event types where v1alpha1.EventTypes has 4", "docs/reference/timeoutpolicy.md:9: counts seven event types"},
+		},
+		{
+			name: "a CloudEvent type missing from the webhooks guide",
+			code: func(f *Facts) { f.MessageTypes = append(f.MessageTypes, "slept") },
+			want: []string{"docs/guides/webhooks.md:0: the CloudEvent type app.amphitheatre.timeout.slept is not in the table of event types"},
+		},
+		{
+			name: "a CloudEvent type the controller does not send",
+			code: func(f *Facts) { f.MessageTypes = f.MessageTypes[:3] },
+			want: []string{"docs/guides/webhooks.md:10: the CloudEvent type app.amphitheatre.timeout.deletion-failed is not one the controller sends"},
+		},
+		{
+			name: "a table of CloudEvent types that does not say what data.expiresAt carries",
+			page: map[string]string{"docs/guides/webhooks.md": strings.Replace(webhooksPage, "| its expiry |\n| `app.amphitheatre.timeout.deleted`", "|  |\n| `app.amphitheatre.timeout.deleted`", 1)},
+			want: []string{"docs/guides/webhooks.md:8: the table of event types does not say what data.expiresAt carries for this one"},
+		},
+		{
+			name: "deleted said to mean the object is gone",
+			page: map[string]string{"docs/guides/webhooks.md": strings.Replace(webhooksPage, "the API server accepted the delete", "the object was deleted", 1)},
+			want: []string{"docs/guides/webhooks.md:9: defines the event type deleted without saying \"accepted\""},
 		},
 		{
 			name: "a condition reason missing from the reference",
@@ -301,6 +410,15 @@ func TestTheCheckFailsOnAStalePage(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			for p, edit := range tc.edit {
+				b, err := os.ReadFile(filepath.Join(root, p))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(root, p), []byte(edit(string(b))), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if tc.code != nil {
 				tc.code(facts)
 			}
@@ -315,6 +433,11 @@ func TestTheCheckFailsOnAStalePage(t *testing.T) {
 			for _, want := range tc.want {
 				if !strings.Contains(all, want) {
 					t.Errorf("no problem says %q; the check said:\n%s", want, all)
+				}
+			}
+			for _, not := range tc.not {
+				if strings.Contains(all, not) {
+					t.Errorf("a problem says %q; the check said:\n%s", not, all)
 				}
 			}
 		})

@@ -29,7 +29,8 @@ import (
 // Facts are the names the code has, which the reference pages must show:
 // each gathered from where it is defined, never from the docs.
 type Facts struct {
-	// Flags are the controller's, as `timeout-controller -help` prints them.
+	// Flags are the controller's, as `timeout-controller -help` prints
+	// them: a duration's default as the flag package writes it (720h0m0s).
 	Flags []Flag
 	// PluginFlags are the flags of each kubectl-timeout command, less
 	// kubectl's own (PluginGlobalFlags), as `<command> --help` prints them.
@@ -226,19 +227,18 @@ func ParseGoHelp(help string) ([]Flag, error) {
 			f.Default = unquote(f.Usage[m[2]:m[3]])
 			f.Usage = f.Usage[:m[0]]
 		}
-		if f.Type == "duration" {
-			f.Default = shortDuration(f.Default)
-		}
 	}
 	return flags, nil
 }
 
-// shortDuration writes 720h0m0s as 720h.
+// shortDuration writes a duration as time.Duration prints it without its
+// zero minutes and seconds: 720h0m0s as 720h, 1m0s as 1m; 30s stays 30s.
 func shortDuration(d string) string {
-	for _, s := range []string{"0m0s", "0s"} {
-		if t, ok := strings.CutSuffix(d, s); ok && t != "" && !strings.HasSuffix(t, ".") {
-			return t
-		}
+	if t, ok := strings.CutSuffix(d, "m0s"); ok {
+		d = t + "m"
+	}
+	if t, ok := strings.CutSuffix(d, "h0m"); ok {
+		d = t + "h"
 	}
 	return d
 }

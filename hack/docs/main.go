@@ -4,8 +4,9 @@
 // Command docs writes the tables of docs/reference that restate the code
 // (flags, metrics, RBAC, the CRDs' fields) and, with -check, fails when a
 // page is stale: a generated table out of date, a link or anchor that does
-// not resolve, or a flag, Event reason, metric, condition reason,
-// annotation or CRD field that the code and its reference page disagree on.
+// not resolve, or a flag or its default, Event reason, metric, condition
+// reason, annotation, CRD field or event type that the code and the pages
+// disagree on.
 package main
 
 import (

@@ -54,9 +54,10 @@ type Message struct {
 	// Time is when the controller decided to send it.
 	Time   time.Time
 	Object Object
-	// ExpiresAt is the expiry the message is about; for a postponement,
-	// the new time of deletion; for a sleeping message, the time of the
-	// sleep.
+	// ExpiresAt is the time the message announces: for a reminder, an
+	// extension or a postponement, the time of deletion (the expiry, or
+	// later for the notice owed); for a sleeping message, the time of the
+	// sleep; for the others, the expiry (docs/guides/webhooks.md#event-types).
 	ExpiresAt time.Time
 	// Stage is the reminder's lead time ("3d") for reminders, empty otherwise.
 	Stage  string

@@ -274,8 +274,9 @@ type Data struct {
 	Namespace  string `json:"namespace"`
 	UID        string `json:"uid"`
 	Title      string `json:"title,omitempty"`
-	// ExpiresAt is RFC 3339 in UTC, with fractions of a second only when
-	// the expiry has them; for a sleeping event, the time of the sleep.
+	// ExpiresAt is Message.ExpiresAt, RFC 3339 in UTC, with fractions of a
+	// second only when it has them: not always the expiry (for a sleeping
+	// event, the time of the sleep).
 	ExpiresAt string `json:"expiresAt"`
 	Stage     string `json:"stage,omitempty"`
 	Policy    string `json:"policy"`
