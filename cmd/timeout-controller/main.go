@@ -114,6 +114,7 @@ func run() error {
 	flag.StringVar(&hook.certDir, "webhook-cert-dir", "", "Directory holding the webhook's serving certificate (tls.crt, tls.key), kept by someone else such as cert-manager and reloaded when it changes; empty: the controller keeps a self-signed one in --webhook-secret.")
 	flag.StringVar(&hook.secret, "webhook-secret", "timeout-controller-webhook-cert", "Secret, in the pod's namespace, that the controller keeps the webhook's CA and serving certificate in when --webhook-cert-dir is empty.")
 	flag.StringVar(&hook.configuration, "webhook-configuration", "timeout-controller", "ValidatingWebhookConfiguration whose caBundle the controller keeps when --webhook-cert-dir is empty.")
+	flag.StringVar(&hook.clientCA, "webhook-client-ca", "", "PEM file of the CA that signs the client certificate the API server presents to the webhook (its admission configuration's kubeConfigFile): every other caller is refused at the TLS handshake. Read at start. Empty lets any caller in, and a SubjectAccessReview of the user each request names decides alone.")
 	flag.StringVar(&hook.service, "webhook-service", "timeout-controller-webhook", "Service in front of the webhook, in the pod's namespace: the names its self-signed certificate is for.")
 	flag.StringVar(&prometheusURL, "prometheus-url", "", "URL of the Prometheus HTTP API that policies' traffic queries (spec.traffic) are sent to, e.g. http://prometheus-operated.monitoring:9090; empty turns traffic off, and policies asking for it say so.")
 	flag.StringVar(&prometheusToken, "prometheus-bearer-token-file", "", "File holding a bearer token sent to --prometheus-url, read again when it changes; none when empty.")
@@ -156,6 +157,10 @@ func run() error {
 	cfg.QPS, cfg.Burst = float32(qps), burst
 	cfg.UserAgent = controller.Name
 
+	webhookServer, err := hook.server()
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 controller.MetricsServerOptions(metricsAddr, metricsSecure),
@@ -173,7 +178,7 @@ func run() error {
 		GracefulShutdownTimeout:       &shutdownTimeout,
 		// Governed objects are cached with only what decisions read.
 		Cache:         controller.CacheOptions(),
-		WebhookServer: hook.server(),
+		WebhookServer: webhookServer,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

@@ -21,29 +21,40 @@ import (
 type webhookOptions struct {
 	port                                    int
 	certDir, secret, configuration, service string
+	// clientCA, when set, is the CA file whose client certificates alone
+	// are let in: the API server's.
+	clientCA string
 
 	// rotator keeps the certificate when certDir is empty.
 	rotator *certs.Rotator
 }
 
 // server is the manager's webhook server: serving the files in certDir,
-// or the certificate the rotator keeps.
-func (o *webhookOptions) server() webhook.Server {
+// or the certificate the rotator keeps; with clientCA, to the clients
+// whose certificate that CA signs only.
+func (o *webhookOptions) server() (webhook.Server, error) {
 	if o.port == 0 {
 		// Never started: nothing is registered on it.
-		return webhook.NewServer(webhook.Options{Port: -1})
+		return webhook.NewServer(webhook.Options{Port: -1}), nil
 	}
 	opts := webhook.Options{Port: o.port}
+	if o.clientCA != "" {
+		require, err := certs.RequireClientCert(o.clientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--webhook-client-ca: %w", err)
+		}
+		opts.TLSOpts = append(opts.TLSOpts, require)
+	}
 	if o.certDir != "" {
 		opts.CertDir = filepath.Clean(o.certDir)
-		return webhook.NewServer(opts)
+		return webhook.NewServer(opts), nil
 	}
 	o.rotator = &certs.Rotator{Clock: clock.RealClock{}}
-	opts.TLSOpts = []func(*tls.Config){func(c *tls.Config) {
+	opts.TLSOpts = append(opts.TLSOpts, func(c *tls.Config) {
 		c.GetCertificate = o.rotator.GetCertificate
 		c.MinVersion = tls.VersionTLS12
-	}}
-	return webhook.NewServer(opts)
+	})
+	return webhook.NewServer(opts), nil
 }
 
 // setup registers the webhook and, without certDir, the rotator, which

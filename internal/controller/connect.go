@@ -12,9 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -32,11 +34,16 @@ const ConnectPath = "/connect"
 // them.
 var connectUses = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "timeout_controller_connect_uses_total",
-	Help: "Connections to Pods (exec, attach, port-forward) seen by the admission webhook, by result: recorded (a write of last-active), throttled (the object's use was recorded less than its activity window ago), ungoverned (no policy with an idle clock or sleep governs the Pod or an owner), dropped (the queue was full), failed.",
+	Help: "Connections to Pods (exec, attach, port-forward) seen by the admission webhook, by result: recorded (a write of last-active), unverified (the API server does not let the user the request names connect to the Pod so: a request it did not send), throttled (the object's use was recorded less than its activity window ago), ungoverned (no policy with an idle clock or sleep governs the Pod or an owner), dropped (the queue was full), failed (the API server did not answer a read or a SubjectAccessReview).",
 }, []string{"result"})
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(connectUses)
+	// Every series from the start, so that an alert on an increase of
+	// unverified sees the first one.
+	for _, result := range []string{"recorded", "unverified", "throttled", "ungoverned", "dropped", "failed"} {
+		connectUses.WithLabelValues(result)
+	}
 }
 
 // Defaults of Connections.
@@ -61,8 +68,11 @@ const (
 // Pods (CONNECT on pods/exec, pods/attach, pods/portforward): it allows
 // every one at once, and records it, later and at most once per activity
 // window, as use of the governed object that owns the Pod (the Pod's
-// owners first, then its namespace and the namespace's owners). It runs
-// on every replica, leader or not.
+// owners first, then its namespace and the namespace's owners). It
+// records nothing before the API server has said, in a
+// SubjectAccessReview, that the user the request names may make that
+// connection: anyone who reaches the webhook's port can send it a
+// request. It runs on every replica, leader or not.
 type Connections struct {
 	// Reader reads metadata from the API server, uncached: a Pod, its
 	// owners, its namespace are read once per resolveTTL, and no informer
@@ -72,19 +82,25 @@ type Connections struct {
 	Policies client.Reader
 	// Writer patches the governed object.
 	Writer client.Writer
-	Clock  clock.PassiveClock
+	// Reviews asks whether a connection's user may make it.
+	Reviews authorizationv1client.SubjectAccessReviewInterface
+	Clock   clock.PassiveClock
 
 	queue    chan connection
+	reviewed *ttlCache[reviewKey, verdict]
 	resolved *ttlCache[types.NamespacedName, governedObject]
 	// recorded holds, per governed object, the last-active time known on
 	// it, until a new use is worth a write.
 	recorded *ttlCache[types.UID, time.Time]
 }
 
-// connection is one connection seen at admission.
+// connection is one connection seen at admission: to pod's subresource,
+// by user.
 type connection struct {
-	pod types.NamespacedName
-	use expiry.Use
+	pod         types.NamespacedName
+	subresource string
+	user        authenticationv1.UserInfo
+	use         expiry.Use
 }
 
 // governedObject is what a Pod's use is recorded on; UID is empty when
@@ -99,13 +115,14 @@ type governedObject struct {
 }
 
 // NewConnections returns the webhook, which needs Start to record.
-func NewConnections(reader, policies client.Reader, writer client.Writer, clk clock.PassiveClock) *Connections {
+func NewConnections(reader, policies client.Reader, writer client.Writer, reviews authorizationv1client.SubjectAccessReviewInterface, clk clock.PassiveClock) *Connections {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
 	return &Connections{
-		Reader: reader, Policies: policies, Writer: writer, Clock: clk,
+		Reader: reader, Policies: policies, Writer: writer, Reviews: reviews, Clock: clk,
 		queue:    make(chan connection, connectQueue),
+		reviewed: newTTLCache[reviewKey, verdict](clk, connectCacheLimit),
 		resolved: newTTLCache[types.NamespacedName, governedObject](clk, connectCacheLimit),
 		recorded: newTTLCache[types.UID, time.Time](clk, connectCacheLimit),
 	}
@@ -134,8 +151,10 @@ func (c *Connections) Handle(_ context.Context, req admission.Request) admission
 	via, ok := connectVia(&req.AdmissionRequest)
 	if ok && (req.DryRun == nil || !*req.DryRun) && req.Name != "" {
 		conn := connection{
-			pod: types.NamespacedName{Namespace: req.Namespace, Name: req.Name},
-			use: expiry.Use{At: c.Clock.Now(), Via: via, By: req.UserInfo.Username},
+			pod:         types.NamespacedName{Namespace: req.Namespace, Name: req.Name},
+			subresource: req.SubResource,
+			user:        req.UserInfo,
+			use:         expiry.Use{At: c.Clock.Now(), Via: via, By: req.UserInfo.Username},
 		}
 		select {
 		case c.queue <- conn:
@@ -168,9 +187,17 @@ func (c *Connections) Start(ctx context.Context) error {
 	}
 }
 
-// record writes conn's use on the governed object that owns its Pod, and
-// returns the outcome counted.
+// record writes conn's use on the governed object that owns its Pod, once
+// the API server has said its user may make it, and returns the outcome
+// counted.
 func (c *Connections) record(ctx context.Context, conn connection) (string, error) {
+	switch v, err := c.verify(ctx, conn); {
+	case err != nil || v == unanswered:
+		return "failed", err
+	case v == unverified:
+		logf.FromContext(ctx).V(1).Info("connection not recorded: the user named may not make it", "pod", conn.pod, "via", conn.use.Via)
+		return "unverified", nil
+	}
 	g, ok := c.resolved.get(conn.pod)
 	if !ok {
 		var err error
@@ -248,11 +275,17 @@ func (c *Connections) write(ctx context.Context, g governedObject, use expiry.Us
 // +kubebuilder:rbac:groups=apps,resources=replicasets;deployments;statefulsets;daemonsets,verbs=get
 // +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=get
 // +kubebuilder:rbac:groups=amphitheatre.app,resources=actors,verbs=get
+// It asks whether the user a request names may make the connection.
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // SetupConnections serves the connection webhook on mgr's webhook server
 // and records what it sees, on every replica.
 func SetupConnections(mgr manager.Manager, clk clock.PassiveClock) error {
-	c := NewConnections(mgr.GetAPIReader(), mgr.GetClient(), mgr.GetClient(), clk)
+	reviews, err := authorizationv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("create the connection review client: %w", err)
+	}
+	c := NewConnections(mgr.GetAPIReader(), mgr.GetClient(), mgr.GetClient(), reviews.SubjectAccessReviews(), clk)
 	mgr.GetWebhookServer().Register(ConnectPath, &admission.Webhook{Handler: c})
 	if err := mgr.Add(c); err != nil {
 		return fmt.Errorf("add the connection recorder: %w", err)

@@ -7,15 +7,26 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,7 +65,7 @@ func TestConnectionsAllowEverythingAndQueueOnlyConnections(t *testing.T) {
 		}(), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := NewConnections(nil, nil, nil, clocktesting.NewFakeClock(t0))
+			c := NewConnections(nil, nil, nil, nil, clocktesting.NewFakeClock(t0))
 			if resp := c.Handle(context.Background(), tc.req); !resp.Allowed {
 				t.Fatalf("denied: %+v", resp.Result)
 			}
@@ -64,8 +75,9 @@ func TestConnectionsAllowEverythingAndQueueOnlyConnections(t *testing.T) {
 					t.Fatalf("queued %+v", conn)
 				}
 				want := expiry.Use{At: t0, Via: tc.via, By: "alice"}
-				if conn.use != want || conn.pod != (types.NamespacedName{Namespace: "team-a", Name: "web-1"}) {
-					t.Errorf("queued %+v, want %+v of team-a/web-1", conn, want)
+				if conn.use != want || conn.pod != (types.NamespacedName{Namespace: "team-a", Name: "web-1"}) ||
+					conn.subresource != tc.req.SubResource || conn.user.Username != "alice" {
+					t.Errorf("queued %+v, want %+v of team-a/web-1 (%s) by alice", conn, want, tc.req.SubResource)
 				}
 			default:
 				if tc.via != "" {
@@ -76,7 +88,7 @@ func TestConnectionsAllowEverythingAndQueueOnlyConnections(t *testing.T) {
 	}
 
 	t.Run("allows at once when the queue is full, dropping the use", func(t *testing.T) {
-		c := NewConnections(nil, nil, nil, clocktesting.NewFakeClock(t0))
+		c := NewConnections(nil, nil, nil, nil, clocktesting.NewFakeClock(t0))
 		req := connectRequest(admissionv1.Connect, "", "pods", "exec")
 		for range connectQueue + 10 {
 			if resp := c.Handle(context.Background(), req); !resp.Allowed {
@@ -127,7 +139,7 @@ func TestConnectionsResolveTheGovernedOwner(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(append(chain(), tc.policies...)...).Build()
-			conns := NewConnections(c, c, c, clocktesting.NewFakeClock(t0))
+			conns := NewConnections(c, c, c, nil, clocktesting.NewFakeClock(t0))
 			g, err := conns.resolve(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "web-1"})
 			if err != nil {
 				t.Fatal(err)
@@ -142,7 +154,7 @@ func TestConnectionsResolveTheGovernedOwner(t *testing.T) {
 		objs := chain()
 		policy := fixture.Policy("deploys", fixture.Target("apps/v1", "Deployment"), idle("20m"))
 		c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs[0], objs[2], objs[3], policy).Build()
-		g, err := NewConnections(c, c, c, clocktesting.NewFakeClock(t0)).resolve(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "web-1"})
+		g, err := NewConnections(c, c, c, nil, clocktesting.NewFakeClock(t0)).resolve(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "web-1"})
 		if err != nil || g.uid != "" {
 			t.Errorf("resolved %+v, %v; want nothing", g, err)
 		}
@@ -154,7 +166,7 @@ func TestConnectionsRecordUseOncePerWindow(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	policy := fixture.Policy("deploys", fixture.Target("apps/v1", "Deployment"), idle("20m"))
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(append(chain(), policy)...).Build()
-	conns := NewConnections(c, c, c, clk)
+	conns := NewConnections(c, c, c, (&connectRBAC{}).reviews(), clk)
 	pod := types.NamespacedName{Namespace: "team-a", Name: "web-1"}
 	deploy := func() *appsv1.Deployment {
 		d := &appsv1.Deployment{}
@@ -165,7 +177,8 @@ func TestConnectionsRecordUseOncePerWindow(t *testing.T) {
 	}
 	use := func(by string) string {
 		t.Helper()
-		out, err := conns.record(ctx, connection{pod: pod, use: expiry.Use{At: clk.Now(), Via: expiry.ViaExec, By: by}})
+		out, err := conns.record(ctx, connection{pod: pod, subresource: "exec", user: authenticationv1.UserInfo{Username: by},
+			use: expiry.Use{At: clk.Now(), Via: expiry.ViaExec, By: by}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,4 +241,233 @@ func TestTheAuditOfAnIdleExpiryNamesTheLastUse(t *testing.T) {
 	if rec.LastUse == nil || rec.LastUse.Via != expiry.ViaExec || rec.LastUse.By != "alice" || !rec.LastUse.At.Equal(used.At) {
 		t.Errorf("the record of an idle expiry names the last use %+v, want %+v", rec.LastUse, used)
 	}
+}
+
+// connectRBAC answers the SubjectAccessReviews of connections as the API
+// server would: allowed when grants lists "<user or group> <verb>
+// <subresource> <namespace>/<pod>"; every one when grants is nil; fail
+// instead when err is set. It keeps the reviews it was asked.
+type connectRBAC struct {
+	grants map[string]bool
+	err    error
+
+	mu    sync.Mutex
+	asked []authorizationv1.SubjectAccessReviewSpec
+}
+
+func (r *connectRBAC) reviews() authorizationv1client.SubjectAccessReviewInterface {
+	cs := kubefake.NewClientset()
+	cs.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.asked = append(r.asked, sar.Spec)
+		if r.err != nil {
+			return true, nil, r.err
+		}
+		ra := sar.Spec.ResourceAttributes
+		if r.grants == nil {
+			sar.Status.Allowed = true
+			return true, sar, nil
+		}
+		for _, who := range append([]string{sar.Spec.User}, sar.Spec.Groups...) {
+			if ra.Group == "" && ra.Resource == "pods" &&
+				r.grants[fmt.Sprintf("%s %s %s %s/%s", who, ra.Verb, ra.Subresource, ra.Namespace, ra.Name)] {
+				sar.Status.Allowed = true
+			}
+		}
+		return true, sar, nil
+	})
+	return cs.AuthorizationV1().SubjectAccessReviews()
+}
+
+func (r *connectRBAC) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.asked)
+}
+
+func connectionBy(user authenticationv1.UserInfo, pod, subresource string, at time.Time) connection {
+	via := map[string]string{"exec": expiry.ViaExec, "attach": expiry.ViaAttach, "portforward": expiry.ViaPortForward}[subresource]
+	return connection{pod: types.NamespacedName{Namespace: "team-a", Name: pod}, subresource: subresource, user: user,
+		use: expiry.Use{At: at, Via: via, By: user.Username}}
+}
+
+// governedChain is chain() under a policy on Deployments with an idle
+// clock, in a fake API server, and a reader of the Deployment's last use.
+func governedChain(t *testing.T) (client.Client, func() (expiry.Use, bool)) {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
+		WithObjects(append(chain(), fixture.Policy("deploys", fixture.Target("apps/v1", "Deployment"), idle("20m")))...).Build()
+	return c, func() (expiry.Use, bool) {
+		t.Helper()
+		d := &appsv1.Deployment{}
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "web"}, d); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := d.Annotations[expiry.AnnotationLastActive]; ok {
+			u, _ := expiry.LastUse(d.Annotations)
+			return u, true
+		}
+		return expiry.Use{}, false
+	}
+}
+
+func TestAConnectionIsRecordedOnlyWhenTheAPIServerSaysItsUserMayMakeIt(t *testing.T) {
+	grants := map[string]bool{
+		"alice create exec team-a/web-1":  true,
+		"devs create attach team-a/web-1": true,
+		"bob create exec team-a/web-2":    true,
+		"dave get exec team-a/web-1":      true,
+	}
+	alice := authenticationv1.UserInfo{Username: "alice", UID: "u-1", Groups: []string{"system:authenticated"},
+		Extra: map[string]authenticationv1.ExtraValue{"scopes": {"exec"}}}
+	for _, tc := range []struct {
+		name    string
+		conn    connection
+		err     error
+		want    string
+		written bool
+	}{
+		{"records an exec by a user who may exec into the Pod", connectionBy(alice, "web-1", "exec", t0), nil, "recorded", true},
+		{"records an attach by a user whose group may attach", connectionBy(authenticationv1.UserInfo{Username: "carol", Groups: []string{"devs"}}, "web-1", "attach", t0), nil, "recorded", true},
+		{"records a WebSocket exec by a user who may only get pods/exec", connectionBy(authenticationv1.UserInfo{Username: "dave"}, "web-1", "exec", t0), nil, "recorded", true},
+		{"records nothing for a user who may not connect to the Pod", connectionBy(authenticationv1.UserInfo{Username: "mallory"}, "web-1", "exec", t0), nil, "unverified", false},
+		{"records nothing for a user who may exec only into another Pod", connectionBy(authenticationv1.UserInfo{Username: "bob"}, "web-1", "exec", t0), nil, "unverified", false},
+		{"records nothing for a user who may exec but not port-forward", connectionBy(alice, "web-1", "portforward", t0), nil, "unverified", false},
+		{"records nothing when the API server does not answer the review", connectionBy(alice, "web-1", "exec", t0), errors.New("connection refused"), "failed", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, lastUse := governedChain(t)
+			rbac := &connectRBAC{grants: grants, err: tc.err}
+			conns := NewConnections(c, c, c, rbac.reviews(), clocktesting.NewFakeClock(t0))
+			got, err := conns.record(context.Background(), tc.conn)
+			if got != tc.want || (err != nil) != (tc.err != nil) {
+				t.Fatalf("outcome %s (%v), want %s", got, err, tc.want)
+			}
+			if u, ok := lastUse(); ok != tc.written || (ok && u.By != tc.conn.user.Username) {
+				t.Errorf("last use %+v written: %t, want %t", u, ok, tc.written)
+			}
+			// create, then get unless create is allowed or unanswered.
+			for i, asked := range rbac.asked {
+				want := authorizationv1.SubjectAccessReviewSpec{
+					User: tc.conn.user.Username, UID: tc.conn.user.UID, Groups: tc.conn.user.Groups,
+					ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "team-a", Name: tc.conn.pod.Name,
+						Verb: connectVerbs[min(i, 1)], Version: "v1", Resource: "pods", Subresource: tc.conn.subresource},
+				}
+				for k, v := range tc.conn.user.Extra {
+					if want.Extra == nil {
+						want.Extra = map[string]authorizationv1.ExtraValue{}
+					}
+					want.Extra[k] = authorizationv1.ExtraValue(v)
+				}
+				if !equality.Semantic.DeepEqual(asked, want) {
+					t.Errorf("review %d asked %+v, want %+v", i, asked, want)
+				}
+			}
+			if n := rbac.count(); n < 1 || n > len(connectVerbs) {
+				t.Errorf("%d reviews asked, want one for each verb at most", n)
+			}
+		})
+	}
+}
+
+func TestABurstOfConnectionsCostsOneReview(t *testing.T) {
+	alice := authenticationv1.UserInfo{Username: "alice", Groups: []string{"system:authenticated"}}
+	mallory := authenticationv1.UserInfo{Username: "mallory"}
+	for _, tc := range []struct {
+		name  string
+		user  authenticationv1.UserInfo
+		err   error
+		want  string
+		again time.Duration // when the same connection is asked about again
+	}{
+		{"asks once a minute about a user who may connect", alice, nil, "throttled", connectReviewTTL},
+		{"asks once a minute about a user who may not", mallory, nil, "unverified", connectReviewTTL},
+		{"asks again five seconds after a review failed", alice, errors.New("connection refused"), "failed", resolveRetry},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := governedChain(t)
+			clk := clocktesting.NewFakeClock(t0)
+			rbac := &connectRBAC{grants: map[string]bool{"alice create exec team-a/web-1": true}, err: tc.err}
+			conns := NewConnections(c, c, c, rbac.reviews(), clk)
+			record := func() string {
+				out, _ := conns.record(context.Background(), connectionBy(tc.user, "web-1", "exec", clk.Now()))
+				return out
+			}
+			record()
+			// One review, or two (create, then get) for a user who may not.
+			once := rbac.count()
+			if once == 0 {
+				t.Fatal("no review asked")
+			}
+			for range 99 {
+				if got := record(); got != tc.want {
+					t.Fatalf("a connection in the burst: %s, want %s", got, tc.want)
+				}
+			}
+			if rbac.count() != once {
+				t.Fatalf("%d reviews for a burst of 100 connections, want %d", rbac.count(), once)
+			}
+			clk.Step(tc.again - time.Second)
+			record()
+			if rbac.count() != once {
+				t.Errorf("asked again %s after the review, want after %s", tc.again-time.Second, tc.again)
+			}
+			clk.Step(time.Second)
+			record()
+			if rbac.count() != 2*once {
+				t.Errorf("%d reviews %s after the first, want %d", rbac.count(), tc.again, 2*once)
+			}
+			// Another Pod, subresource, or user is another review.
+			_, _ = conns.record(context.Background(), connectionBy(tc.user, "web-2", "exec", clk.Now()))
+			_, _ = conns.record(context.Background(), connectionBy(tc.user, "web-1", "attach", clk.Now()))
+			_, _ = conns.record(context.Background(), connectionBy(authenticationv1.UserInfo{Username: tc.user.Username, Groups: []string{"admins"}}, "web-1", "exec", clk.Now()))
+			if rbac.count() < 5*once {
+				t.Errorf("%d reviews, want %d: as many for each other Pod, subresource and set of groups", rbac.count(), 5*once)
+			}
+		})
+	}
+}
+
+// A request that the API server did not send, naming a user who may not
+// connect to the Pod, is allowed (the webhook never blocks a connection)
+// and writes nothing, counted unverified.
+func TestAForgedReviewIsAllowedWritesNothingAndIsCountedUnverified(t *testing.T) {
+	c, lastUse := governedChain(t)
+	rbac := &connectRBAC{grants: map[string]bool{"alice create exec team-a/web-1": true}}
+	conns := NewConnections(c, c, c, rbac.reviews(), clocktesting.NewFakeClock(t0))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- conns.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	counted := func(result string) float64 {
+		var m dto.Metric
+		if err := connectUses.WithLabelValues(result).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	unverifiedBefore, recordedBefore := counted("unverified"), counted("recorded")
+	forged := connectRequest(admissionv1.Connect, "", "pods", "exec")
+	forged.UserInfo = authenticationv1.UserInfo{Username: "mallory"}
+	if resp := conns.Handle(ctx, forged); !resp.Allowed {
+		t.Fatalf("denied: %+v", resp.Result)
+	}
+	fixture.Eventually(t, 5*time.Second, "the forged connection counted unverified", func() (bool, error) {
+		return counted("unverified") == unverifiedBefore+1, nil
+	})
+	if u, ok := lastUse(); ok {
+		t.Errorf("a forged review wrote last-use %+v", u)
+	}
+
+	// The same request by a user who may exec is recorded.
+	if resp := conns.Handle(ctx, connectRequest(admissionv1.Connect, "", "pods", "exec")); !resp.Allowed {
+		t.Fatalf("denied: %+v", resp.Result)
+	}
+	fixture.Eventually(t, 5*time.Second, "alice's exec recorded", func() (bool, error) {
+		u, ok := lastUse()
+		return ok && u.By == "alice" && counted("recorded") == recordedBefore+1, nil
+	})
 }

@@ -89,6 +89,7 @@ func TestCountersOfKnownOutcomesAreExportedFromTheStart(t *testing.T) {
 		"timeout_controller_deletions_throttled_total/cap=global",
 		"timeout_controller_archives_total/result=ok",
 		"timeout_controller_archives_total/result=error",
+		"timeout_controller_connect_uses_total/result=unverified",
 	} {
 		if !exported[want] {
 			t.Errorf("%s is not exported before anything happened", want)

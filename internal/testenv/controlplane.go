@@ -65,9 +65,12 @@ type Plane struct {
 	// ControllerManager is kube-controller-manager's process; nil on an
 	// API-server-only plane.
 	ControllerManager *os.Process
+	// WebhookClient is the client certificate kube-apiserver presents to
+	// admission webhooks.
+	WebhookClient WebhookClient
 
-	dir  string
-	done chan error
+	dir, webhookDir string
+	done            chan error
 }
 
 // Start starts etcd and kube-apiserver from KUBEBUILDER_ASSETS with the
@@ -85,6 +88,9 @@ func Start(ctx context.Context, opts Options) (*Plane, error) {
 	// envtest's default range, a /24, has ClusterIPs for the Services of
 	// about a hundred Playbooks that Deploy made; the bench makes thousands.
 	p.Env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", ServiceCIDR)
+	if err := p.presentWebhookClientCert(); err != nil {
+		return p, fmt.Errorf("make the webhooks' client certificate: %w", err)
+	}
 	cfg, err := p.Env.Start()
 	if err != nil {
 		return p, fmt.Errorf("start etcd and kube-apiserver: %w", err)
@@ -117,8 +123,10 @@ func (p *Plane) Stop() error {
 	if p.Env != nil {
 		errs = append(errs, p.Env.Stop())
 	}
-	if p.dir != "" {
-		errs = append(errs, os.RemoveAll(p.dir))
+	for _, dir := range []string{p.dir, p.webhookDir} {
+		if dir != "" {
+			errs = append(errs, os.RemoveAll(dir))
+		}
 	}
 	return errors.Join(errs...)
 }

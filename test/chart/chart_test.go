@@ -290,6 +290,16 @@ func TestBadValuesAreRefusedReadably(t *testing.T) {
 			[]string{"/archive/backend", "value must be one of"},
 		},
 		{
+			"refuses a webhook NetworkPolicy without the API server's addresses",
+			[]string{"--set", "webhook.networkPolicy.enabled=true"},
+			[]string{"webhook.networkPolicy.enabled needs webhook.networkPolicy.apiServerCIDRs or webhook.networkPolicy.from"},
+		},
+		{
+			"refuses an API server address that is not a CIDR",
+			[]string{"--set-json", `webhook.networkPolicy.apiServerCIDRs=["10.0.0.1"]`},
+			[]string{"/webhook/networkPolicy/apiServerCIDRs/0", "does not match pattern"},
+		},
+		{
 			"refuses a grace period shorter than the controller's shutdown",
 			[]string{"--set", "terminationGracePeriodSeconds=30"},
 			[]string{"/terminationGracePeriodSeconds", "minimum"},

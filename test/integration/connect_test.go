@@ -4,13 +4,16 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,7 +22,9 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,11 +59,21 @@ import (
 type connectWebhook struct {
 	name string
 	stop func()
+	// url is where it is served; serving the certificates roots trust.
+	url   string
+	roots *x509.CertPool
 }
 
 // startConnectWebhook serves the webhook for connections to Pods in
 // namespace; t's cleanup stops it and removes its registration.
 func startConnectWebhook(t *testing.T, name, namespace string) *connectWebhook {
+	t.Helper()
+	return serveConnectWebhook(t, name, namespace, "")
+}
+
+// serveConnectWebhook is startConnectWebhook with --webhook-client-ca
+// clientCA when it is not empty.
+func serveConnectWebhook(t *testing.T, name, namespace, clientCA string) *connectWebhook {
 	t.Helper()
 	ctx := context.Background()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -92,14 +107,30 @@ func startConnectWebhook(t *testing.T, name, namespace string) *connectWebhook {
 	})
 
 	rot := &certs.Rotator{Reader: k8s, Writer: k8s, Secret: secret, Webhook: name, DNSNames: []string{"127.0.0.1"}, Clock: clock.RealClock{}}
+	tlsOpts := []func(*tls.Config){func(c *tls.Config) {
+		c.GetCertificate = rot.GetCertificate
+	}}
+	// What the flag does, and the certificate the readiness check below
+	// shows.
+	var clientCerts []tls.Certificate
+	if clientCA != "" {
+		require, err := certs.RequireClientCert(clientCA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tlsOpts = append(tlsOpts, require)
+		cert, err := tls.LoadX509KeyPair(webhookClient.Cert, webhookClient.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clientCerts = []tls.Certificate{cert}
+	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 testScheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		WebhookServer: webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, TLSOpts: []func(*tls.Config){func(c *tls.Config) {
-			c.GetCertificate = rot.GetCertificate
-		}}}),
+		WebhookServer:          webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, TLSOpts: tlsOpts}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +144,7 @@ func startConnectWebhook(t *testing.T, name, namespace string) *connectWebhook {
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
-	w := &connectWebhook{name: name}
+	w := &connectWebhook{name: name, url: *cfg.Webhooks[0].ClientConfig.URL}
 	var once sync.Once
 	w.stop = func() {
 		once.Do(func() {
@@ -136,10 +167,11 @@ func startConnectWebhook(t *testing.T, name, namespace string) *connectWebhook {
 		if !pool.AppendCertsFromPEM(got.Webhooks[0].ClientConfig.CABundle) {
 			return false, nil
 		}
-		conn, err := tls.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+		conn, err := tls.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", Certificates: clientCerts})
 		if err != nil {
 			return false, nil
 		}
+		w.roots = pool
 		return true, conn.Close()
 	})
 	return w
@@ -458,4 +490,120 @@ func TestAUserWhoMayOnlyExecMovesNothingButTheLastUse(t *testing.T) {
 	if got := after.GetAnnotations()[expiry.AnnotationLastActive]; got != u.At.UTC().Format(time.RFC3339) {
 		t.Errorf("last-active %s, last-use at %s", got, u.At)
 	}
+}
+
+// forgeReview posts the AdmissionReview of a connection to pod in
+// namespace by user straight to the webhook, as anything that reaches
+// its Service can, presenting clientCerts; it returns the answer.
+func forgeReview(w *connectWebhook, user authenticationv1.UserInfo, namespace, pod, subresource string, clientCerts ...tls.Certificate) (*admissionv1.AdmissionResponse, error) {
+	review := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:         types.UID(fmt.Sprintf("forged-%d", time.Now().UnixNano())),
+			Kind:        metav1.GroupVersionKind{Version: "v1", Kind: "PodExecOptions"},
+			Resource:    metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+			SubResource: subresource, Namespace: namespace, Name: pod,
+			Operation: admissionv1.Connect, UserInfo: user,
+		},
+	}
+	body, err := json.Marshal(review)
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: w.roots, ServerName: "127.0.0.1", Certificates: clientCerts},
+	}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Post(w.url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var answer admissionv1.AdmissionReview
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
+		return nil, fmt.Errorf("%s: %w", resp.Status, err)
+	}
+	if answer.Response == nil {
+		return nil, fmt.Errorf("%s without a response", resp.Status)
+	}
+	return answer.Response, nil
+}
+
+// Anything that reaches the webhook's port can post it a review naming
+// any user. One naming a user who may not connect to the Pod is answered
+// (allowed, as every request is) and writes nothing, counted unverified,
+// while a real exec by a user who may still counts.
+func TestAReviewNamingAUserWhoMayNotConnectRecordsNothing(t *testing.T) {
+	t.Parallel()
+	const test = "connect-forged"
+	pb, ns, pod := deployForConnections(t, test, "20s")
+	w := startConnectWebhook(t, test, ns)
+	mallory := authenticationv1.UserInfo{Username: "mallory", Groups: []string{"system:authenticated"}}
+	// The test means something: mallory may not exec into the Pod.
+	if err := connectAs(connector(t, mallory.Username), ns, pod, "exec"); !apierrors.IsForbidden(err) {
+		t.Fatalf("exec as mallory: %v, want forbidden", err)
+	}
+
+	unverified := func() float64 {
+		return counter(t, "timeout_controller_connect_uses_total", map[string]string{"result": "unverified"})
+	}
+	was := unverified()
+	beforeAnn, _, _ := lastUseOf(t, pb.GetName())
+	for _, sub := range []string{"exec", "attach", "portforward"} {
+		answer, err := forgeReview(w, mallory, ns, pod, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !answer.Allowed {
+			t.Errorf("the forged %s was denied: %+v", sub, answer.Result)
+		}
+	}
+	fixture.Eventually(t, 10*time.Second, "the forged reviews counted unverified", func() (bool, error) {
+		return unverified() == was+3, nil
+	})
+	ann, u, ok := lastUseOf(t, pb.GetName())
+	if ok || ann[expiry.AnnotationLastActive] != beforeAnn[expiry.AnnotationLastActive] {
+		t.Errorf("the forged reviews recorded use: last-active %q, last-use %+v", ann[expiry.AnnotationLastActive], u)
+	}
+
+	before := time.Now()
+	if err := connectAs(connector(t, "alice", "system:masters"), ns, pod, "exec"); err == nil {
+		t.Fatal("an exec with no kubelet succeeded")
+	}
+	awaitUse(t, pb.GetName(), expiry.ViaExec, "alice", before)
+}
+
+// With --webhook-client-ca the webhook hears only callers with a client
+// certificate the CA signs: the API server, whose admission configuration
+// presents one (internal/testenv, as docs/reference/webhook.md shows). A
+// review posted without one, or with one another CA signs, is refused at
+// the handshake, even naming a user who may connect to the Pod.
+func TestWithAClientCAOnlyTheAPIServerIsHeard(t *testing.T) {
+	t.Parallel()
+	const test = "connect-client-ca"
+	pb, ns, pod := deployForConnections(t, test, "20s")
+	w := serveConnectWebhook(t, test, ns, webhookClient.CA)
+
+	admin := authenticationv1.UserInfo{Username: "kubernetes-admin", Groups: []string{"system:masters", "system:authenticated"}}
+	_, certPEM, keyPEM := certs.NewClientCertificate(time.Now(), time.Hour, "kube-apiserver-webhook-client")
+	other, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, presented := range map[string][]tls.Certificate{"no certificate": nil, "a certificate another CA signs": {other}} {
+		if answer, err := forgeReview(w, admin, ns, pod, "exec", presented...); err == nil {
+			t.Errorf("a review with %s was answered: %+v", name, answer)
+		} else {
+			t.Logf("a review with %s: %v", name, err)
+		}
+	}
+	if _, u, ok := lastUseOf(t, pb.GetName()); ok {
+		t.Errorf("a refused review recorded %+v", u)
+	}
+
+	before := time.Now()
+	if err := connectAs(connector(t, "alice", "system:masters"), ns, pod, "exec"); err == nil {
+		t.Fatal("an exec with no kubelet succeeded")
+	}
+	awaitUse(t, pb.GetName(), expiry.ViaExec, "alice", before)
 }

@@ -75,6 +75,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	cfg := plane.Config
+	webhookClient = plane.WebhookClient
 	// Amphitheatre's controller, as far as deletion goes: every test
 	// Playbook carries its finalizer.
 	standInCtx, stopStandIn := context.WithCancel(context.Background())
@@ -138,6 +139,10 @@ func run(m *testing.M) int {
 var (
 	// auditPath is the controller's audit log; archiveDir its archive.
 	auditPath, archiveDir string
+
+	// webhookClient is the client certificate the API server presents
+	// to admission webhooks.
+	webhookClient testenv.WebhookClient
 
 	restConfig  *rest.Config
 	testScheme  *runtime.Scheme
