@@ -357,4 +357,3 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 		ErrorLog:          nil,
 	}
 }
-

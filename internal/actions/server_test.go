@@ -127,7 +127,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	}
 	o := Options{
 		API: api, Cache: c, Owners: owners, Clock: clock,
-		KeyringSecret: types.NamespacedName{Namespace: secret.Namespace, Name: secret.Name},
+		KeyringSecret:   types.NamespacedName{Namespace: secret.Namespace, Name: secret.Name},
 		SecretNamespace: "timeout-system",
 	}
 	if cfg.options != nil {
