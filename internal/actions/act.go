@@ -188,7 +188,7 @@ func (s *Server) act(ctx context.Context, v visit, ref Ref, owner string, a Acti
 		uses := parseUses(obj.GetAnnotations()[expiry.AnnotationLinkUses])
 		if u, ok := findUse(uses, v.claims.ID, a); ok {
 			return &outcome{result: resultAlready, status: http.StatusOK, ev: ev, links: links,
-				message: fmt.Sprintf("This link was used to %s it already, %s. Each link acts once: nothing more was done.", verb(a), when(u.At, now))}
+				message: fmt.Sprintf("This link was already used to %s, %s. Each link acts once: nothing more was done.", verb(a), when(u.At, now))}
 		}
 		p, err := decideClick(ev, a, links)
 		var refusal *rules.Refusal
@@ -286,9 +286,9 @@ func verb(a Action) string {
 	case Extend:
 		return "keep it longer"
 	case Wake:
-		return "wake"
+		return "wake it"
 	case Delete:
-		return "delete"
+		return "delete it"
 	}
 	return string(a)
 }

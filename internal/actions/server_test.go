@@ -264,7 +264,7 @@ func TestAClickActsOnceAndAReplaySaysSo(t *testing.T) {
 	// The same link again, later: it says what happened, and does nothing.
 	e.clock.Step(time.Hour)
 	res, body = e.post("/a/"+tok, form)
-	if res.StatusCode != http.StatusOK || !strings.Contains(body, "This link was used to keep it longer it already, 2026-11-02 09:00 UTC") {
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, "This link was already used to keep it longer, 2026-11-02 09:00 UTC") {
 		t.Fatalf("second click: %d\n%s", res.StatusCode, body)
 	}
 	if got := e.object().GetResourceVersion(); got != rv {
@@ -294,7 +294,7 @@ func TestTwoClicksAtOnceGiveOneChange(t *testing.T) {
 	for _, b := range bodies {
 		if strings.Contains(b, "Done:") {
 			done++
-		} else if !strings.Contains(b, "used to keep it longer it already") {
+		} else if !strings.Contains(b, "already used to keep it longer") {
 			t.Errorf("a click neither acted nor said it had:\n%s", b)
 		}
 	}

@@ -137,7 +137,7 @@ func TestASlackButtonUsedTwiceActsOnce(t *testing.T) {
 		t.Errorf("expires-at %s after two clicks, want one step", got)
 	}
 	// The replies are posted at once: either may come first.
-	if all := strings.Join(se.replies, "\n"); len(se.replies) != 2 || !strings.Contains(all, "Done:") || !strings.Contains(all, "used to keep it longer it already") {
+	if all := strings.Join(se.replies, "\n"); len(se.replies) != 2 || !strings.Contains(all, "Done:") || !strings.Contains(all, "already used to keep it longer") {
 		t.Errorf("replies %q", se.replies)
 	}
 }

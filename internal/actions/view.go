@@ -29,7 +29,7 @@ func (s *Server) objectView(v visit, ev *rules.Evaluation, links linkRules, obje
 	}
 	uses := parseUses(ev.Object.GetAnnotations()[expiry.AnnotationLinkUses])
 	if u, ok := lastUse(uses, v.claims.ID); ok {
-		ov.Facts = append(ov.Facts, fact{"This link", "used to " + verb(u.Action) + " it " + when(u.At, now)})
+		ov.Facts = append(ov.Facts, fact{"This link", "used to " + verb(u.Action) + ", " + when(u.At, now)})
 	}
 	order := []Action{Extend, Wake, Delete}
 	if v.do == Wake || v.do == Delete {
