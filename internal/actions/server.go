@@ -343,7 +343,7 @@ func slackURL(u *url.URL) bool {
 	return u.Scheme == "https" && (h == "slack.com" || strings.HasSuffix(h, ".slack.com"))
 }
 
-// Handler returns the server as an http.Handler with the limits of a
+// HTTPServer is an http.Server for s with the timeouts and limits of a
 // server facing people.
 func (s *Server) HTTPServer(addr string) *http.Server {
 	return &http.Server{
@@ -354,6 +354,5 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 		WriteTimeout:      10 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    32 << 10,
-		ErrorLog:          nil,
 	}
 }
