@@ -186,6 +186,6 @@ func (s *Server) Serve(ctx context.Context, addr string, tlsConfig *tls.Config) 
 type everyReplica func(ctx context.Context) error
 
 func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
-func (f everyReplica) NeedLeaderElection() bool       { return false }
+func (f everyReplica) NeedLeaderElection() bool        { return false }
 
 var _ manager.LeaderElectionRunnable = everyReplica(nil)
