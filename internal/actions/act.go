@@ -218,7 +218,7 @@ func (s *Server) act(ctx context.Context, v visit, ref Ref, owner string, a Acti
 		usesValue := withUse(uses, use{ID: v.claims.ID, Action: a, At: now})
 		annotations[expiry.AnnotationLinkUses] = &usesValue
 		body, err := json.Marshal(map[string]any{"metadata": map[string]any{
-			"uid":             obj.GetUID(),
+			"uid":             ref.UID,
 			"resourceVersion": obj.GetResourceVersion(),
 			"annotations":     annotations,
 		}})
