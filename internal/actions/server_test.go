@@ -45,7 +45,7 @@ const playbookUID = types.UID("6f1c1d5e-8a55-4a4e-9d43-2a7f3f2f0b11")
 // env is a server on a fake API server holding a Playbook "pr-42"
 // (expiring 14 days after creation) under policy "playbooks".
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *Server
 	c      client.Client
 	ring   *Keyring
@@ -88,7 +88,7 @@ func playbook(name string, uid types.UID, annotations map[string]string) *unstru
 	return u
 }
 
-func newEnv(t *testing.T, opts ...envOption) *env {
+func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
 	cfg := envConfig{
 		policy: v1alpha1.TimeoutPolicy{ObjectMeta: metav1.ObjectMeta{Name: "playbooks", UID: "policy-uid"}, Spec: v1alpha1.TimeoutPolicySpec{
@@ -204,12 +204,24 @@ func (e *env) csrf(tok string) string {
 // object reads pr-42 from the fake API server.
 func (e *env) object() *unstructured.Unstructured {
 	e.t.Helper()
+	return getPlaybook(e.t, e, "pr-42")
+}
+
+func getPlaybook(t testing.TB, e *env, name string) *unstructured.Unstructured {
+	t.Helper()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(playbookGVK)
-	if err := e.c.Get(context.Background(), types.NamespacedName{Name: "pr-42"}, u); err != nil {
-		e.t.Fatal(err)
+	if err := e.c.Get(context.Background(), types.NamespacedName{Name: name}, u); err != nil {
+		t.Fatal(err)
 	}
 	return u
+}
+
+func stringsReader(s string) io.Reader { return strings.NewReader(s) }
+
+// countForms counts the objects with buttons on a page.
+func countForms(body string) int {
+	return len(regexp.MustCompile(`<section `).FindAllStringIndex(body, -1))
 }
 
 func TestGetChangesNothing(t *testing.T) {
@@ -333,7 +345,7 @@ func flipAt(s string, i int) string {
 	return s[:i] + string(c) + s[i+1:]
 }
 
-func mustVerify(t *testing.T, k *Keyring, tok string) Claims {
+func mustVerify(t testing.TB, k *Keyring, tok string) Claims {
 	t.Helper()
 	c, err := k.Verify(tok, now)
 	if err != nil {
