@@ -207,7 +207,7 @@ func TestALinkExtendsAPlaybookOnceAndTheControllerSeesIt(t *testing.T) {
 	spec.MinimumNotice = "0s"
 	spec.Extensions = &v1alpha1.Extensions{MaxStep: "2d", MaxCount: ptr.To[int32](3)}
 	createPolicy(t, "e2e-"+test, spec)
-	pb := create(t, playbooks, newPlaybook(test, "Demo for a link", nil))
+	pb := create(t, playbooks, newPlaybook(test, "Demo for a link", map[string]string{"timeout.amphitheatre.app/owner": "dev-" + test + "@example.com"}))
 	// The controller's first look gives the extension limits their start.
 	awaitExtensions(t, pb.Unstructured, "the controller's account of the extensions", func(e expiry.Extensions) bool { return e.Used == 0 })
 
@@ -251,6 +251,19 @@ func TestALinkExtendsAPlaybookOnceAndTheControllerSeesIt(t *testing.T) {
 	// The controller counts the extension, by the link's recipient.
 	awaitExtensions(t, pb.Unstructured, "the extension counted by the controller", func(e expiry.Extensions) bool {
 		return e.Used == 1 && e.By == "dev@example.com"
+	})
+
+	// The owner's page lists it, from the server's index of metadata.
+	owner, err := ring.Links(mustParse(t, base), actions.Claims{Owner: "dev-" + test + "@example.com", Recipient: "dev@example.com", Actions: []actions.Action{actions.Extend}, Expires: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, 15*time.Second, "the owner's page listing the Playbook", func() (bool, error) {
+		status, body := page(t, owner.Page)
+		if status != http.StatusOK || !strings.Contains(body, pb.GetName()) {
+			return false, fmt.Errorf("status %d: %s", status, short(body))
+		}
+		return true, nil
 	})
 
 	// The same link again acts no more.
