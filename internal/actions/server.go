@@ -154,7 +154,7 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request, owner bool, t
 		var p *page
 		form, p = s.readForm(w, r)
 		if p != nil {
-			count(Action(form.action), resultInvalid)
+			count(actionOr(form.action), resultInvalid)
 			render(w, *p)
 			return
 		}

@@ -23,16 +23,20 @@ import (
 )
 
 // keys keeps the keyring, read from its Secret: again after every
-// keysInterval, and at once (at most every keysRetry) when a link names a
-// key it lacks, so that a key the controller just added works at once.
+// keysInterval (in the background, the old keyring serving meanwhile), and
+// at once (at most every keysRetry) when a link names a key it lacks, so
+// that a key the controller just added works at once. No lock is held
+// while the API server is asked, so a slow API server delays only the
+// request that must wait for the Secret.
 type keys struct {
 	reader client.Reader
 	secret types.NamespacedName
 	clock  clock.PassiveClock
 
-	mu   sync.Mutex
-	ring *Keyring
-	read time.Time
+	mu         sync.Mutex
+	ring       *Keyring
+	read       time.Time
+	refreshing bool
 }
 
 const (
@@ -44,23 +48,46 @@ const (
 // link named a key it lacks.
 func (k *keys) get(ctx context.Context, fresh bool) (*Keyring, error) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	age := k.clock.Since(k.read)
-	if k.ring != nil && age < keysInterval && (!fresh || age < keysRetry) {
-		return k.ring, nil
+	ring, age := k.ring, k.clock.Since(k.read)
+	stale := ring != nil && age >= keysInterval && !fresh && !k.refreshing
+	if stale {
+		k.refreshing = true
 	}
+	k.mu.Unlock()
+	switch {
+	case ring != nil && age < keysInterval && (!fresh || age < keysRetry):
+		return ring, nil
+	case stale:
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), DefaultAPITimeout)
+			defer cancel()
+			_, _ = k.refresh(ctx)
+		}()
+		return ring, nil
+	case ring != nil && !fresh:
+		// Another request is reading it already.
+		return ring, nil
+	}
+	return k.refresh(ctx)
+}
+
+// refresh reads the Secret. When it cannot, the keys last read go on
+// serving: a Secret briefly unreadable must not break every link.
+func (k *keys) refresh(ctx context.Context) (*Keyring, error) {
 	var s corev1.Secret
 	err := k.reader.Get(ctx, k.secret, &s)
+	var ring *Keyring
 	if err == nil {
-		var ring *Keyring
-		if ring, err = KeyringFromSecret(&s); err == nil {
-			k.ring, k.read = ring, k.clock.Now()
-			return ring, nil
-		}
+		ring, err = KeyringFromSecret(&s)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.refreshing = false
+	if err == nil {
+		k.ring, k.read = ring, k.clock.Now()
+		return ring, nil
 	}
 	if k.ring != nil {
-		// Keep serving with the keys last read: a Secret briefly
-		// unreadable must not break every link.
 		k.read = k.clock.Now()
 		return k.ring, nil
 	}
@@ -215,14 +242,14 @@ const (
 
 func (s *slackSecrets) get(ctx context.Context) [][]byte {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.read.IsZero() && s.clock.Since(s.read) < slackInterval {
-		return s.secrets
+	secrets, fresh := s.secrets, !s.read.IsZero() && s.clock.Since(s.read) < slackInterval
+	s.mu.Unlock()
+	if fresh {
+		return secrets
 	}
-	s.read = s.clock.Now()
 	var channels v1alpha1.NotificationChannelList
 	if err := s.reader.List(ctx, &channels); err != nil {
-		return s.secrets
+		return secrets
 	}
 	var out [][]byte
 	for _, ch := range channels.Items {
@@ -241,6 +268,8 @@ func (s *slackSecrets) get(ctx context.Context) [][]byte {
 			out = append(out, v)
 		}
 	}
-	s.secrets = out
+	s.mu.Lock()
+	s.secrets, s.read = out, s.clock.Now()
+	s.mu.Unlock()
 	return out
 }
