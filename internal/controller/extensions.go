@@ -61,9 +61,9 @@ func (r *ObjectReconciler) settleExtensions(ctx context.Context, ev *evaluation)
 	return true, nil
 }
 
-// changedBy is who last changed the object's lifetime, as its changed-by
-// stamp says, or "".
-func changedBy(annotations map[string]string) string {
+// changedBy is who last changed the object's lifetime, and how, as its
+// changed-by stamp says; empty when it has none.
+func changedBy(annotations map[string]string) expiry.ChangedBy {
 	c, _ := expiry.ParseChangedBy(annotations)
-	return c.By
+	return c
 }

@@ -6,42 +6,104 @@ package controller
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
-// An extension is audited with who made it, as the changed-by stamp
-// names them, and with the expiry it replaced.
+// An extension is audited with who made it, and how, as the changed-by
+// stamp names them, and with the expiry it replaced.
 func TestTheAuditOfAnExtensionNamesWhoMadeIt(t *testing.T) {
-	was := t0.Add(10 * time.Minute)
-	rec := &expiry.Record{ExpiresAt: was, Since: t0}
-	stamp, _ := json.Marshal(expiry.ChangedBy{By: "alice@example.com", Groups: []string{"developers"}, Changed: []string{"expires-at"}})
-	cm := newConfigMap("extended", annotated(
-		expiry.AnnotationReminders, rec.String(),
-		expiry.AnnotationExpiresAt, t0.Add(2*time.Hour).Format(time.RFC3339),
-		expiry.AnnotationChangedBy, string(stamp),
-	))
-	h := newHarness(t, t0.Add(5*time.Minute), fixture.Policy("extensions", fixture.DefaultTTL("10m")), cm)
-	var trail bytes.Buffer
-	h.r.Audit = audit.New(&trail)
-	if _, err := h.reconcile(cm); err != nil {
-		t.Fatal(err)
+	for _, tt := range []struct {
+		name    string
+		stamp   expiry.ChangedBy
+		wantVia string
+	}{
+		{
+			name:  "names the user of a change through the API",
+			stamp: expiry.ChangedBy{By: "alice@example.com", Groups: []string{"developers"}, Changed: []string{"expires-at"}},
+		},
+		{
+			name:    "names the recipient of the link a change was made from, and the link",
+			stamp:   expiry.ChangedBy{By: "alice@example.com", Changed: []string{"expires-at"}, Via: expiry.ViaLink},
+			wantVia: "link",
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			was := t0.Add(10 * time.Minute)
+			rec := &expiry.Record{ExpiresAt: was, Since: t0}
+			stamp, _ := json.Marshal(tt.stamp)
+			cm := newConfigMap("extended", annotated(
+				expiry.AnnotationReminders, rec.String(),
+				expiry.AnnotationExpiresAt, t0.Add(2*time.Hour).Format(time.RFC3339),
+				expiry.AnnotationChangedBy, string(stamp),
+			))
+			h := newHarness(t, t0.Add(5*time.Minute), fixture.Policy("extensions", fixture.DefaultTTL("10m")), cm)
+			var trail bytes.Buffer
+			h.r.Audit = audit.New(&trail)
+			if _, err := h.reconcile(cm); err != nil {
+				t.Fatal(err)
+			}
+			var got audit.Record
+			dec := json.NewDecoder(&trail)
+			for got.Type != audit.Extended {
+				if err := dec.Decode(&got); err != nil {
+					t.Fatalf("audit trail without an extended record: %v", err)
+				}
+			}
+			if got.By != "alice@example.com" || got.Via != tt.wantVia {
+				t.Errorf("the extended record names %q via %q, want alice@example.com via %q", got.By, got.Via, tt.wantVia)
+			}
+			if want := "expiry moved from " + was.Format(time.RFC3339); got.Detail != want {
+				t.Errorf("the extended record says %q, want %q", got.Detail, want)
+			}
+		})
 	}
-	var got audit.Record
-	dec := json.NewDecoder(&trail)
-	for got.Type != audit.Extended {
-		if err := dec.Decode(&got); err != nil {
-			t.Fatalf("audit trail without an extended record: %v", err)
-		}
-	}
-	if got.By != "alice@example.com" {
-		t.Errorf("the extended record names %q, want alice@example.com", got.By)
-	}
-	if want := "expiry moved from " + was.Format(time.RFC3339); got.Detail != want {
-		t.Errorf("the extended record says %q, want %q", got.Detail, want)
+}
+
+// The Event that says the extended message went out names whom the link
+// it was made from was sent to; one made with kubectl is told as before.
+func TestTheExtendedMessageEventNamesALinksRecipient(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		via  string
+		want string
+	}{
+		{name: "names the recipient of a link", via: expiry.ViaLink, want: "; extended by alice@example.com via link)"},
+		{name: "names the recipient of a Slack button", via: expiry.ViaSlack, want: "; extended by alice@example.com via slack)"},
+		{name: "says nothing more of a change through the API", want: time.RFC3339},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cm := newConfigMap("linked")
+			h := newHarness(t, t0.Add(31*time.Minute), remindingPolicy("0s"), cm)
+			mustReconcile(t, h, cm) // the 30m reminder
+			mustReconcile(t, h, cm)
+			stamp, _ := json.Marshal(expiry.ChangedBy{By: "alice@example.com", Changed: []string{"expires-at"}, Via: tt.via})
+			h.annotate(cm, expiry.AnnotationExpiresAt, t0.Add(3*time.Hour).Format(time.RFC3339), expiry.AnnotationChangedBy, string(stamp))
+			drain(h.rec)
+			for range 3 {
+				mustReconcile(t, h, cm)
+			}
+			if n := h.scripted.count(v1alpha1.EventExtended); n != 1 {
+				t.Fatalf("%d extended messages, want 1", n)
+			}
+			evs := drain(h.rec)
+			i := slices.IndexFunc(evs, func(e string) bool { return strings.Contains(e, "Sent the extended message") })
+			if i < 0 {
+				t.Fatalf("no Event for the extended message among %q", evs)
+			}
+			if tt.via == "" && strings.Contains(evs[i], "extended by") {
+				t.Errorf("Event %q names someone for a change through the API", evs[i])
+			}
+			if tt.via != "" && !strings.HasSuffix(evs[i], tt.want) {
+				t.Errorf("Event %q, want it to end in %q", evs[i], tt.want)
+			}
+		})
 	}
 }

@@ -190,5 +190,9 @@ func sentNote(ev *evaluation, plan expiry.Plan, msg notify.Message, channels []s
 	if plan.Event == v1alpha1.EventSleeping {
 		when = "sleep at " + plan.At.UTC().Format(time.RFC3339)
 	}
+	if by := changedBy(ev.obj.Annotations); plan.Event == v1alpha1.EventExtended && by.Via != "" {
+		// Made from a message: whom the link was sent to, and how.
+		when += "; extended by " + by.Who()
+	}
 	return fmt.Sprintf("Sent %s via %s (%s)", describeMessage(plan), strings.Join(channels, ", "), when)
 }

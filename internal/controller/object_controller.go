@@ -260,7 +260,8 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 			return ctrl.Result{}, r.delivery().writeFailed(ev, err)
 		}
 		if !ev.Previous.IsZero() {
-			r.audit(ctx, ev, audit.Record{Type: audit.Extended, Result: audit.OK, By: changedBy(ev.obj.Annotations),
+			by := changedBy(ev.obj.Annotations)
+			r.audit(ctx, ev, audit.Record{Type: audit.Extended, Result: audit.OK, By: by.By, Via: by.Via,
 				Detail: "expiry moved from " + ev.Previous.UTC().Format(time.RFC3339)})
 		}
 		return ctrl.Result{}, nil
