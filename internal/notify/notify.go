@@ -73,12 +73,22 @@ type Message struct {
 	// stage about several objects, to the owner alone (Recipients.Emails).
 	// Object is then the first of them.
 	Digest *Digest
+	// Linker, when set, signs the links each recipient's copy carries
+	// (Content.For); nil without --actions-url. Never stored.
+	Linker Linker `json:"-"`
+	// Actions are the links of the recipient of this copy, which
+	// Content.For sets: the object's, or, for a digest, the owner's page.
+	// Nil in a message without links. Never stored.
+	Actions *Links `json:"-"`
 }
 
 // Digest is the reminder stage Stage about several objects of one owner.
 type Digest struct {
 	Stage string
 	Items []DigestItem
+	// Owner is the owner's name as the owner annotation gives it, whose
+	// page the digest's links open; empty when unknown.
+	Owner string
 }
 
 // DigestItem is one object of a digest: when it will be deleted and how
@@ -87,6 +97,9 @@ type DigestItem struct {
 	Object    Object
 	ExpiresAt time.Time
 	Extend    string
+	// Actions are the object's links for the digest's recipient, which
+	// Content.For sets; nil without links.
+	Actions *Links `json:"-"`
 }
 
 // Reclaimed is what a deleted object's namespaces held just before the
@@ -127,6 +140,9 @@ type Content struct {
 	Subject string
 	Text    string
 	HTML    string
+	// templates rendered it, and render each recipient's copy with its
+	// links (For).
+	templates *Templates
 }
 
 // Notifier delivers messages over one channel.
