@@ -160,9 +160,14 @@ type Notifier interface {
 // Secrets reads keys of Secrets for the channels' credentials.
 type Secrets interface {
 	// Get returns the value of key in Secret namespace/name. Its errors
-	// name the Secret and key, never a value.
+	// name the Secret and key, never a value; a Secret without the key
+	// is an error that errors.Is ErrKeyNotFound.
 	Get(ctx context.Context, namespace, name, key string) ([]byte, error)
 }
+
+// ErrKeyNotFound is what Secrets.Get reports for a Secret without the key
+// asked for, which an optional key (a Slack app's signing secret) may be.
+var ErrKeyNotFound = errors.New("no such key in the Secret")
 
 // Channel is one NotificationChannel as one policy uses it: what its
 // administrator wrote, and what the policy chose.

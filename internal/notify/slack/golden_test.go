@@ -61,7 +61,7 @@ func buildJSON(t *testing.T, m notify.Message) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := json.MarshalIndent(build(m, c), "", "  ")
+	b, err := json.MarshalIndent(build(m, c, false), "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +74,32 @@ func TestMessagesWithoutLinksAreLaidOutAsBefore(t *testing.T) {
 	for _, et := range []v1alpha1.EventType{v1alpha1.EventReminder, v1alpha1.EventSleeping, v1alpha1.EventSlept, v1alpha1.EventDeleted} {
 		t.Run(string(et), func(t *testing.T) {
 			golden(t, filepath.Join("blocks", string(et)+".json"), buildJSON(t, goldenMessage(et)))
+		})
+	}
+}
+
+// The layout of a message with links, with interactive buttons and with
+// buttons that open the page.
+func TestMessagesWithLinksLayOutButtons(t *testing.T) {
+	for _, interactive := range []bool{true, false} {
+		name := map[bool]string{true: "interactive", false: "page"}[interactive]
+		t.Run(name, func(t *testing.T) {
+			m := goldenMessage(v1alpha1.EventReminder)
+			page := "https://timeout.example.com/a/TOKEN"
+			m.Actions = &notify.Links{Page: page, Extend: page + "?do=extend", Delete: page + "?do=delete", Step: "1 day", Token: "TOKEN"}
+			tpl, err := notify.NewTemplates(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := tpl.Render(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := json.MarshalIndent(build(m, c, interactive), "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, filepath.Join("blocks", "linked-"+name+".json"), append(b, '\n'))
 		})
 	}
 }
