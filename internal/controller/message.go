@@ -48,6 +48,7 @@ func (d *deliverer) message(ctx context.Context, ev *evaluation, t v1alpha1.Even
 		Policy:     ev.policy.Name,
 		Recipients: recipients,
 		Extend:     extendHint(key, obj, at),
+		Linker:     d.links.objectLinks(ctx, ev, t, at),
 	}
 }
 
