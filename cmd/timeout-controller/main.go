@@ -62,7 +62,11 @@ func run() error {
 		prometheusURL           string
 		prometheusToken         string
 		prometheusCA            string
+		serve                   string
+		act                     actionsOptions
 	)
+	flag.StringVar(&serve, "serve", "controller", `What the process runs: "controller", or "actions": the server of the links in messages (pages, clicks, Slack buttons; docs/guides/actions-server.md), as its own Deployment with its own ServiceAccount.`)
+	act.bindFlags(flag.CommandLine)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `Address the Prometheus metrics endpoint binds to; "0" turns it off.`)
 	flag.BoolVar(&metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to callers the API server authenticates and authorizes (get on the non-resource URL /metrics); false serves plain HTTP to anyone.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
@@ -123,6 +127,13 @@ func run() error {
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	switch serve {
+	case "controller":
+	case "actions":
+		return act.run(metricsAddr, metricsSecure, probeAddr, qps, burst, opts.SecretNamespace)
+	default:
+		return fmt.Errorf(`--serve %q: expected "controller" or "actions"`, serve)
+	}
 	if _, err := controller.ParseActionsURL(opts.ActionsURL); opts.ActionsURL != "" && err != nil {
 		return fmt.Errorf("--actions-url: %w", err)
 	}

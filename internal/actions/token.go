@@ -274,51 +274,73 @@ func mac(key []byte, payload string) []byte {
 // ErrUnknownKey or ErrExpired (test with errors.Is); with ErrExpired it also
 // returns the claims, which are genuine but no longer valid.
 func (k *Keyring) Verify(token string, now time.Time) (Claims, error) {
+	c, _, err := k.verify(token, now)
+	return c, err
+}
+
+// verify is Verify, and also returns the stamp of the key that signed the
+// token.
+func (k *Keyring) verify(token string, now time.Time) (Claims, string, error) {
 	if k == nil || len(k.keys) == 0 {
-		return Claims{}, errors.New("verify link: no key")
+		return Claims{}, "", errors.New("verify link: no key")
 	}
 	if len(token) > maxTokenLen {
-		return Claims{}, ErrMalformed
+		return Claims{}, "", ErrMalformed
 	}
 	payload, sig, ok := strings.Cut(token, ".")
 	if !ok || payload == "" || sig == "" {
-		return Claims{}, ErrMalformed
+		return Claims{}, "", ErrMalformed
 	}
 	gotMAC, err := base64.RawURLEncoding.Strict().DecodeString(sig)
 	if err != nil || len(gotMAC) != macSize {
-		return Claims{}, ErrMalformed
+		return Claims{}, "", ErrMalformed
 	}
 	z, err := base64.RawURLEncoding.Strict().DecodeString(payload)
 	if err != nil {
-		return Claims{}, ErrMalformed
+		return Claims{}, "", ErrMalformed
 	}
 	// The key's name is inside the payload, so it is read before the
 	// signature is checked; the inflated size is bounded.
 	raw, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(z)), maxPayload+1))
 	if err != nil || len(raw) > maxPayload {
-		return Claims{}, ErrMalformed
+		return Claims{}, "", ErrMalformed
 	}
 	var w wire
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&w); err != nil || dec.More() {
-		return Claims{}, ErrMalformed
+		return Claims{}, "", ErrMalformed
 	}
 	key, ok := k.keys[w.Key]
 	if !ok {
-		return Claims{}, ErrUnknownKey
+		return Claims{}, "", ErrUnknownKey
 	}
 	if subtle.ConstantTimeCompare(gotMAC, mac(key, payload)) != 1 {
-		return Claims{}, ErrBadSignature
+		return Claims{}, "", ErrBadSignature
 	}
 	c, err := w.claims()
 	if err != nil {
-		return Claims{}, err
+		return Claims{}, "", err
 	}
 	if !now.Before(c.Expires) {
-		return c, ErrExpired
+		return c, w.Key, ErrExpired
 	}
-	return c, nil
+	return c, w.Key, nil
+}
+
+// formToken is the form token of the pages of a token signed with the key
+// stamp: a POST must carry it, so that only who has seen the page (and so
+// holds the token) can post, never a form on another site.
+func (k *Keyring) formToken(stamp, id string) string {
+	h := hmac.New(sha256.New, k.keys[stamp])
+	h.Write([]byte("form\x00" + id))
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:macSize])
+}
+
+// checkFormToken reports, in constant time, whether got is the form token
+// for a token signed with the key stamp.
+func (k *Keyring) checkFormToken(stamp, id, got string) bool {
+	return subtle.ConstantTimeCompare([]byte(k.formToken(stamp, id)), []byte(got)) == 1
 }
 
 func (w wire) claims() (Claims, error) {

@@ -26,6 +26,11 @@ const (
 	// loop reads: whole seconds from creation. It is honoured only when
 	// neither prefixed lifetime annotation is present.
 	AnnotationLegacyTTL = "ttl"
+	// AnnotationLinkUses lists the latest uses of the links in messages
+	// (docs/guides/actions-server.md), written by the actions server in
+	// the same patch as the change a link makes, so that each link acts
+	// once.
+	AnnotationLinkUses = Prefix + "link-uses"
 )
 
 // SourceDefault is Lifetime.Source when the policy's defaultTTL applies.
@@ -185,7 +190,7 @@ var userKeys = []string{"ttl", "expires-at", "keep", "notify", "last-active"}
 
 // KnownAnnotations are the annotations under Prefix that the controller
 // reads or writes; any other key under Prefix is a mistake.
-var KnownAnnotations = []string{AnnotationTTL, AnnotationExpiresAt, AnnotationKeep, Prefix + "notify", AnnotationReminders, AnnotationLastActive, AnnotationLastUse, AnnotationActivity, AnnotationSleep, AnnotationReplicas, Prefix + "owner", AnnotationExtensions, AnnotationChangedBy}
+var KnownAnnotations = []string{AnnotationTTL, AnnotationExpiresAt, AnnotationKeep, Prefix + "notify", AnnotationReminders, AnnotationLastActive, AnnotationLastUse, AnnotationActivity, AnnotationSleep, AnnotationReplicas, Prefix + "owner", AnnotationExtensions, AnnotationChangedBy, AnnotationLinkUses}
 
 // unknownKeys reports the keys under Prefix that the controller does not
 // know, in the order of their names. They change nothing, but a misspelt

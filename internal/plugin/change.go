@@ -6,9 +6,9 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"strings"
 	"time"
 
@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/rules"
 )
 
 // conflictAttempts bounds how often a change is tried again after the
@@ -56,7 +57,7 @@ If the controller deleted it first, the command says so and exits with 8.`,
 			return err
 		},
 		run: func(ctx context.Context, n *named) error {
-			return n.change(ctx, func(ev *Evaluation) (*patch, error) {
+			return n.change(ctx, func(ev *Evaluation) (*rules.Patch, error) {
 				return extendPatch(ev, target, allowShorten)
 			})
 		},
@@ -88,38 +89,25 @@ func extendTarget(args []string, until string) (func(current, now time.Time) tim
 }
 
 // extendPatch moves the expiry to target, within the policy's maximum and,
-// unless allowShorten, never earlier.
-func extendPatch(ev *Evaluation, target func(current, now time.Time) time.Time, allowShorten bool) (*patch, error) {
-	current := ev.Life
-	if current.Keep {
-		// What the other annotations say: it applies once keep goes.
-		a := maps.Clone(ev.Object.GetAnnotations())
-		delete(a, expiry.AnnotationKeep)
-		current = ev.Governing.Schedule.Lifetime(ev.Object.GetCreationTimestamp().Time, a, ev.Now)
+// unless allowShorten, never earlier (rules.Extend), and says a refusal
+// the plugin's way.
+func extendPatch(ev *Evaluation, target func(current, now time.Time) time.Time, allowShorten bool) (*rules.Patch, error) {
+	p, err := rules.Extend(ev, target, allowShorten)
+	var r *rules.Refusal
+	if !errors.As(err, &r) {
+		return p, err
 	}
-	at := target(current.ExpiresAt, ev.Now)
-	if at.Before(ev.Object.GetCreationTimestamp().Time) {
-		return nil, usageError("%s is before the object was created (%s): the controller would ignore it", formatTime(at), formatTime(ev.Object.GetCreationTimestamp().Time))
-	}
-	if !current.Max.IsZero() && at.After(current.Max) {
+	switch r.Reason {
+	case rules.BeforeCreation:
+		return nil, usageError("%s is before the object was created (%s): the controller would ignore it", formatTime(r.At), formatTime(r.Limit))
+	case rules.PastMaximum:
 		return nil, withCode(ExitPastMaximum, "%s is past the maximum lifetime of %s: policy %s caps it at %s (maxTTL %s from creation); it was not extended",
-			formatTime(at), describe(ev), ev.Governing.Name, formatTime(current.Max), expiry.FormatDuration(ev.Governing.Schedule.MaxTTL))
-	}
-	if at.Before(current.ExpiresAt) && !allowShorten {
+			formatTime(r.At), describe(ev), ev.Governing.Name, formatTime(r.Limit), expiry.FormatDuration(ev.Governing.Schedule.MaxTTL))
+	case rules.WouldShorten:
 		return nil, withCode(ExitRefused, "%s would shorten the life of %s: it expires at %s; give --allow-shorten to do it anyway",
-			formatTime(at), describe(ev), formatTime(current.ExpiresAt))
+			formatTime(r.At), describe(ev), formatTime(r.Limit))
 	}
-	if at.Equal(current.ExpiresAt) && current.Source == expiry.AnnotationExpiresAt {
-		return &patch{none: true, verb: "already expires at " + formatTime(at)}, nil
-	}
-	verb := "extended"
-	if at.Before(current.ExpiresAt) {
-		verb = "shortened"
-	}
-	return &patch{
-		set:  map[string]*string{expiry.AnnotationExpiresAt: ptr(at.UTC().Format(time.RFC3339))},
-		verb: fmt.Sprintf("%s from %s", verb, formatTime(current.ExpiresAt)),
-	}, nil
+	return nil, err
 }
 
 func newKeepCommand(o *Options, keep bool) *cobra.Command {
@@ -143,26 +131,19 @@ command prints which.`
 		cmd.Example = `  kubectl timeout unkeep 2b1e7c9e-3f7a-4c61-9a51-0f3c2d7e8a10`
 	}
 	return nameCommand(o, cmd, nameArgs{run: func(ctx context.Context, n *named) error {
-		return n.change(ctx, func(ev *Evaluation) (*patch, error) { return keepPatch(ev, keep) })
+		return n.change(ctx, func(ev *Evaluation) (*rules.Patch, error) { return keepPatch(ev, keep) })
 	}})
 }
 
-// keepPatch sets the keep annotation, or with keep false removes it.
-func keepPatch(ev *Evaluation, keep bool) (*patch, error) {
-	_, present := ev.Object.GetAnnotations()[expiry.AnnotationKeep]
-	switch {
-	case keep && ev.Governing.Schedule.KeepForbidden:
+// keepPatch sets the keep annotation, or with keep false removes it
+// (rules.Keep).
+func keepPatch(ev *Evaluation, keep bool) (*rules.Patch, error) {
+	p, err := rules.Keep(ev, keep)
+	if r := (*rules.Refusal)(nil); errors.As(err, &r) && r.Reason == rules.KeepForbidden {
 		return nil, withCode(ExitKeepForbidden, "policy %s forbids keep (spec.keep: Forbidden): %s was not kept; it expires at %s",
 			ev.Governing.Name, describe(ev), formatTime(ev.Life.ExpiresAt))
-	case keep && ev.Life.Keep && ev.Object.GetAnnotations()[expiry.AnnotationKeep] == "true":
-		return &patch{none: true, verb: "is already kept"}, nil
-	case keep:
-		return &patch{set: map[string]*string{expiry.AnnotationKeep: ptr("true")}, verb: "kept"}, nil
-	case !present:
-		return &patch{none: true, verb: "is not kept"}, nil
-	default:
-		return &patch{set: map[string]*string{expiry.AnnotationKeep: nil}, verb: "no longer kept"}, nil
 	}
+	return p, err
 }
 
 func newTouchCommand(o *Options) *cobra.Command {
@@ -190,47 +171,21 @@ change an expiry and the command exits with 7, unless the object is asleep.`,
 	}})
 }
 
-// touchPatch records use now, under the controller's throttling rule.
-func touchPatch(ev *Evaluation) (*patch, error) {
-	s := ev.Governing.Schedule
-	// Use wakes an object asleep, whatever the policy's clocks.
-	asleep := ev.SleepState() == SleepAsleep
-	if s.IdleTTL <= 0 && s.SleepAfterIdle <= 0 && !asleep {
+// touchPatch records use now, under the controller's throttling rule
+// (rules.Touch).
+func touchPatch(ev *Evaluation) (*rules.Patch, error) {
+	p, err := rules.Touch(ev)
+	if r := (*rules.Refusal)(nil); errors.As(err, &r) && r.Reason == rules.UseNotCounted {
 		return nil, withCode(ExitRefused, "policy %s has no idleTTL (nor sleep.afterIdle): use does not move the expiry of %s; nothing was written", ev.Governing.Name, describe(ev))
 	}
-	if since := ev.Now.Sub(ev.Life.LastActive); !asleep && since < s.ActivityWindow() {
-		return &patch{none: true, verb: fmt.Sprintf("was last active at %s, less than %s ago (idleTTL/20, or sleep.afterIdle/20 when shorter): nothing written",
-			formatTime(ev.Life.LastActive), expiry.FormatDuration(s.ActivityWindow()))}, nil
-	}
-	return usePatch(ev, "touched"), nil
-}
-
-// usePatch records use now in the last-active annotation, as
-// Amphitheatre's API server does: touch and wake write it.
-func usePatch(ev *Evaluation, verb string) *patch {
-	// Truncated: the annotation holds whole seconds, and a time ahead of
-	// the clock is no use (the controller counts it from when it saw it).
-	// Use in the second an object went to sleep wakes it all the same.
-	now := ev.Now.Truncate(time.Second)
-	return &patch{
-		set:  map[string]*string{expiry.AnnotationLastActive: ptr(now.UTC().Format(time.RFC3339))},
-		verb: verb + ": last active " + formatTime(now),
-	}
-}
-
-// patch is a change to an object's annotations; a nil value removes one.
-type patch struct {
-	set  map[string]*string
-	none bool
-	// verb says what was done, for the message: "kept", "extended from …".
-	verb string
+	return p, err
 }
 
 // change finds the object r names, decides the patch from its current
 // state and writes it locked on the resourceVersion it was decided from.
 // When the object changed meanwhile it starts again; when it is gone or
 // being deleted, it fails with ExitGone.
-func change(ctx context.Context, o *Options, r ref, all bool, output string, decide func(*Evaluation) (*patch, error)) error {
+func change(ctx context.Context, o *Options, r ref, all bool, output string, decide func(*Evaluation) (*rules.Patch, error)) error {
 	s, err := newSession(o, all)
 	if err != nil {
 		return err
@@ -240,7 +195,7 @@ func change(ctx context.Context, o *Options, r ref, all bool, output string, dec
 }
 
 // change is change in s, and returns the object it found.
-func (s *session) change(ctx context.Context, r ref, output string, decide func(*Evaluation) (*patch, error)) (found, error) {
+func (s *session) change(ctx context.Context, r ref, output string, decide func(*Evaluation) (*rules.Patch, error)) (found, error) {
 	o := s.o
 	if err := s.loadPolicies(ctx); err != nil {
 		return found{}, err
@@ -268,12 +223,12 @@ func (s *session) change(ctx context.Context, r ref, output string, decide func(
 		if err != nil {
 			return f, err
 		}
-		if p.none {
-			return f, report(o.Out, output, ev, describe(ev)+" "+p.verb)
+		if p.None {
+			return f, report(o.Out, output, ev, describe(ev)+" "+p.Verb)
 		}
 		body, err := json.Marshal(map[string]any{"metadata": map[string]any{
 			"resourceVersion": obj.GetResourceVersion(),
-			"annotations":     p.set,
+			"annotations":     p.Set,
 		}})
 		if err != nil {
 			return f, err
@@ -304,7 +259,7 @@ func (s *session) change(ctx context.Context, r ref, output string, decide func(
 		if err != nil {
 			return f, err
 		}
-		if err := report(o.Out, output, after, describe(after)+" "+p.verb); err != nil {
+		if err := report(o.Out, output, after, describe(after)+" "+p.Verb); err != nil {
 			return f, err
 		}
 		return f, limited(after)
@@ -376,17 +331,13 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-func ptr(s string) *string { return &s }
-
 // limited fails with ExitPastLimits when the governing policy's extension
 // limits refuse the change just written, which the controller then does
 // not take (no admission policy refused it first).
 func limited(ev *Evaluation) error {
-	for _, inv := range ev.Life.Invalid {
-		if inv.Limited {
-			return withCode(ExitPastLimits, "policy %s's extension limits refuse %s=%q: expected %s; %s",
-				ev.Governing.Name, inv.Annotation, inv.Value, inv.Expected, inv.Fallback)
-		}
+	if inv := rules.Limited(ev.Life); inv != nil {
+		return withCode(ExitPastLimits, "policy %s's extension limits refuse %s=%q: expected %s; %s",
+			ev.Governing.Name, inv.Annotation, inv.Value, inv.Expected, inv.Fallback)
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"context"
 
 	"github.com/spf13/cobra"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/rules"
 )
 
 // named is the object a command names on its command line, with the flags
@@ -20,7 +22,7 @@ type named struct {
 }
 
 // change decides and writes a change to the named object; see change.
-func (n *named) change(ctx context.Context, decide func(*Evaluation) (*patch, error)) error {
+func (n *named) change(ctx context.Context, decide func(*Evaluation) (*rules.Patch, error)) error {
 	return change(ctx, n.o, n.ref, n.all, n.output, decide)
 }
 

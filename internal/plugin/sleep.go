@@ -5,6 +5,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -16,17 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/rules"
 )
 
 // Sleep states of an object, as list, explain and wake say them.
 const (
-	// SleepAwake: its workloads run; under a policy that sleeps, it goes to
-	// sleep at SleepInfo.SleepsAt.
-	SleepAwake = "awake"
-	// SleepAsleep: its workloads are (being) scaled to zero.
-	SleepAsleep = "asleep"
-	// SleepWaking: the controller is restoring them, or does so now.
-	SleepWaking = "waking"
+	SleepAwake  = rules.SleepAwake
+	SleepAsleep = rules.SleepAsleep
+	SleepWaking = rules.SleepWaking
 )
 
 // SleepInfo is the sleep of an object under a policy with spec.sleep (or
@@ -54,36 +52,6 @@ type SleepInfo struct {
 	FreedMemoryBytes int64 `json:"freedMemoryBytes,omitempty"`
 }
 
-// SleepState is whether the object is awake, asleep or waking, as the
-// controller's planner has it now; "" when it is not governed, is being
-// deleted, or its policy neither sleeps nor left it asleep.
-func (ev *Evaluation) SleepState() string {
-	if ev.Governing == nil || ev.Terminating() || ev.Governing.SpecErr != nil {
-		return ""
-	}
-	st := ev.Life.Sleep
-	switch {
-	case ev.Plan.Action == expiry.Wake || st.Phase == expiry.PhaseWaking:
-		return SleepWaking
-	case ev.Life.Asleep || st.Sleeping():
-		return SleepAsleep
-	case ev.Governing.Schedule.Sleeps():
-		return SleepAwake
-	}
-	return ""
-}
-
-// sleepsAt is when the planner puts the object to sleep next; zero when
-// it does not.
-func (ev *Evaluation) sleepsAt() time.Time {
-	for _, s := range ev.Steps {
-		if s.Action == ActionSleep {
-			return s.At
-		}
-	}
-	return time.Time{}
-}
-
 // sleepOf is the sleep of ev's object; nil when SleepState is "".
 func sleepOf(ev *Evaluation) *SleepInfo {
 	state := ev.SleepState()
@@ -103,7 +71,7 @@ func sleepOf(ev *Evaluation) *SleepInfo {
 	}
 	switch state {
 	case SleepAwake:
-		si.SleepsAt = timePtr(ev.sleepsAt())
+		si.SleepsAt = timePtr(ev.SleepsAt())
 	case SleepAsleep:
 		si.Since = timePtr(st.Since)
 		si.FreedReplicas, si.FreedCPUMillis, si.FreedMemoryBytes = st.Freed, st.FreedCPUMillis, st.FreedMemoryBytes
@@ -210,9 +178,9 @@ says so and exits with 8.`,
 // controller has woken it.
 func (s *session) wake(ctx context.Context, r ref, output string, waitAwake bool, timeout time.Duration) error {
 	var waking bool
-	f, err := s.change(ctx, r, output, func(ev *Evaluation) (*patch, error) {
+	f, err := s.change(ctx, r, output, func(ev *Evaluation) (*rules.Patch, error) {
 		p, err := wakePatch(ev)
-		waking = err == nil && (!p.none || ev.SleepState() == SleepWaking)
+		waking = err == nil && (!p.None || ev.SleepState() == SleepWaking)
 		return p, err
 	})
 	if err != nil || !waitAwake || !waking {
@@ -221,25 +189,14 @@ func (s *session) wake(ctx context.Context, r ref, output string, waitAwake bool
 	return s.waitAwake(ctx, f, output, timeout)
 }
 
-// wakePatch records use now, as touch does, on an object that sleeps.
-func wakePatch(ev *Evaluation) (*patch, error) {
-	st := ev.Life.Sleep
-	switch ev.SleepState() {
-	case SleepAsleep:
-		// Use after the sleep began is what wakes it: the planner sees the
-		// last-active annotation past the sleep's since.
-		return usePatch(ev, "woken"), nil
-	case SleepWaking:
-		by := st.WokeBy
-		if ev.Plan.Action == expiry.Wake {
-			by = ev.Plan.WokeBy
-		}
-		return &patch{none: true, verb: "is already waking (woken by " + by + "): nothing written"}, nil
-	}
-	if !ev.Governing.Schedule.Sleeps() {
+// wakePatch records use now, as touch does, on an object that sleeps
+// (rules.Wake).
+func wakePatch(ev *Evaluation) (*rules.Patch, error) {
+	p, err := rules.Wake(ev)
+	if r := (*rules.Refusal)(nil); errors.As(err, &r) && r.Reason == rules.NeverSleeps {
 		return nil, withCode(ExitRefused, "policy %s has no spec.sleep: %s never sleeps; nothing was written", ev.Governing.Name, describe(ev))
 	}
-	return &patch{none: true, verb: "is not asleep: nothing to wake"}, nil
+	return p, err
 }
 
 // waitAwake reads the object until its sleep annotation says Awake.

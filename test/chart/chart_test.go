@@ -52,6 +52,7 @@ var valueSets = []valueSet{
 	{"the admission policies: annotations, channel use and the author stamp", "admission", 0},
 	{"the archive in an S3 bucket", "s3archive", 0},
 	{"the alert rules and the Grafana dashboard", "monitoring", 0},
+	{"the actions server with an Ingress and TLS", "actions", 0},
 }
 
 func (v valueSet) values() string { return filepath.Join("testdata", v.file+".values.yaml") }
@@ -408,6 +409,52 @@ func TestTheClusterRolesForPeopleAndPrometheusAreThoseOfConfig(t *testing.T) {
 				g, _ := yaml.Marshal(got)
 				wy, _ := yaml.Marshal(w)
 				t.Errorf("the chart's ClusterRole %s differs from config/rbac/%s:\nchart:\n%s\nconfig:\n%s", o.GetName(), file, g, wy)
+			}
+		})
+	}
+}
+
+// The actions server's roles are config/actions's, and hold no right to
+// delete.
+func TestTheActionsRolesAreThoseOfConfig(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root, "config", "actions", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions valueSet
+	for _, v := range valueSets {
+		if v.file == "actions" {
+			actions = v
+		}
+	}
+	objs := objects(t, mustRender(t, actions))
+	if find(objects(t, mustRender(t, valueSets[0])), "Deployment", "timeout-controller-actions") != nil {
+		t.Error("the defaults install the actions server; want it off unless actions.enabled")
+	}
+	for _, want := range objects(t, data) {
+		t.Run(want.GetKind(), func(t *testing.T) {
+			o := find(objs, want.GetKind(), want.GetName())
+			if o == nil {
+				t.Fatalf("the chart renders no %s %s", want.GetKind(), want.GetName())
+			}
+			got, w := rules(t, o), rules(t, want)
+			if want.GetKind() == "Role" {
+				// The chart adds the Slack channels' Secrets it is given.
+				if len(got) != 1 || !slices.Contains(got[0].ResourceNames, "slack-webhook") {
+					t.Errorf("the chart's Role does not name actions.slackSecrets: %+v", got)
+				} else {
+					got[0].ResourceNames = slices.DeleteFunc(got[0].ResourceNames, func(n string) bool { return n == "slack-webhook" })
+				}
+			}
+			if !reflect.DeepEqual(got, w) {
+				g, _ := yaml.Marshal(got)
+				wy, _ := yaml.Marshal(w)
+				t.Errorf("the chart's %s %s differs from config/actions/role.yaml:\nchart:\n%s\nconfig:\n%s", o.GetKind(), o.GetName(), g, wy)
+			}
+			for _, r := range got {
+				if slices.Contains(r.Verbs, "delete") || slices.Contains(r.Verbs, "*") || slices.Contains(r.Resources, "*") {
+					t.Errorf("rule %+v lets the actions server delete, or has a wildcard", r)
+				}
 			}
 		})
 	}

@@ -62,3 +62,20 @@ own channels.
 {{- define "timeout-controller.chartAuthor" -}}
 timeout-controller:chart:{{ .Release.Namespace }}:{{ .Release.Name }}
 {{- end }}
+
+{{/*
+The actions server's labels: a name of its own, so that the controller's
+Service, PodDisruptionBudget and spread constraints never select its pods.
+*/}}
+{{- define "timeout-controller.actionsSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "timeout-controller.name" . }}-actions
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "timeout-controller.actionsLabels" -}}
+{{ include "timeout-controller.actionsSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: amphitheatre
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ include "timeout-controller.chart" . }}
+{{- end }}
