@@ -7,9 +7,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,10 +19,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/actions"
+	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
@@ -146,4 +152,76 @@ func TestRemindersCarryLinksForEachRecipient(t *testing.T) {
 	if !slices.Equal(recipients, []string{"alice@example.com", "ops@example.com"}) {
 		t.Errorf("reminders went to %q", recipients)
 	}
+}
+
+// TestALinkFromAReminderMailExtendsThePlaybook is not parallel: it
+// restarts the controller with --actions-url. It follows a link as its
+// recipient would: taken out of the reminder the mailbox received, its
+// page opened and its button pressed on the actions server; the
+// Playbook is extended by the policy's link step, stamped and audited as
+// the recipient's, via the link, and the extended message's Event says so.
+func TestALinkFromAReminderMailExtendsThePlaybook(t *testing.T) {
+	base, _ := startActions(t)
+	withActionsURL(t, base)
+	const test = "links-followed"
+	mb := fixture.NewMailbox(t, nil)
+	spec := reminderPolicy(t, test, []v1alpha1.Duration{"20s"}, "0s", mb, nil)
+	spec.Extensions = &v1alpha1.Extensions{MaxStep: "1h", MaxCount: ptr.To[int32](2)}
+	spec.Actions = &v1alpha1.Actions{ExtendBy: "30m"}
+	createPolicy(t, test, spec)
+	pb := create(t, playbooks, newPlaybook(test, "followed", map[string]string{expiry.AnnotationTTL: "25s"}))
+
+	var text string
+	fixture.Eventually(t, 15*time.Second, "the reminder in the mailbox", func() (bool, error) {
+		for _, m := range mb.WithHeader("X-Timeout-Object", pb.GetName()) {
+			if m.Header.Get("X-Timeout-Event") == "reminder" {
+				text, _ = mailParts(t, m)
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	link := regexp.MustCompile(`Keep it 30 minutes longer: (\S+)\?do=extend\n`).FindStringSubmatch(text)
+	if link == nil || !strings.HasPrefix(link[1], base+"/a/") {
+		t.Fatalf("no link to %s in the reminder:\n%s", base, text)
+	}
+	secrets = append(secrets, strings.TrimPrefix(link[1], base+"/a/"))
+
+	status, body := page(t, link[1]+"?do=extend")
+	m := formToken.FindStringSubmatch(body)
+	if status != http.StatusOK || m == nil {
+		t.Fatalf("the link's page: %d\n%s", status, body)
+	}
+	if status, body = click(t, base, link[1], m[1], actions.Extend); status != http.StatusOK || !strings.Contains(body, "Done: it now expires") {
+		t.Fatalf("the click: %d\n%s", status, body)
+	}
+	obj := get(t, pb.GetName())
+	if got, want := obj.GetAnnotations()[expiry.AnnotationExpiresAt], pb.after(25*time.Second+30*time.Minute).UTC().Format(time.RFC3339); got != want {
+		t.Errorf("expires-at %q, want %q: the expiry plus the policy's extendBy", got, want)
+	}
+	mustContain(t, obj.GetAnnotations()[expiry.AnnotationChangedBy], `"by":"ops@example.com"`, `"via":"link"`)
+
+	fixture.Eventually(t, 15*time.Second, "the extension on the audit trail", func() (bool, error) {
+		for _, r := range auditRecords(t, pb.GetUID()) {
+			if r.Type == audit.Extended {
+				if r.By != "ops@example.com" || r.Via != expiry.ViaLink {
+					return false, fmt.Errorf("extended record by %q via %q", r.By, r.Via)
+				}
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	fixture.Eventually(t, 15*time.Second, "the extended message's Event", func() (bool, error) {
+		var list eventsv1.EventList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(eventNamespace)); err != nil {
+			return false, err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == pb.GetName() && strings.Contains(e.Note, "Sent the extended message") {
+				return strings.Contains(e.Note, "extended by ops@example.com via link"), fmt.Errorf("note %q", e.Note)
+			}
+		}
+		return false, nil
+	})
 }
