@@ -171,6 +171,39 @@ type Traffic struct {
 	NameLabel string `json:"nameLabel,omitempty"`
 }
 
+// DeleteNowPolicy says whether the links in messages offer to delete the
+// object at once.
+type DeleteNowPolicy string
+
+const (
+	// DeleteNowAllowed puts "I am done: delete it now" in messages.
+	DeleteNowAllowed DeleteNowPolicy = "Allowed"
+	// DeleteNowForbidden leaves it out.
+	DeleteNowForbidden DeleteNowPolicy = "Forbidden"
+)
+
+// Actions says what the links in messages let the people who get them do
+// (docs/guides/acting-from-messages.md). Messages carry links only when
+// the controller runs with --actions-url; every action through a link is
+// judged by the same rules as one made with kubectl timeout.
+type Actions struct {
+	// ExtendBy is how far "Keep it longer" moves the expiry past the
+	// current one: spec.extensions.maxStep when absent, or 1d when that
+	// is absent too. It may not exceed spec.extensions.maxStep; maxTTL
+	// and the extension count still apply.
+	// +optional
+	ExtendBy Duration `json:"extendBy,omitempty"`
+
+	// DeleteNow says whether messages offer "I am done: delete it now":
+	// Allowed or Forbidden (the default). The object is then deleted as
+	// at any expiry (archive, audit, the deleted message), after the
+	// minimum notice when a reminder promised it.
+	// +kubebuilder:validation:Enum=Allowed;Forbidden
+	// +kubebuilder:default=Forbidden
+	// +optional
+	DeleteNow DeleteNowPolicy `json:"deleteNow,omitempty"`
+}
+
 // KeepPolicy says whether a policy honours the keep annotation.
 type KeepPolicy string
 
@@ -268,6 +301,13 @@ type TimeoutPolicySpec struct {
 	// (last-active) is not an extension: idleTTL and maxTTL bound it.
 	// +optional
 	Extensions *Extensions `json:"extensions,omitempty"`
+
+	// Actions, when set, says what the links in messages let their
+	// recipients do: how far "Keep it longer" extends, and whether "delete
+	// it now" is offered. Without it, links extend by the extensions'
+	// maxStep (or 1d) and do not delete.
+	// +optional
+	Actions *Actions `json:"actions,omitempty"`
 
 	// Reminders are the lead times before expiry at which the people
 	// concerned are told. An empty list means no reminders; a lead given

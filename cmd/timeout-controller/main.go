@@ -123,6 +123,7 @@ func run() error {
 	flag.StringVar(&prometheusURL, "prometheus-url", "", "URL of the Prometheus HTTP API that policies' traffic queries (spec.traffic) are sent to, e.g. http://prometheus-operated.monitoring:9090; empty turns traffic off, and policies asking for it say so.")
 	flag.StringVar(&prometheusToken, "prometheus-bearer-token-file", "", "File holding a bearer token sent to --prometheus-url, read again when it changes; none when empty.")
 	flag.StringVar(&prometheusCA, "prometheus-ca-file", "", "PEM file of the CAs that --prometheus-url's certificate is checked against; the system's when empty.")
+	flag.StringVar(&opts.ActionsURL, "actions-url", "", "Public https address of the actions server: reminders, sleeping and slept messages and owners' digests then carry links to it, signed for each recipient, that keep, wake or delete the object in one click; empty sends messages without links.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -133,6 +134,9 @@ func run() error {
 		return act.run(metricsAddr, metricsSecure, probeAddr, qps, burst, opts.SecretNamespace)
 	default:
 		return fmt.Errorf(`--serve %q: expected "controller" or "actions"`, serve)
+	}
+	if _, err := controller.ParseActionsURL(opts.ActionsURL); opts.ActionsURL != "" && err != nil {
+		return fmt.Errorf("--actions-url: %w", err)
 	}
 	if opts.OutboxNamespace == "" {
 		opts.OutboxNamespace = leaderElectionNamespace

@@ -5,6 +5,7 @@ package main
 
 import (
 	"bytes"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -73,13 +74,13 @@ func TestDemo(t *testing.T) {
 
 	var buf bytes.Buffer
 	start := time.Now()
-	res, err := run(t.Context(), &buf, 120*time.Second)
+	res, err := run(t.Context(), &buf, 150*time.Second)
 	t.Logf("demo output after %s:\n%s", time.Since(start).Round(time.Second), buf.String())
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if len(res.playbooks) != len(actOne)+len(actTwo) {
-		t.Fatalf("the demo made %d Playbooks, want %d", len(res.playbooks), len(actOne)+len(actTwo))
+	if len(res.playbooks) != len(actOne)+len(actTwo)+2 {
+		t.Fatalf("the demo made %d Playbooks, want %d", len(res.playbooks), len(actOne)+len(actTwo)+2)
 	}
 
 	for _, c := range actOne {
@@ -105,10 +106,51 @@ func TestDemo(t *testing.T) {
 			t.Errorf("used deleted at %s, its idle twin at %s", used.deletedAt, twin.deletedAt)
 		}
 	})
+	t.Run("the links of a reminder keep one Playbook longer and delete another", func(t *testing.T) { checkLinks(t, res) })
 	checkMessages(t, res)
 	checkEvents(t, res)
 	checkPlugin(t, res)
 	checkCleanup(t, res)
+}
+
+// checkLinks checks the third act: the links of reminders, followed over
+// HTTP, kept one Playbook a step longer as their recipient's, and deleted
+// another with the controller's usual records and messages.
+func checkLinks(t *testing.T, res *results) {
+	kept, done := res.playbook(t, keptTitle, 3), res.playbook(t, doneTitle, 3)
+	l := res.link
+	for _, what := range []string{"extend", "delete", "page"} {
+		if !strings.Contains(l.links[what], "/a/") {
+			t.Errorf("the reminder's %s link is %q", what, l.links[what])
+		}
+	}
+	if l.pageStatus != http.StatusOK || l.deleteStatus != http.StatusOK {
+		t.Errorf("the page answered %d, the delete %d; want 200", l.pageStatus, l.deleteStatus)
+	}
+	if moved := l.extendedTo.Sub(l.was); moved != linkStep {
+		t.Errorf("keep it longer moved the expiry from %s to %s, want %s later", l.was, l.extendedTo, linkStep)
+	}
+	if l.stamp.By != mailTo || l.stamp.Via != expiry.ViaLink {
+		t.Errorf("the stamp after the click is %+v, want by %s via link", l.stamp, mailTo)
+	}
+	for _, p := range []playbookFacts{kept, done} {
+		extended := res.records(p.obj.GetUID(), audit.Extended)
+		if len(extended) != 1 || extended[0].By != mailTo || extended[0].Via != expiry.ViaLink {
+			t.Errorf("%s: extended records %+v, want one by %s via link", p.title, extended, mailTo)
+		}
+		if got := res.received(p.obj.GetName(), viaMail, v1alpha1.EventReminder); len(got) != 1 || !slices.Equal(got[0].to, []string{mailTo}) {
+			t.Errorf("%s: %d reminder mails, want one to %s", p.title, len(got), mailTo)
+		}
+	}
+	if got := res.received(kept.obj.GetName(), viaMail, v1alpha1.EventExtended); len(got) != 1 {
+		t.Errorf("%d extended mails about %s, want 1", len(got), keptTitle)
+	}
+	if !kept.deletedAt.IsZero() || len(res.records(kept.obj.GetUID(), audit.Deleted)) != 0 {
+		t.Errorf("%s, kept a minute longer, was deleted", keptTitle)
+	}
+	if len(res.records(done.obj.GetUID(), audit.Deleted)) != 1 || done.deletedAt.IsZero() || len(res.received(done.obj.GetName(), viaMail, v1alpha1.EventDeleted)) != 1 {
+		t.Errorf("%s was not deleted once, with its deleted mail, after delete it now", doneTitle)
+	}
 }
 
 // deletion says what should become of a Playbook, as a test name.
@@ -521,6 +563,14 @@ func checkCleanup(t *testing.T, res *results) {
 		}
 		if _, err := os.Stat(res.workdir); !os.IsNotExist(err) {
 			t.Errorf("%s still exists (stat: %v)", res.workdir, err)
+		}
+	})
+	t.Run("leaves no actions server running", func(t *testing.T) {
+		if res.link.actionsPID == 0 {
+			t.Fatal("no actions server pid in the results")
+		}
+		if p, err := os.FindProcess(res.link.actionsPID); err == nil && p.Signal(syscall.Signal(0)) == nil {
+			t.Errorf("actions server process %d is still running", res.link.actionsPID)
 		}
 	})
 	t.Run("leaves no controller running", func(t *testing.T) {

@@ -14,9 +14,11 @@ import (
 	"io"
 	"log"
 	"mime"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"net/mail"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,9 +48,11 @@ type message struct {
 	arrived time.Time
 
 	// By mail: the envelope recipients (blind copies included), sorted,
-	// and the decoded subject.
+	// and the decoded subject; links are the URLs its text part lists, by
+	// what they do (extend, wake, delete, page), when it has any.
 	to      []string
 	subject string
+	links   map[string]string
 
 	// By webhook: the CloudEvent's data.
 	title     string
@@ -157,7 +161,8 @@ func (s *mailSession) Data(r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(io.Discard, m.Body); err != nil {
+	links, err := mailLinks(m)
+	if err != nil {
 		return err
 	}
 	subject, err := new(mime.WordDecoder).DecodeHeader(m.Header.Get("Subject"))
@@ -172,8 +177,55 @@ func (s *mailSession) Data(r io.Reader) error {
 		arrived: arrived,
 		to:      slices.Sorted(slices.Values(s.to)),
 		subject: subject,
+		links:   links,
 	})
 	return nil
+}
+
+// linkLines find the links in a mail's text part, as the default
+// templates write them.
+var linkLines = map[string]*regexp.Regexp{
+	"extend": regexp.MustCompile(`(?m)^Keep it .*longer: (\S+)$`),
+	"wake":   regexp.MustCompile(`(?m)^(?:Wake it|Keep it awake): (\S+)$`),
+	"delete": regexp.MustCompile(`(?m)^I am done, delete it now: (\S+)$`),
+	"page":   regexp.MustCompile(`(?m)^See it: (\S+)$`),
+}
+
+// mailLinks reads the body of m and returns the links its text part
+// lists, nil when it has none.
+func mailLinks(m *mail.Message) (map[string]string, error) {
+	mediaType, params, err := mime.ParseMediaType(m.Header.Get("Content-Type"))
+	if err != nil || !strings.HasPrefix(mediaType, "multipart/") {
+		_, err := io.Copy(io.Discard, m.Body)
+		return nil, err
+	}
+	var links map[string]string
+	mr := multipart.NewReader(m.Body, params["boundary"])
+	for {
+		p, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			return links, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		body, err := io.ReadAll(p)
+		if err != nil {
+			return nil, err
+		}
+		if ct, _, _ := mime.ParseMediaType(p.Header.Get("Content-Type")); ct != "text/plain" {
+			continue
+		}
+		text := strings.ReplaceAll(string(body), "\r\n", "\n")
+		for what, re := range linkLines {
+			if l := re.FindStringSubmatch(text); l != nil {
+				if links == nil {
+					links = map[string]string{}
+				}
+				links[what] = l[1]
+			}
+		}
+	}
 }
 
 func (s *mailSession) Reset()        { s.to = nil }

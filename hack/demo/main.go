@@ -27,7 +27,7 @@ import (
 )
 
 func main() {
-	timeout := flag.Duration("timeout", 2*time.Minute, "Give up, clean up and fail after this long.")
+	timeout := flag.Duration("timeout", 150*time.Second, "Give up, clean up and fail after this long.")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -206,12 +206,13 @@ type proc struct {
 	err  error
 }
 
-func startController(w *workdir) (*proc, error) {
-	log, err := os.Create(w.log)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(w.bin,
+func startController(w *workdir, extra ...string) (*proc, error) {
+	c := &proc{}
+	return c, c.start(w.bin, w.log, controllerArgs(w, extra...)...)
+}
+
+func controllerArgs(w *workdir, extra ...string) []string {
+	return append([]string{
 		"--kubeconfig", w.kubeconfig,
 		"--audit-log", w.audit,
 		"--archive-dir", w.archive,
@@ -222,22 +223,43 @@ func startController(w *workdir) (*proc, error) {
 		"--cluster-event-namespace", eventNamespace,
 		// Where the controller would run; the webhook's Secret is there.
 		"--secret-namespace", secretNamespace,
-	)
+	}, extra...)
+}
+
+// start runs bin with args as c, appending its output to the file at
+// logPath.
+func (c *proc) start(bin, logPath string, args ...string) error {
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// Its own process group: Ctrl-C in the terminal reaches only the demo,
 	// which then stops the controller before the control plane.
 	cmd.SysProcAttr = ownProcessGroup()
 	if err := cmd.Start(); err != nil {
 		log.Close()
-		return nil, fmt.Errorf("start the controller: %w", err)
+		return fmt.Errorf("start %s %s: %w", bin, strings.Join(args, " "), err)
 	}
-	c := &proc{cmd: cmd, done: make(chan struct{})}
+	done := make(chan struct{})
+	c.cmd, c.done, c.err = cmd, done, nil
 	go func() {
-		c.err = cmd.Wait()
+		err := cmd.Wait()
 		log.Close()
-		close(c.done)
+		c.err = err
+		close(done)
 	}()
-	return c, nil
+	return nil
+}
+
+// restart stops the controller and starts it again with the extra flags,
+// as c: whoever stops c stops the new process.
+func (c *proc) restart(w *workdir, extra ...string) error {
+	if err := c.stop(); err != nil {
+		return err
+	}
+	return c.start(w.bin, w.log, controllerArgs(w, extra...)...)
 }
 
 func (c *proc) stop() error {

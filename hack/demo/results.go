@@ -45,13 +45,15 @@ type results struct {
 	pid     int
 	// reclaimed is what the deleted Playbooks' namespaces held.
 	reclaimed reclaimed
+	// link is what the third act did with a reminder's links.
+	link linkFacts
 }
 
 // playbookFacts is one Playbook of the demo.
 type playbookFacts struct {
 	title string
-	// act is 1 or 2: the second act's Playbooks are under the policy
-	// usePolicy.
+	// act is 1, 2 or 3: the second act's Playbooks are under the policy
+	// usePolicy, the third's under linksPolicy.
 	act int
 	// obj is the Playbook as the API server returned it when created (its
 	// name, UID, creation time and annotations), or, once extended, as
@@ -70,6 +72,9 @@ func (s *story) results() *results {
 	}
 	for _, c := range s.useCast {
 		r.playbooks = append(r.playbooks, playbookFacts{title: c.title, act: 2, obj: c.obj, deletedAt: c.deletedAt})
+	}
+	for _, c := range s.linkCast {
+		r.playbooks = append(r.playbooks, playbookFacts{title: c.title, act: 3, obj: c.obj, deletedAt: c.deletedAt})
 	}
 	if s.kubectl != nil {
 		r.plugin = s.kubectl.runs

@@ -133,8 +133,9 @@ type story struct {
 	// the archive, found at the end.
 	problems []string
 
-	// useCast are the second act's Playbooks.
-	useCast []*useRole
+	// useCast are the second act's Playbooks, linkCast the third's.
+	useCast  []*useRole
+	linkCast []*useRole
 	// facts are what the demo gathered for its results, besides what it
 	// printed; results completes them.
 	facts results
@@ -296,6 +297,9 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 		return err
 	}
 	if err := s.useAct(ctx, cl); err != nil {
+		return err
+	}
+	if err := s.linksAct(ctx, cl, c, rc); err != nil {
 		return err
 	}
 	return s.gather(ctx, cl, rc)

@@ -105,6 +105,9 @@ type Record struct {
 	By string `json:"by,omitempty"`
 	// Groups are By's groups, as the changed-by annotation names them.
 	Groups []string `json:"groups,omitempty"`
+	// Via is how they made it when not through the API directly: "link"
+	// or "slack", from a message's link (the stamp's via).
+	Via string `json:"via,omitempty"`
 	// Reclaimed is what the namespaces a deleted object owned held just
 	// before the delete (deleted and reclaimed records).
 	Reclaimed *notify.Reclaimed `json:"reclaimed,omitempty"`

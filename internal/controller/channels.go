@@ -423,10 +423,17 @@ func (s secretReader) Get(ctx context.Context, namespace, name, key string) ([]b
 	}
 	v, ok := secret.Data[key]
 	if !ok {
-		return nil, fmt.Errorf("secret %s/%s has no key %q", namespace, name, key)
+		return nil, missingKey{fmt.Sprintf("secret %s/%s has no key %q", namespace, name, key)}
 	}
 	return v, nil
 }
+
+// missingKey says that a Secret lacks a key: notify.ErrKeyNotFound, in
+// words that name the Secret and the key.
+type missingKey struct{ msg string }
+
+func (e missingKey) Error() string        { return e.msg }
+func (e missingKey) Is(target error) bool { return target == notify.ErrKeyNotFound }
 
 // ConfigMap returns the value of key in ConfigMap namespace/name.
 func (s secretReader) ConfigMap(ctx context.Context, namespace, name, key string) ([]byte, error) {

@@ -63,6 +63,8 @@ type deliverer struct {
 	// wake, when set, asks for an object to be looked at at once: for a
 	// message that found its channel busy, when a slot frees.
 	wake func(Key)
+	// links signs the links messages carry; nil without --actions-url.
+	links *Links
 
 	retries     retries
 	pending     pendingDeliveries

@@ -227,7 +227,8 @@ func (d *deliverer) digest(ctx context.Context, ev *evaluation, plan expiry.Plan
 		candidates = append(candidates, self)
 	}
 	dg := &outbox.Digest{Created: d.clock.Now(), Policy: ev.policy.Name, Owner: ev.owner, Stage: plan.Key, Start: due,
-		Members: outbox.Batch(candidates, lead, due), Channels: map[string]*outbox.Delivery{}}
+		OwnerName: strings.TrimSpace(ev.obj.Annotations[notify.AnnotationOwner]),
+		Members:   outbox.Batch(candidates, lead, due), Channels: map[string]*outbox.Delivery{}}
 	for _, name := range ev.channels.emailReminders {
 		dg.Channels[name] = &outbox.Delivery{}
 	}

@@ -76,7 +76,14 @@ func extendedRecord(d decide.Decision, annotations map[string]string) audit.Reco
 		rec.Detail = "expiry moved from " + d.Previous.UTC().Format(time.RFC3339) + " by " + d.Life.Source
 	}
 	if c, ok := expiry.ParseChangedBy(annotations); ok && c.ChangedExpiry() {
-		rec.By, rec.Groups = c.By, c.Groups
+		rec.By, rec.Groups, rec.Via = c.By, c.Groups, c.Via
 	}
 	return rec
+}
+
+// changedBy is who last changed the object's lifetime, and how, as its
+// changed-by stamp says; empty when it has none.
+func changedBy(annotations map[string]string) expiry.ChangedBy {
+	c, _ := expiry.ParseChangedBy(annotations)
+	return c
 }

@@ -48,6 +48,7 @@ func (d *deliverer) message(ctx context.Context, ev *evaluation, t v1alpha1.Even
 		Policy:     ev.policy.Name,
 		Recipients: recipients,
 		Extend:     extendHint(key, obj, at),
+		Linker:     d.links.objectLinks(ctx, ev, t, at),
 	}
 }
 
@@ -189,6 +190,10 @@ func sentNote(ev *evaluation, plan expiry.Plan, msg notify.Message, channels []s
 	when := whenText(plan.At)
 	if plan.Event == v1alpha1.EventSleeping {
 		when = "sleep at " + plan.At.UTC().Format(time.RFC3339)
+	}
+	if by := changedBy(ev.obj.Annotations); plan.Event == v1alpha1.EventExtended && by.Via != "" {
+		// Made from a message: whom the link was sent to, and how.
+		when += "; extended by " + by.Who()
 	}
 	return fmt.Sprintf("Sent %s via %s (%s)", describeMessage(plan), strings.Join(channels, ", "), when)
 }

@@ -101,6 +101,9 @@ type ObjectReconciler struct {
 	// Wake, when set, asks for an object to be looked at at once: for a
 	// message that found its channel busy, when a slot frees (SlotFreed).
 	Wake func(Key)
+	// Links signs the links that messages carry; nil (no links) without
+	// --actions-url. Set before NewOutbox, which hands them on.
+	Links *Links
 
 	// watches start the watch of each target kind that a policy names,
 	// set by SetupWithManager for the policy reconciler.
@@ -198,6 +201,7 @@ func (r *ObjectReconciler) delivery() *deliverer {
 			owners:                r.Owners,
 			outbox:                r.Outbox,
 			candidates:            r.digestCandidates,
+			links:                 r.Links,
 		}
 	})
 	return r.deliveryState

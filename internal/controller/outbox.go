@@ -30,7 +30,7 @@ import (
 func (r *ObjectReconciler) NewOutbox(c client.Client, live client.Reader, namespace string, giveUpAfter time.Duration, log logr.Logger) *outbox.Outbox {
 	return &outbox.Outbox{
 		Store:       &outbox.Store{Client: c, Reader: live, Namespace: namespace},
-		Deliverer:   outboxDeliverer{reader: r.Client, channels: r.Channels},
+		Deliverer:   outboxDeliverer{reader: r.Client, channels: r.Channels, links: r.Links},
 		Objects:     live,
 		Recorder:    r.Recorder,
 		Audit:       r.Audit,
@@ -91,6 +91,8 @@ func (d *deliverer) outboxEntry(ctx context.Context, ev *evaluation, messageType
 type outboxDeliverer struct {
 	reader   client.Reader
 	channels *Channels
+	// links signs the links of owners' digests; nil without --actions-url.
+	links *Links
 }
 
 func (d outboxDeliverer) Deliver(ctx context.Context, policy string, msg notify.Message, names []string) (map[string]error, error) {
@@ -116,6 +118,7 @@ func (d outboxDeliverer) Deliver(ctx context.Context, policy string, msg notify.
 	if len(carried) == 0 {
 		return results, nil
 	}
+	msg.Linker = d.links.digestLinks(ctx, p, msg)
 	// The outbox sends in the background: it waits for a busy channel.
 	out := deliver(notify.WaitForSlot(ctx), set, carried, msg)
 	for _, name := range out.sent {

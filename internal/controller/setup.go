@@ -92,6 +92,11 @@ type Options struct {
 	// Prometheus answers the policies' traffic queries (spec.traffic);
 	// nil when the controller has none, and such policies say so.
 	Prometheus promv1.API
+
+	// ActionsURL is the actions server's public address (--actions-url):
+	// messages carry links to it, signed with the keyring Secret in
+	// OutboxNamespace. Empty: messages carry no links.
+	ActionsURL string
 }
 
 // Setup adds the policy and object controllers to mgr. The Events they
@@ -135,6 +140,12 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	channels := &Channels{Reader: mgr.GetClient(), Secrets: secrets, Clock: opts.Clock, Limiter: notify.NewLimiter(opts.MaxSendsPerChannel),
 		Grants: &Grants{Reviews: reviews.SubjectAccessReviews()}}
 	owners := &Owners{Reader: mgr.GetAPIReader(), Namespace: opts.OutboxNamespace, Name: opts.OwnerAddresses, Clock: opts.Clock}
+	var links *Links
+	if opts.ActionsURL != "" {
+		if links, err = NewLinks(opts.ActionsURL, mgr.GetAPIReader(), mgr.GetClient(), opts.OutboxNamespace, opts.Clock); err != nil {
+			return fmt.Errorf("--actions-url: %w", err)
+		}
+	}
 	objects := &ObjectReconciler{
 		Client:                mgr.GetClient(),
 		APIReader:             mgr.GetAPIReader(),
@@ -148,6 +159,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 
 		ClusterEventNamespace: opts.ClusterEventNamespace,
 		Owners:                owners,
+		Links:                 links,
 	}
 	objects.Outbox = objects.NewOutbox(mgr.GetClient(), mgr.GetAPIReader(), opts.OutboxNamespace,
 		opts.NotificationGiveUpAfter, mgr.GetLogger().WithValues("controller", "outbox"))

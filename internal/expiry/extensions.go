@@ -42,6 +42,20 @@ type ChangedBy struct {
 	// Changed are the short names of the lifetime annotations the write
 	// changed (LifetimeKeys).
 	Changed []string `json:"changed"`
+	// Via is how the change was made when not through the API directly:
+	// ViaLink or ViaSlack, written by the actions server, which names in
+	// By the person the link was sent to (or who signed in). Empty for a
+	// stamp made at admission.
+	Via string `json:"via,omitempty"`
+}
+
+// Who names whoever made the change for people: "alice", or
+// "alice via link".
+func (c ChangedBy) Who() string {
+	if c.Via == "" {
+		return c.By
+	}
+	return c.By + " via " + c.Via
 }
 
 // ParseChangedBy reads the changed-by annotation of an object; ok is false

@@ -4,6 +4,7 @@
 package expiry
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -378,4 +379,35 @@ func FuzzExtensionLimits(f *testing.F) {
 			t.Fatalf("the account %q does not read back: %v", l.Extensions.String(), err)
 		}
 	})
+}
+
+func TestChangedByReadsHowAChangeWasMade(t *testing.T) {
+	for _, tt := range []struct {
+		name, value string
+		want        ChangedBy
+		who         string
+	}{
+		{
+			name:  "reads a stamp made at admission, without via",
+			value: `{"by":"alice","groups":["dev"],"changed":["ttl"]}`,
+			want:  ChangedBy{By: "alice", Groups: []string{"dev"}, Changed: []string{"ttl"}},
+			who:   "alice",
+		},
+		{
+			name:  "reads the stamp of a link, which names its recipient and no group",
+			value: `{"by":"alice@example.com","via":"link","changed":["expires-at"]}`,
+			want:  ChangedBy{By: "alice@example.com", Changed: []string{"expires-at"}, Via: ViaLink},
+			who:   "alice@example.com via link",
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := ParseChangedBy(map[string]string{AnnotationChangedBy: tt.value})
+			if !ok || got.By != tt.want.By || got.Via != tt.want.Via || !slices.Equal(got.Groups, tt.want.Groups) || !slices.Equal(got.Changed, tt.want.Changed) {
+				t.Fatalf("ParseChangedBy = %+v, %t; want %+v", got, ok, tt.want)
+			}
+			if got.Who() != tt.who {
+				t.Errorf("Who() = %q, want %q", got.Who(), tt.who)
+			}
+		})
+	}
 }

@@ -40,6 +40,30 @@ type Schedule struct {
 	// SleepPatch is the merge patch that puts the object itself to sleep,
 	// for a kind that suspends through a field; nil scales instead.
 	SleepPatch []byte
+	// ExtendBy is spec.actions.extendBy, zero when absent: see LinkStep.
+	ExtendBy time.Duration
+	// DeleteNow says the links in messages may delete the object at once
+	// (spec.actions.deleteNow: Allowed).
+	DeleteNow bool
+}
+
+// DefaultLinkStep is how far a link extends under a policy that names no
+// step and limits none.
+const DefaultLinkStep = Day
+
+// LinkStep is how far "Keep it longer" in a message moves the expiry past
+// the current one: spec.actions.extendBy, else spec.extensions.maxStep,
+// else DefaultLinkStep; never more than maxStep.
+func (s Schedule) LinkStep() time.Duration {
+	var maxStep time.Duration
+	if s.Limits != nil {
+		maxStep = s.Limits.MaxStep
+	}
+	step := cmp.Or(s.ExtendBy, maxStep, DefaultLinkStep)
+	if maxStep > 0 {
+		step = min(step, maxStep)
+	}
+	return step
 }
 
 // ActivityWindow is how stale a recorded activity may be before new
@@ -121,6 +145,15 @@ func NewSchedule(spec v1alpha1.TimeoutPolicySpec) (Schedule, error) {
 	s.KeepForbidden = spec.Keep == v1alpha1.KeepForbidden
 	if e := spec.Extensions; e != nil {
 		s.Limits = newLimits(*e, &errs)
+	}
+	if a := spec.Actions; a != nil {
+		s.ExtendBy = positive(a.ExtendBy, "spec.actions.extendBy", &errs)
+		s.DeleteNow = a.DeleteNow == v1alpha1.DeleteNowAllowed
+		if s.Limits != nil && s.Limits.MaxStep > 0 && s.ExtendBy > s.Limits.MaxStep {
+			// A link would promise a step the limits then refuse.
+			errs = append(errs, fmt.Errorf("spec.actions.extendBy: %q is longer than spec.extensions.maxStep %q",
+				a.ExtendBy, spec.Extensions.MaxStep))
+		}
 	}
 	if sl := spec.Sleep; sl != nil {
 		s.SleepAfterIdle = positive(sl.AfterIdle, "spec.sleep.afterIdle", &errs)

@@ -149,6 +149,19 @@ func TestNewScheduleErrors(t *testing.T) {
 			want: []struct{ path, text string }{{"spec.minimumNotice", "negative"}},
 		},
 		{
+			name: "rejects a link step longer than the extensions' step",
+			spec: v1alpha1.TimeoutPolicySpec{
+				Extensions: &v1alpha1.Extensions{MaxStep: "2d"},
+				Actions:    &v1alpha1.Actions{ExtendBy: "3d"},
+			},
+			want: []struct{ path, text string }{{"spec.actions.extendBy", `"3d" is longer than spec.extensions.maxStep "2d"`}},
+		},
+		{
+			name: "rejects a link step of 0",
+			spec: v1alpha1.TimeoutPolicySpec{Actions: &v1alpha1.Actions{ExtendBy: "0s"}},
+			want: []struct{ path, text string }{{"spec.actions.extendBy", "greater than zero"}},
+		},
+		{
 			name: "reports every wrong field together",
 			spec: v1alpha1.TimeoutPolicySpec{
 				DefaultTTL:    "0",
@@ -177,6 +190,68 @@ func TestNewScheduleErrors(t *testing.T) {
 				if !strings.HasPrefix(lines[i], w.path+": ") || !strings.Contains(lines[i], w.text) {
 					t.Errorf("error %d = %q, want it to start with %q and contain %q", i, lines[i], w.path+": ", w.text)
 				}
+			}
+		})
+	}
+}
+
+func TestLinkStep(t *testing.T) {
+	tests := []struct {
+		name       string
+		extensions *v1alpha1.Extensions
+		actions    *v1alpha1.Actions
+		want       time.Duration
+	}{
+		{name: "is a day when the policy names no step", want: Day},
+		{name: "is a day under limits that count only", extensions: &v1alpha1.Extensions{MaxCount: new(int32(3))}, want: Day},
+		{name: "is the extensions' maximum step by default", extensions: &v1alpha1.Extensions{MaxStep: "3d"}, want: 3 * Day},
+		{name: "is the step the policy names", actions: &v1alpha1.Actions{ExtendBy: "12h"}, want: 12 * time.Hour},
+		{name: "is the step the policy names without limits", actions: &v1alpha1.Actions{ExtendBy: "2w"}, want: 2 * Week},
+		{
+			name:       "is the step the policy names within the limits",
+			extensions: &v1alpha1.Extensions{MaxStep: "3d"}, actions: &v1alpha1.Actions{ExtendBy: "1d"}, want: Day,
+		},
+		{name: "never exceeds a maximum step shorter than a day", extensions: &v1alpha1.Extensions{MaxStep: "6h"}, want: 6 * time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := NewSchedule(v1alpha1.TimeoutPolicySpec{Extensions: tt.extensions, Actions: tt.actions})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.LinkStep(); got != tt.want {
+				t.Errorf("LinkStep() = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLinkStepNeverExceedsMaxStep(t *testing.T) {
+	// NewSchedule refuses such a policy; a Schedule built otherwise still
+	// gets no longer step than its limits allow.
+	s := Schedule{ExtendBy: 3 * Day, Limits: &Limits{MaxStep: Day, MaxCount: -1}}
+	if got := s.LinkStep(); got != Day {
+		t.Errorf("LinkStep() = %s, want %s", got, Day)
+	}
+}
+
+func TestDeleteNow(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		actions *v1alpha1.Actions
+		want    bool
+	}{
+		{name: "is off without actions", want: false},
+		{name: "is off when forbidden", actions: &v1alpha1.Actions{DeleteNow: v1alpha1.DeleteNowForbidden}, want: false},
+		{name: "is on when allowed", actions: &v1alpha1.Actions{DeleteNow: v1alpha1.DeleteNowAllowed}, want: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := NewSchedule(v1alpha1.TimeoutPolicySpec{Actions: tt.actions})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.DeleteNow != tt.want {
+				t.Errorf("DeleteNow = %t, want %t", s.DeleteNow, tt.want)
 			}
 		})
 	}

@@ -30,6 +30,11 @@ const (
 	// ViaAnnotation: someone wrote last-active (kubectl timeout touch, or
 	// any client).
 	ViaAnnotation = "annotation"
+	// ViaLink and ViaSlack: someone acted through a link in a message, on
+	// its page or from a Slack button (the actions server writes them,
+	// in last-use for a wake and in the changed-by stamp for any change).
+	ViaLink  = "link"
+	ViaSlack = "slack"
 )
 
 // Use is what a last-use annotation holds.
@@ -78,8 +83,12 @@ func (u Use) Annotations() map[string]string {
 	}
 }
 
-// String names the use for people: "exec by alice", "traffic".
+// String names the use for people: "exec by alice", "traffic", "by
+// alice via link".
 func (u Use) String() string {
+	if (u.Via == ViaLink || u.Via == ViaSlack) && u.By != "" {
+		return "by " + u.By + " via " + u.Via
+	}
 	s := u.Via
 	if u.By != "" {
 		s += " by " + u.By

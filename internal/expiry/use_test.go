@@ -26,6 +26,9 @@ func TestUseRoundTripsThroughItsAnnotations(t *testing.T) {
 	if s := (Use{At: at, Via: ViaTraffic}).String(); s != "traffic" {
 		t.Errorf("String of a use without By = %q, want traffic", s)
 	}
+	if s := (Use{At: at, Via: ViaLink, By: "alice@example.com"}).String(); s != "by alice@example.com via link" {
+		t.Errorf("String of a use through a link = %q, want by alice@example.com via link", s)
+	}
 }
 
 func TestLastUseIgnoresADescriptionOfAnotherTime(t *testing.T) {

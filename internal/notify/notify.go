@@ -74,12 +74,22 @@ type Message struct {
 	// stage about several objects, to the owner alone (Recipients.Emails).
 	// Object is then the first of them.
 	Digest *Digest
+	// Linker, when set, signs the links each recipient's copy carries
+	// (Content.For); nil without --actions-url. Never stored.
+	Linker Linker `json:"-"`
+	// Actions are the links of the recipient of this copy, which
+	// Content.For sets: the object's, or, for a digest, the owner's page.
+	// Nil in a message without links. Never stored.
+	Actions *Links `json:"-"`
 }
 
 // Digest is the reminder stage Stage about several objects of one owner.
 type Digest struct {
 	Stage string
 	Items []DigestItem
+	// Owner is the owner's name as the owner annotation gives it, whose
+	// page the digest's links open; empty when unknown.
+	Owner string
 }
 
 // DigestItem is one object of a digest: when it will be deleted and how
@@ -88,6 +98,9 @@ type DigestItem struct {
 	Object    Object
 	ExpiresAt time.Time
 	Extend    string
+	// Actions are the object's links for the digest's recipient, which
+	// Content.For sets; nil without links.
+	Actions *Links `json:"-"`
 }
 
 // Reclaimed is what a deleted object's namespaces held just before the
@@ -128,6 +141,9 @@ type Content struct {
 	Subject string
 	Text    string
 	HTML    string
+	// templates rendered it, and render each recipient's copy with its
+	// links (For).
+	templates *Templates
 }
 
 // Notifier delivers messages over one channel.
@@ -145,9 +161,14 @@ type Notifier interface {
 // Secrets reads keys of Secrets for the channels' credentials.
 type Secrets interface {
 	// Get returns the value of key in Secret namespace/name. Its errors
-	// name the Secret and key, never a value.
+	// name the Secret and key, never a value; a Secret without the key
+	// is an error that errors.Is ErrKeyNotFound.
 	Get(ctx context.Context, namespace, name, key string) ([]byte, error)
 }
+
+// ErrKeyNotFound is what Secrets.Get reports for a Secret without the key
+// asked for, which an optional key (a Slack app's signing secret) may be.
+var ErrKeyNotFound = errors.New("no such key in the Secret")
 
 // Channel is one NotificationChannel as one policy uses it: what its
 // administrator wrote, and what the policy chose.

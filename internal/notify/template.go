@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	htmltemplate "html/template"
+	"slices"
 	"strings"
 	"text/template"
 	"time"
@@ -20,9 +21,9 @@ import (
 var defaults = map[v1alpha1.EventType]struct{ subject, text string }{
 	v1alpha1.EventReminder: {
 		subject: `{{.Object.Kind}} {{display .Object}} will be deleted {{relative .ExpiresAt .Time}}`,
-		text: `Your {{.Object.Kind}} {{display .Object}} will be deleted {{relative .ExpiresAt .Time}}, on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}).
+		text: `Your {{.Object.Kind}} {{display .Object}} will be deleted {{relative .ExpiresAt .Time}}, on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}).{{template "actions" .}}
 
-To keep it longer: {{.Extend}}`,
+{{if .Actions}}With kubectl{{else}}To keep it longer{{end}}: {{.Extend}}`,
 	},
 	v1alpha1.EventExtended: {
 		subject: `{{.Object.Kind}} {{display .Object}} now expires {{relative .ExpiresAt .Time}}`,
@@ -50,13 +51,13 @@ Its namespaces ({{join .Namespaces ", "}}) held {{.}}; garbage collection remove
 	},
 	v1alpha1.EventSleeping: {
 		subject: `{{.Object.Kind}} {{display .Object}} goes to sleep {{relative .ExpiresAt .Time}}`,
-		text:    `Your {{.Object.Kind}} {{display .Object}} will be put to sleep {{relative .ExpiresAt .Time}}, on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}): what it runs stops until it is used again. Using it before then keeps it awake; using it later wakes it.`,
+		text:    `Your {{.Object.Kind}} {{display .Object}} will be put to sleep {{relative .ExpiresAt .Time}}, on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}): what it runs stops until it is used again. Using it before then keeps it awake; using it later wakes it.{{template "actions" .}}`,
 	},
 	v1alpha1.EventSlept: {
 		subject: `{{.Object.Kind}} {{display .Object}} is asleep`,
 		text: `Your {{.Object.Kind}} {{display .Object}} has been put to sleep: what it runs is stopped. Using it wakes it, and restores what the sleep changed.
 
-If it stays asleep, it will be deleted {{relative .ExpiresAt .Time}}, on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}).`,
+If it stays asleep, it will be deleted {{relative .ExpiresAt .Time}}, on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}).{{template "actions" .}}`,
 	},
 	v1alpha1.EventWoke: {
 		subject: `{{.Object.Kind}} {{display .Object}} woke`,
@@ -75,9 +76,25 @@ var digestTemplate = struct{ subject, text string }{
 	text: `These objects of yours will be deleted unless you keep them:
 {{range .Digest.Items}}
 - {{.Object.Kind}} {{display .Object}}{{with .Object.Namespace}} in namespace {{.}}{{end}}: on {{human .ExpiresAt}} ({{rfc3339 .ExpiresAt}}), {{relative .ExpiresAt $.Time}}.
-  To keep it longer: {{.Extend}}
-{{end}}`,
+{{with .Actions}}{{if .Extend}}  Keep it {{with .Step}}{{.}} {{end}}longer: {{.Extend}}
+{{end}}{{if .Wake}}  Wake it: {{.Wake}}
+{{end}}{{if .Delete}}  I am done, delete it now: {{.Delete}}
+{{end}}  See it: {{.Page}}
+{{end}}  {{if .Actions}}With kubectl{{else}}To keep it longer{{end}}: {{.Extend}}
+{{end}}{{with .Actions}}
+All your objects, and what you can do with each: {{.Page}}{{end}}`,
 }
+
+// actionsTemplate lays out a message's links in its text, where the
+// default templates of the messages people can act on place it with
+// {{template "actions" .}}; overrides may too. It writes nothing for a
+// message without links.
+const actionsTemplate = `{{define "actions"}}{{with .Actions}}
+
+{{if .Extend}}Keep it {{with .Step}}{{.}} {{end}}longer: {{.Extend}}
+{{end}}{{if .Wake}}{{if eq $.Type "sleeping"}}Keep it awake{{else}}Wake it{{end}}: {{.Wake}}
+{{end}}{{if .Delete}}I am done, delete it now: {{.Delete}}
+{{end}}See it: {{.Page}}{{end}}{{end}}`
 
 // DefaultDigestTemplate returns the subject and text templates of an
 // owner's digest.
@@ -88,9 +105,54 @@ func DefaultDigestTemplate() (subject, text string) {
 const htmlLayout = `<!DOCTYPE html>
 <html><body style="font-family: sans-serif">
 <h2>{{.Subject}}</h2>
-{{range .Paragraphs}}<p>{{.}}</p>
+{{range .Paragraphs}}{{with .Buttons}}{{template "buttons" .}}{{else}}<p>{{.Text}}</p>
+{{end}}{{end}}{{range .Items}}<p style="margin: 24px 0 4px 0"><strong>{{.Name}}</strong>: {{.When}}</p>
+{{template "buttons" .Buttons}}{{end}}{{with .Owner}}<p style="margin: 24px 0"><a href="{{.Page}}" style="color: #1a4fa0">All your objects, and what you can do with each</a></p>
 {{end}}<p style="color: #666">{{.Footer}}</p>
 </body></html>`
+
+// buttonsTemplate lays out a message's links in its HTML part: links
+// styled as buttons, with inline CSS only (mail clients drop style sheets)
+// and no image. Each opens a page that says what the button there will do;
+// nothing acts on a GET.
+const buttonsTemplate = `{{define "buttons"}}<p style="margin: 16px 0">
+{{- with .Links.Extend}}<a href="{{.}}" style="display: inline-block; margin: 0 8px 8px 0; padding: 10px 16px; border-radius: 4px; background: #1a4fa0; color: #ffffff; font-weight: bold; text-decoration: none">Keep it {{with $.Links.Step}}{{.}} {{end}}longer</a>
+{{end}}
+{{- with .Links.Wake}}<a href="{{.}}" style="display: inline-block; margin: 0 8px 8px 0; padding: 10px 16px; border-radius: 4px; background: #1a4fa0; color: #ffffff; font-weight: bold; text-decoration: none">{{if $.Awake}}Keep it awake{{else}}Wake it{{end}}</a>
+{{end}}
+{{- with .Links.Delete}}<a href="{{.}}" style="display: inline-block; margin: 0 8px 8px 0; padding: 10px 16px; border-radius: 4px; background: #a3231a; color: #ffffff; font-weight: bold; text-decoration: none">I am done: delete it now</a>
+{{end}}
+{{- with .Links.Page}}<a href="{{.}}" style="display: inline-block; margin: 0 8px 8px 0; padding: 9px 15px; border-radius: 4px; border: 1px solid #1a4fa0; background: #ffffff; color: #1a4fa0; text-decoration: none">See it</a>{{end}}</p>
+{{end}}`
+
+// layout is what htmlLayout lays out.
+type layout struct {
+	Subject    string
+	Paragraphs []paragraph
+	Footer     string
+	// Items are a digest's objects, when it has links; Owner is then the
+	// owner's page.
+	Items []layoutItem
+	Owner *Links
+}
+
+// paragraph is one paragraph of the text, or the buttons that stand for
+// the paragraph of its links.
+type paragraph struct {
+	Text    string
+	Buttons *buttons
+}
+
+type buttons struct {
+	Links *Links
+	// Awake says the object is not asleep yet: Wake keeps it awake.
+	Awake bool
+}
+
+type layoutItem struct {
+	Name, When string
+	Buttons    buttons
+}
 
 // DefaultTemplate returns the default subject and text templates of
 // event type t; false for a type without one.
@@ -169,13 +231,13 @@ func NewTemplates(overrides []v1alpha1.MessageTemplate) (*Templates, error) {
 		subject: map[v1alpha1.EventType]*template.Template{},
 		text:    map[v1alpha1.EventType]*template.Template{},
 		html:    map[v1alpha1.EventType]*htmltemplate.Template{},
-		layout:  htmltemplate.Must(htmltemplate.New("layout").Parse(htmlLayout)),
+		layout:  htmltemplate.Must(htmltemplate.Must(htmltemplate.New("layout").Parse(buttonsTemplate)).Parse(htmlLayout)),
 	}
 	t.digest.subject = template.Must(template.New("digest.subject").Funcs(funcs).Parse(digestTemplate.subject))
-	t.digest.text = template.Must(template.New("digest.text").Funcs(funcs).Parse(digestTemplate.text))
+	t.digest.text = template.Must(parseText("digest.text", digestTemplate.text))
 	for et, d := range defaults {
 		t.subject[et] = template.Must(template.New(string(et) + ".subject").Funcs(funcs).Parse(d.subject))
-		t.text[et] = template.Must(template.New(string(et) + ".text").Funcs(funcs).Parse(d.text))
+		t.text[et] = template.Must(parseText(string(et)+".text", d.text))
 	}
 	var errs []error
 	for i, o := range overrides {
@@ -192,7 +254,7 @@ func NewTemplates(overrides []v1alpha1.MessageTemplate) (*Templates, error) {
 			}
 		}
 		if o.Text != "" {
-			if tpl, err := template.New(string(o.Event) + ".text").Funcs(funcs).Parse(o.Text); err != nil {
+			if tpl, err := parseText(string(o.Event)+".text", o.Text); err != nil {
 				errs = append(errs, fmt.Errorf("%s.text: %w", field, err))
 			} else {
 				t.text[o.Event] = tpl
@@ -210,14 +272,28 @@ func NewTemplates(overrides []v1alpha1.MessageTemplate) (*Templates, error) {
 		return nil, err
 	}
 	// A template that parses can still fail on execution (a field that
-	// does not exist): try every one on a sample message now, not when a
+	// does not exist, links used without {{with .Actions}}): try every one
+	// on a sample message, with links and without, now, not when a
 	// reminder is due.
 	for _, et := range v1alpha1.EventTypes {
-		if _, err := t.Render(sample(et)); err != nil {
-			errs = append(errs, err)
+		for _, m := range []Message{sample(et), sampleLinked(et)} {
+			if _, err := t.Render(m); err != nil {
+				errs = append(errs, err)
+				break
+			}
 		}
 	}
 	return t, errors.Join(errs...)
+}
+
+// parseText parses a text template that may place the message's links
+// with {{template "actions" .}}.
+func parseText(name, text string) (*template.Template, error) {
+	tpl, err := template.New(name).Funcs(funcs).Parse(actionsTemplate)
+	if err != nil {
+		return nil, err
+	}
+	return tpl.Parse(text)
 }
 
 // Render writes m's subject and bodies.
@@ -231,30 +307,113 @@ func (t *Templates) Render(m Message) (Content, error) {
 	if m.Digest != nil {
 		subject, text = t.digest.subject, t.digest.text
 	}
+	c.templates = t
 	var b bytes.Buffer
 	if err := subject.Execute(&b, m); err != nil {
 		return c, fmt.Errorf("template %s: %w", subject.Name(), err)
 	}
 	c.Subject = strings.Join(strings.Fields(b.String()), " ")
 	b.Reset()
-	if err := text.Execute(&b, m); err != nil {
-		return c, fmt.Errorf("template %s: %w", text.Name(), err)
+	body, err := execute(text, m)
+	if err != nil {
+		return c, err
 	}
-	body := strings.TrimSpace(b.String())
 	c.Text = body + "\n\n-- \n" + footer(m) + "\n"
-	b.Reset()
 	if h, ok := t.html[m.Type]; ok && m.Digest == nil {
 		if err := h.Execute(&b, m); err != nil {
 			return c, fmt.Errorf("template %s: %w", h.Name(), err)
 		}
-	} else {
-		err := t.layout.Execute(&b, map[string]any{"Subject": c.Subject, "Paragraphs": strings.Split(body, "\n\n"), "Footer": footer(m)})
-		if err != nil {
-			return c, fmt.Errorf("template layout: %w", err)
+		c.HTML = b.String()
+		return c, nil
+	}
+	// The shared layout: the text's paragraphs, with buttons in place of
+	// the links' plain URLs.
+	l := layout{Subject: c.Subject, Footer: footer(m)}
+	var bs *buttons
+	switch {
+	case m.Digest != nil && linked(m):
+		plain := m
+		plain.Actions, plain.Digest = nil, &Digest{Stage: m.Digest.Stage, Owner: m.Digest.Owner}
+		l.Items, l.Owner = layoutItems(m), m.Actions
+		if body, err = execute(text, plain); err != nil {
+			return c, err
 		}
+	case m.Digest == nil && m.Actions != nil:
+		bs = &buttons{Links: m.Actions, Awake: m.Type == v1alpha1.EventSleeping}
+		if body, err = execute(text, marked(m)); err != nil {
+			return c, err
+		}
+	}
+	for _, p := range strings.Split(body, "\n\n") {
+		if bs != nil && strings.Contains(p, linkMarker) {
+			l.Paragraphs, bs = append(l.Paragraphs, paragraph{Buttons: bs}), nil
+			continue
+		}
+		if !strings.Contains(p, linkMarker) {
+			l.Paragraphs = append(l.Paragraphs, paragraph{Text: p})
+		}
+	}
+	if bs != nil {
+		// A text that does not place the links: the buttons come last.
+		l.Paragraphs = append(l.Paragraphs, paragraph{Buttons: bs})
+	}
+	if err := t.layout.Execute(&b, l); err != nil {
+		return c, fmt.Errorf("template layout: %w", err)
 	}
 	c.HTML = b.String()
 	return c, nil
+}
+
+// execute runs a text template on m, trimmed of the space around.
+func execute(text *template.Template, m Message) (string, error) {
+	var b bytes.Buffer
+	if err := text.Execute(&b, m); err != nil {
+		return "", fmt.Errorf("template %s: %w", text.Name(), err)
+	}
+	return strings.TrimSpace(b.String()), nil
+}
+
+// linkMarker stands for every URL of the links in marked's text, which
+// the HTML part shows as buttons instead.
+const linkMarker = "\x00link\x00"
+
+// marked is m with its links' URLs replaced by linkMarker.
+func marked(m Message) Message {
+	l := *m.Actions
+	for _, u := range []*string{&l.Page, &l.Extend, &l.Wake, &l.Delete} {
+		if *u != "" {
+			*u = linkMarker
+		}
+	}
+	m.Actions = &l
+	return m
+}
+
+// linked reports whether m carries links for its recipient: its own, or
+// those of a digest's objects.
+func linked(m Message) bool {
+	if m.Actions != nil {
+		return true
+	}
+	return m.Digest != nil && slices.ContainsFunc(m.Digest.Items, func(i DigestItem) bool { return i.Actions != nil })
+}
+
+// layoutItems are the objects of a digest with their buttons, for the
+// HTML part.
+func layoutItems(m Message) []layoutItem {
+	out := make([]layoutItem, 0, len(m.Digest.Items))
+	for _, i := range m.Digest.Items {
+		name := i.Object.Kind + " " + Display(i.Object)
+		if i.Object.Namespace != "" {
+			name += " in namespace " + i.Object.Namespace
+		}
+		out = append(out, layoutItem{
+			Name:    name,
+			When:    "deleted on " + Human(i.ExpiresAt) + ", " + Relative(i.ExpiresAt, m.Time),
+			Buttons: buttons{Links: i.Actions},
+		})
+	}
+	return out
 }
 
 func footer(m Message) string {
@@ -271,4 +430,12 @@ func sample(t v1alpha1.EventType) Message {
 		Recipients: Recipients{Emails: []string{"a@example.com"}, SlackChannels: []string{"#a"}},
 		Extend:     "sample",
 	}
+}
+
+// sampleLinked is sample with every link set.
+func sampleLinked(t v1alpha1.EventType) Message {
+	m := sample(t)
+	m.Actions = &Links{Page: "https://sample/a/t", Extend: "https://sample/a/t?do=extend", Wake: "https://sample/a/t?do=wake",
+		Delete: "https://sample/a/t?do=delete", Step: "1 day", Token: "t"}
+	return m
 }

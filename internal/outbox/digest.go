@@ -92,7 +92,11 @@ type Digest struct {
 	Created time.Time `json:"created"`
 	Policy  string    `json:"policy"`
 	Owner   string    `json:"owner"`
-	Stage   string    `json:"stage"`
+	// OwnerName is the owner as the members' owner annotation names them,
+	// whose page the digest's links open; empty in a digest written
+	// before it was kept.
+	OwnerName string `json:"ownerName,omitempty"`
+	Stage     string `json:"stage"`
 	// Start is when the first member's stage fell due.
 	Start   time.Time `json:"start"`
 	Members []Member  `json:"members"`
@@ -161,7 +165,7 @@ func (d *Digest) message(now time.Time) notify.Message {
 	m := notify.Message{
 		ID: d.Name()[len(digestPrefix):], Type: v1alpha1.EventReminder, Time: now, Stage: d.Stage, Policy: d.Policy,
 		Recipients: notify.Recipients{Emails: []string{d.Owner}},
-		Digest:     &notify.Digest{Stage: d.Stage},
+		Digest:     &notify.Digest{Stage: d.Stage, Owner: d.OwnerName},
 	}
 	for _, mem := range d.Members {
 		if mem.Dropped {

@@ -48,7 +48,7 @@ type valueSet struct {
 var valueSets = []valueSet{
 	{"defaults", "defaults", 0},
 	{"e-mail, Slack and two webhooks with their Secrets", "notifications", 4},
-	{"archive, audit file, dry run, caps and a ServiceMonitor", "operations", 0},
+	{"archive, audit file, dry run, caps, links and a ServiceMonitor", "operations", 0},
 	{"the admission policies: annotations, channel use and the author stamp", "admission", 0},
 	{"the archive in an S3 bucket", "s3archive", 0},
 	{"the alert rules and the Grafana dashboard", "monitoring", 0},
@@ -239,6 +239,11 @@ func TestBadValuesAreRefusedReadably(t *testing.T) {
 			"refuses an SMTP security mode that does not exist",
 			[]string{"--set", "policy.notifications.email.security=SSL"},
 			[]string{"/policy/notifications/email/security", "value must be one of 'StartTLS', 'TLS', 'None'"},
+		},
+		{
+			"refuses links over plain HTTP to another host",
+			[]string{"--set", "actionsURL=http://timeout.example.com"},
+			[]string{"/actionsURL", "does not match pattern"},
 		},
 		{
 			"refuses a replica count that is not a number",

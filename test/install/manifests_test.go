@@ -455,3 +455,26 @@ func TestArchiveComponent(t *testing.T) {
 		t.Error("the component replaced the pod securityContext")
 	}
 }
+
+// TestActionsURLComponent renders config/default with the component that
+// gives the controller --actions-url, as a user's overlay would.
+func TestActionsURLComponent(t *testing.T) {
+	dir := t.TempDir()
+	config, err := filepath.Abs(filepath.Join(root, "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(dir, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := "resources:\n- " + rel + "/default\ncomponents:\n- " + rel + "/components/actions-url\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := convert[appsv1.Deployment](t, find(t, decode(t, kustomize(t, dir)), "Deployment", deployment))
+	args := d.Spec.Template.Spec.Containers[0].Args
+	if !slices.Contains(args, "--actions-url=https://timeout.example.com") || !slices.Contains(args, "--leader-elect") {
+		t.Errorf("args %v: want --actions-url added to the base args", args)
+	}
+}

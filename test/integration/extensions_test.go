@@ -304,6 +304,75 @@ func TestChangeStampsCannotBeForged(t *testing.T) {
 	})
 }
 
+// The actions server writes the stamp itself, naming the recipient of
+// the link acted on: the stamp's admission policy keeps what a user
+// granted "act" on timeout.amphitheatre.app/links wrote, and stamps over
+// the same stamp from anyone else.
+func TestTheActionsServersStampIsKept(t *testing.T) {
+	const test = "changed-by-links"
+	installLifetimeAdmission(t, test)
+	server := asActionsServer(t)
+	alice := asPerson(t, "alice@example.com", "developers")
+	pb := create(t, playbooks, newPlaybook(test, "linked", map[string]string{expiry.AnnotationTTL: "1h"}))
+	linked := `{"by":"carol@example.com","via":"link","changed":["expires-at"]}`
+
+	for _, tt := range []struct {
+		name   string
+		writer dynamic.Interface
+		// in is the new expiry, from now: each write changes it.
+		in   time.Duration
+		want func(expiry.ChangedBy) bool
+	}{
+		{"keeps the stamp the actions server writes with its change", server, 2 * time.Hour, func(c expiry.ChangedBy) bool {
+			return c.By == "carol@example.com" && c.Via == expiry.ViaLink && len(c.Groups) == 0
+		}},
+		{"stamps over the same stamp written by someone else", alice, 3 * time.Hour, func(c expiry.ChangedBy) bool {
+			return c.By == "alice@example.com" && c.Via == "" && strings.Join(c.Changed, ",") == "expires-at"
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			at := time.Now().Add(tt.in).UTC().Truncate(time.Second).Format(time.RFC3339)
+			o, err := patchAs(tt.writer, pb.Unstructured, map[string]any{expiry.AnnotationExpiresAt: at, expiry.AnnotationChangedBy: linked})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := stampOf(t, o); !tt.want(c) {
+				t.Fatalf("stamp %+v", c)
+			}
+		})
+	}
+}
+
+// asActionsServer returns a client that acts as a ServiceAccount granted
+// what the actions server's role grants that matters here: patch on
+// Playbooks and "act" on timeout.amphitheatre.app/links.
+func asActionsServer(t *testing.T) *dynamic.DynamicClient {
+	t.Helper()
+	ctx := context.Background()
+	const namespace, name = "timeout-system", "e2e-actions-server"
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-actions-server"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"amphitheatre.app"}, Resources: []string{"playbooks"}, Verbs: []string{"get", "list", "patch"}},
+			{APIGroups: []string{"timeout.amphitheatre.app"}, Resources: []string{"links"}, Verbs: []string{"act"}},
+		},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := k8s.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	return impersonating(t, rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + namespace + ":" + name,
+		Groups:   []string{"system:serviceaccounts", "system:authenticated"},
+	})
+}
+
 func TestControllerAloneRefusesExtensionsPastTheLimits(t *testing.T) {
 	const test = "extension-limits-controller"
 	spec := playbookPolicy(test, "12s")

@@ -147,6 +147,9 @@ var (
 	restConfig  *rest.Config
 	testScheme  *runtime.Scheme
 	stopCurrent func() error
+	// actionsURL is the controller's --actions-url when it starts; empty
+	// but while a test of links runs.
+	actionsURL string
 )
 
 // startController runs the controller in this process, as main does,
@@ -196,6 +199,7 @@ func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, er
 		MaxDeletionsPerMinute: 60000,
 		// The default: every send goes through the channel's limit.
 		MaxSendsPerChannel: 16,
+		ActionsURL:         actionsURL,
 	})
 	if err != nil {
 		cancel()

@@ -13,6 +13,7 @@ import (
 	netmail "net/mail"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/wneessen/go-mail"
@@ -71,6 +72,45 @@ type notifier struct {
 	cfg  Config
 	addr string
 	tls  *tls.Config
+	// copies are the personal copies (of messages with links) that the
+	// server accepted, so that a retry after some were refused sends
+	// only the others. A restart forgets them: a retry then sends a copy
+	// again, with the same Message-ID.
+	copies delivered
+}
+
+// delivered remembers the personal copies the server accepted, by message
+// ID and address, for a day.
+type delivered struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// copyKeep is how long an accepted copy is remembered: longer than any
+// retry of its message.
+const copyKeep = 24 * time.Hour
+
+func copyKey(id, address string) string { return id + "\x00" + strings.ToLower(address) }
+
+func (d *delivered) has(id, address string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.at[copyKey(id, address)]
+	return ok
+}
+
+func (d *delivered) add(id, address string, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.at == nil {
+		d.at = map[string]time.Time{}
+	}
+	for k, t := range d.at {
+		if now.Sub(t) > copyKeep {
+			delete(d.at, k)
+		}
+	}
+	d.at[copyKey(id, address)] = now
 }
 
 // Kind is the e-mail kind of channel: NotificationChannelSpec.Email.
@@ -143,7 +183,8 @@ func (n *notifier) Accepts(t v1alpha1.EventType) bool { return notify.Subscribed
 // One message rather than one per person makes delivery all or nothing:
 // the server either accepts every recipient or, after a refusal, the
 // transaction is reset and nobody gets it, so the caller's retry never
-// tells some people twice.
+// tells some people twice. A message with links is the exception: each
+// recipient gets a copy of their own, with their links (sendCopies).
 func (n *notifier) Send(ctx context.Context, m notify.Message, c notify.Content) error {
 	to, bcc := n.addresses(m)
 	if len(to)+len(bcc) == 0 {
@@ -151,18 +192,60 @@ func (n *notifier) Send(ctx context.Context, m notify.Message, c notify.Content)
 		// the stage as delivered by e-mail when nobody read it.
 		return fmt.Errorf("send %s by email: %w", m.Type, ErrNoRecipients)
 	}
+	if m.Linker != nil {
+		return n.sendCopies(ctx, m, c, append(to, bcc...))
+	}
 	msg, err := n.message(m, c, to, bcc)
 	if err != nil {
 		return fmt.Errorf("send %s by email: %w", m.Type, err)
 	}
+	return n.deliver(ctx, m, msg)
+}
 
+// sendCopies sends m with links: one copy to each address, since each
+// carries the links signed for its recipient, all over one connection. A
+// copy the server took is not sent again when the message is retried for
+// the others.
+func (n *notifier) sendCopies(ctx context.Context, m notify.Message, c notify.Content, addresses []string) error {
+	var (
+		msgs []*mail.Msg
+		to   []string
+	)
+	for _, a := range addresses {
+		if n.copies.has(m.ID, a) {
+			continue
+		}
+		personal, pc, err := c.For(m, a)
+		if err != nil {
+			return fmt.Errorf("send %s by email: %w", m.Type, err)
+		}
+		msg, err := n.message(personal, pc, []string{a}, nil)
+		if err != nil {
+			return fmt.Errorf("send %s by email: %w", m.Type, err)
+		}
+		msgs, to = append(msgs, msg), append(to, a)
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	err := n.deliver(ctx, m, msgs...)
+	for i, msg := range msgs {
+		if msg.IsDelivered() {
+			n.copies.add(m.ID, to[i], time.Now())
+		}
+	}
+	return err
+}
+
+// deliver sends msgs over one connection.
+func (n *notifier) deliver(ctx context.Context, m notify.Message, msgs ...*mail.Msg) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.Timeout)
 	defer cancel()
 	client, err := mail.NewClient(n.cfg.Host, n.options(ctx)...)
 	if err != nil {
 		return fmt.Errorf("send %s to smtp %s: %w", m.Type, n.addr, err)
 	}
-	if err := client.DialAndSendWithContext(ctx, msg); err != nil {
+	if err := client.DialAndSendWithContext(ctx, msgs...); err != nil {
 		if cerr := context.Cause(ctx); cerr != nil {
 			// The closed connection's error alone would hide why it was closed.
 			err = fmt.Errorf("%w: %w", cerr, err)

@@ -54,8 +54,10 @@ type backend struct {
 	// user and password, when user is set, are required before MAIL.
 	user, password string
 	// authErr, when set, is how a wrong password is refused.
-	authErr  *smtp.SMTPError
-	rcptErr  *smtp.SMTPError
+	authErr *smtp.SMTPError
+	rcptErr *smtp.SMTPError
+	// refuse is an address whose RCPT is refused, when set.
+	refuse   string
 	dataErr  *smtp.SMTPError
 	stall    chan struct{} // Data waits for it to close, when set
 	inData   chan struct{} // receives once Data has the message, when set
@@ -109,6 +111,12 @@ func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if s.b.rcptErr != nil {
 		return s.b.rcptErr
+	}
+	s.b.mu.Lock()
+	refuse := s.b.refuse
+	s.b.mu.Unlock()
+	if refuse != "" && strings.EqualFold(to, refuse) {
+		return &smtp.SMTPError{Code: 450, EnhancedCode: smtp.EnhancedCode{4, 2, 1}, Message: "mailbox busy"}
 	}
 	s.rcpts = append(s.rcpts, to)
 	return nil

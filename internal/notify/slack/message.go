@@ -23,8 +23,10 @@ const (
 )
 
 // build lays out m as one Block Kit message, with c.Subject as the text
-// Slack shows in notifications and where blocks cannot be displayed.
-func build(m notify.Message, c notify.Content) *slackapi.WebhookMessage {
+// Slack shows in notifications and where blocks cannot be displayed, and
+// m's links as buttons: interactive ones, which post their token to the
+// actions server through the Slack app, or else links to the page.
+func build(m notify.Message, c notify.Content, interactive bool) *slackapi.WebhookMessage {
 	title := m.Object.Title
 	if title == "" {
 		title = m.Object.Name
@@ -62,6 +64,9 @@ func build(m notify.Message, c notify.Content) *slackapi.WebhookMessage {
 	if m.Extend != "" && m.Type != v1alpha1.EventExpired && m.Type != v1alpha1.EventDeleted {
 		blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn(fit("*To keep it longer*\n```", m.Extend, "```", maxSection)), nil, nil))
 	}
+	if m.Actions != nil {
+		blocks = append(blocks, actions(m, interactive))
+	}
 	blocks = append(blocks, slackapi.NewContextBlock("", mrkdwn(fit("Sent by timeout-controller for policy *", m.Policy, "*", maxField))))
 
 	return &slackapi.WebhookMessage{
@@ -69,6 +74,58 @@ func build(m notify.Message, c notify.Content) *slackapi.WebhookMessage {
 		Blocks: &slackapi.Blocks{BlockSet: blocks},
 	}
 }
+
+// actions lays out m's links as buttons, each with the action as its
+// action_id. An interactive button carries the link's token as its value
+// and acts through the Slack app (the actions server checks the request's
+// signature); otherwise, and for "See it", a button opens the page, where
+// the action is one more click. Deleting asks first.
+func actions(m notify.Message, interactive bool) *slackapi.ActionBlock {
+	l := m.Actions
+	button := func(action, label, url string) *slackapi.ButtonBlockElement {
+		b := slackapi.NewButtonBlockElement(action, "", slackapi.NewTextBlockObject(slackapi.PlainTextType, label, false, false))
+		if interactive {
+			b.Value = l.Token
+		} else {
+			b.URL = url
+		}
+		return b
+	}
+	var elements []slackapi.BlockElement
+	if l.Extend != "" {
+		label := "Keep it longer"
+		if l.Step != "" {
+			label = "Keep it " + l.Step + " longer"
+		}
+		elements = append(elements, button("extend", label, l.Extend).WithStyle(slackapi.StylePrimary))
+	}
+	if l.Wake != "" {
+		label := "Wake it"
+		if m.Type == v1alpha1.EventSleeping {
+			label = "Keep it awake"
+		}
+		elements = append(elements, button("wake", label, l.Wake))
+	}
+	if l.Delete != "" {
+		b := button("delete", "I am done: delete it now", l.Delete).WithStyle(slackapi.StyleDanger)
+		if interactive {
+			plain := func(s string) *slackapi.TextBlockObject {
+				return slackapi.NewTextBlockObject(slackapi.PlainTextType, s, false, false)
+			}
+			b = b.WithConfirm(slackapi.NewConfirmationBlockObject(plain("Delete it now?"),
+				plain(truncate(m.Object.Kind+" "+m.Object.Name+" is deleted as at its expiry, and what it runs with it.", maxConfirm)),
+				plain("Delete it"), plain("Keep it")))
+		}
+		elements = append(elements, b)
+	}
+	view := slackapi.NewButtonBlockElement("view", "", slackapi.NewTextBlockObject(slackapi.PlainTextType, "See it", false, false))
+	view.URL = l.Page
+	elements = append(elements, view)
+	return slackapi.NewActionBlock("actions", elements...)
+}
+
+// maxConfirm bounds the text of a confirmation dialog.
+const maxConfirm = 300
 
 // whenLabel names the time m is about.
 func whenLabel(m notify.Message) string {

@@ -51,11 +51,34 @@ func factory(ctx context.Context, ch notify.Channel, secrets notify.Secrets) (no
 	if err := checkURL(webhookURL); err != nil {
 		return nil, fmt.Errorf("webhook URL in Secret %s/%s key %q: %w", ref.Namespace, ref.Name, ref.Key, err)
 	}
-	var opts []Option
+	// With a Slack app's signing secret beside the URL, the buttons act
+	// through the app; without, they open the page.
+	_, err = secrets.Get(ctx, ref.Namespace, ref.Name, SigningSecretKey)
+	switch {
+	case errors.Is(err, notify.ErrKeyNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("signing secret from Secret %s/%s key %q: %w", ref.Namespace, ref.Name, SigningSecretKey, err)
+	}
+	opts := []Option{withChannel(ch.Name, err == nil)}
 	if ch.TLS != nil {
 		opts = append(opts, WithTLSConfig(ch.TLS))
 	}
 	return New(webhookURL, nil, opts...), nil
+}
+
+// SigningSecretKey is the key, in the Secret of a channel's webhook URL,
+// of the signing secret of the Slack app the webhook belongs to. With it,
+// the buttons of messages with links act through the app (its
+// interactivity request URL is the actions server's /slack/interactions);
+// the controller only checks that it is there, the actions server reads
+// it to check Slack's requests.
+const SigningSecretKey = "signingSecret"
+
+// withChannel names the NotificationChannel the notifier posts for, whose
+// own Slack channel is a recipient of links ("slack:<name>"), and says
+// whether its Slack app signs interactions.
+func withChannel(name string, interactive bool) Option {
+	return func(n *notifier) { n.channel, n.interactive = name, interactive }
 }
 
 // checkURL reports what is wrong with a webhook URL without repeating any
@@ -122,6 +145,10 @@ type notifier struct {
 	url    string
 	events []v1alpha1.EventType
 	client *http.Client
+	// channel is the NotificationChannel's name, and interactive says
+	// its buttons act through a Slack app (withChannel).
+	channel     string
+	interactive bool
 }
 
 func (n *notifier) Name() string { return kindName }
@@ -129,11 +156,15 @@ func (n *notifier) Name() string { return kindName }
 func (n *notifier) Accepts(t v1alpha1.EventType) bool { return notify.Subscribed(n.events, t) }
 
 // Send posts m to the webhook's own channel, then once more to each Slack
-// channel m's recipients name. It succeeds only when every post did; a
+// channel m's recipients name, each post with the links signed for its
+// channel when m has links. It succeeds only when every post did; a
 // retry posts all of them again, so a channel that got the message before
 // may get it twice.
 func (n *notifier) Send(ctx context.Context, m notify.Message, c notify.Content) error {
-	msg := build(m, c)
+	msg, err := n.build(m, c, "slack:"+n.channel)
+	if err != nil {
+		return err
+	}
 	if err := n.post(ctx, msg); err != nil {
 		// The other posts go to the same URL and would fail the same way
 		// (Slack down, webhook revoked); not trying them keeps a retry from
@@ -148,13 +179,28 @@ func (n *notifier) Send(ctx context.Context, m notify.Message, c notify.Content)
 			continue
 		}
 		seen[ch] = true
-		to := *msg
+		to := msg
+		if m.Linker != nil {
+			if to, err = n.build(m, c, ch); err != nil {
+				return err
+			}
+		}
 		to.Channel = ch
-		if err := n.post(ctx, &to); err != nil {
+		if err := n.post(ctx, to); err != nil {
 			errs = append(errs, fmt.Errorf("post to Slack incoming webhook for channel %s: %w", ch, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// build lays out the copy of m for recipient: with its links when m has
+// any.
+func (n *notifier) build(m notify.Message, c notify.Content, recipient string) (*slackapi.WebhookMessage, error) {
+	m, c, err := c.For(m, recipient)
+	if err != nil {
+		return nil, fmt.Errorf("post to Slack incoming webhook: %w", err)
+	}
+	return build(m, c, n.interactive), nil
 }
 
 // post sends one message and returns an error that does not contain the

@@ -575,7 +575,7 @@ type secrets map[string]string
 func (s secrets) Get(_ context.Context, namespace, name, key string) ([]byte, error) {
 	v, ok := s[namespace+"/"+name+"/"+key]
 	if !ok {
-		return nil, fmt.Errorf("secret %s/%s has no key %q", namespace, name, key)
+		return nil, fmt.Errorf("secret %s/%s has no key %q: %w", namespace, name, key, notify.ErrKeyNotFound)
 	}
 	return []byte(v), nil
 }

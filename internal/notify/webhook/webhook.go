@@ -207,14 +207,20 @@ func (n *notifier) Name() string { return kindName + "/" + n.name }
 // Accepts implements notify.Notifier.
 func (n *notifier) Accepts(t v1alpha1.EventType) bool { return notify.Subscribed(n.events, t) }
 
-// Send POSTs m as a signed CloudEvent. Any response other than 2xx is an
-// error, so the caller retries; c is not used, receivers get the data.
-func (n *notifier) Send(ctx context.Context, m notify.Message, _ notify.Content) error {
+// Send POSTs m as a signed CloudEvent, with the links signed for the
+// channel ("webhook:<name>") when m has links. Any response other than
+// 2xx is an error, so the caller retries; c's text is not used, receivers
+// get the data.
+func (n *notifier) Send(ctx context.Context, m notify.Message, c notify.Content) error {
 	if n.urlErr != nil {
 		return fmt.Errorf("%s: %w", n.Name(), n.urlErr)
 	}
 	if len(n.key) == 0 {
 		return fmt.Errorf("%s: no signing key", n.Name())
+	}
+	m, _, err := c.For(m, "webhook:"+n.name)
+	if err != nil {
+		return fmt.Errorf("%s: %w", n.Name(), err)
 	}
 	id, body, err := Envelope(m)
 	if err != nil {
@@ -246,19 +252,23 @@ func (n *notifier) Send(ctx context.Context, m notify.Message, _ notify.Content)
 		// receiver's owner: what the receiver answered goes to the debug
 		// log only.
 		logr.FromContextOrDiscard(ctx).V(1).Info("webhook receiver refused the event",
-			"channel", n.Name(), "status", resp.StatusCode, "answer", n.quote(head))
+			"channel", n.Name(), "status", resp.StatusCode, "answer", n.quote(head, m.Actions))
 		return fmt.Errorf("%s: POST %s: HTTP %d", n.Name(), n.safeURL, resp.StatusCode)
 	}
 	return nil
 }
 
 // quote returns the start of a response body for an error message, with
-// the URL's secrets taken out: a receiver that echoes the request URI back
-// would otherwise put the token in our logs.
-func (n *notifier) quote(body []byte) string {
+// the URL's secrets taken out, and the tokens of the event's links: a
+// receiver that echoes the request back would otherwise put them in our
+// logs.
+func (n *notifier) quote(body []byte, links *notify.Links) string {
 	s := strings.ToValidUTF8(string(body), "\uFFFD")
 	for _, secret := range n.secrets {
 		s = strings.ReplaceAll(s, secret, "[redacted]")
+	}
+	if links != nil && links.Token != "" {
+		s = strings.ReplaceAll(s, links.Token, "[redacted]")
 	}
 	if len(s) > maxErrorBody {
 		s = strings.ToValidUTF8(s[:maxErrorBody], "")
@@ -284,6 +294,10 @@ type Data struct {
 	// Reclaimed is what the namespaces a deleted object owned held when it
 	// was deleted (deleted events only).
 	Reclaimed *notify.Reclaimed `json:"reclaimed,omitempty"`
+	// Actions are the links signed for the channel, when the controller
+	// runs with --actions-url: page, extend, wake, delete
+	// (docs/guides/acting-from-messages.md).
+	Actions *notify.Links `json:"actions,omitempty"`
 }
 
 // Source is the CloudEvents source of events about objects of policy.
@@ -317,6 +331,7 @@ func Envelope(m notify.Message) (id string, body []byte, err error) {
 		Policy:     m.Policy,
 		Detail:     m.Detail,
 		Reclaimed:  m.Reclaimed,
+		Actions:    m.Actions,
 	}
 	if err := e.SetData(event.ApplicationJSON, data); err != nil {
 		return "", nil, fmt.Errorf("event %s data: %w", id, err)
