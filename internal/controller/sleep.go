@@ -15,6 +15,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -326,6 +327,14 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 	if resumed {
 		sleepPatch = st.Patch
 	}
+	if resumed {
+		// The sleep under way may be the one an earlier look completed,
+		// whose last write the cache has not seen yet: only the API server
+		// says whether it is still under way.
+		if under, err := r.underWay(ctx, key, obj.UID, st); err != nil || !under {
+			return ctrl.Result{RequeueAfter: conflictRetry}, err
+		}
+	}
 	var self bool
 	var replicas int32
 	if sleepPatch == nil {
@@ -418,6 +427,11 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 	if fresh.UID != obj.UID {
 		return ctrl.Result{}, nil
 	}
+	if !sameCycle(fresh, st) {
+		// Completed (or undone) by another look since: the transition is
+		// not this one's to announce.
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
 	st.Phase, st.Generation, st.Freed = expiry.PhaseAsleep, fresh.Generation, freed
 	st.FreedCPUMillis, st.FreedMemoryBytes = cpu, mem
 	annotations := map[string]any{expiry.AnnotationSleep: st.String()}
@@ -457,7 +471,12 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 
 	obj := ev.obj.DeepCopy()
 	st := ev.Life.Sleep
-	if st.Phase != expiry.PhaseWaking {
+	if st.Phase == expiry.PhaseWaking {
+		// As with a sleep under way: it may be done already.
+		if under, err := r.underWay(ctx, key, obj.UID, st); err != nil || !under {
+			return ctrl.Result{RequeueAfter: conflictRetry}, err
+		}
+	} else {
 		st.Phase, st.Woke, st.WokeBy, st.External = expiry.PhaseWaking, now.UTC(), wokeBy, ev.wokeExternally
 		if err := annotate(ctx, r.Client, obj, map[string]any{expiry.AnnotationSleep: st.String()}); err != nil {
 			return r.sleepWriteFailed(key, err)
@@ -514,6 +533,9 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 	if fresh.UID != obj.UID {
 		return ctrl.Result{}, nil
 	}
+	if !sameCycle(fresh, st) {
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
 	external := st.External
 	st.Phase, st.Replicas, st.Freed, st.FreedCPUMillis, st.FreedMemoryBytes, st.External = expiry.PhaseAwake, nil, 0, 0, 0, false
 	st.Patch, st.WakePatch = nil, nil
@@ -535,6 +557,35 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 	r.Recorder.Eventf(reference(key.GVK, fresh), nil, corev1.EventTypeNormal, reason, actionWake,
 		"Woke: %s; what the sleep since %s changed is restored", st.WokeBy, st.Since.Format(time.RFC3339))
 	return ctrl.Result{}, nil
+}
+
+// underWay reports whether the API server shows the object in the sleep
+// or wake under way that st describes.
+func (r *ObjectReconciler) underWay(ctx context.Context, key Key, uid types.UID, st expiry.SleepState) (bool, error) {
+	fresh := newMetadata(key.GVK)
+	if err := r.APIReader.Get(ctx, key.NamespacedName, fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("get %s: %w", key, err)
+	}
+	return fresh.UID == uid && sameCycle(fresh, st), nil
+}
+
+// sameCycle reports whether obj's sleep annotation says it is in the sleep
+// or wake under way that st describes: the same phase, begun at the same
+// time. Only the look that moves it on from there (with a write locked on
+// the resourceVersion read here) makes the transition, and announces it;
+// any other finds it moved on, and says nothing.
+func sameCycle(obj *metav1.PartialObjectMetadata, st expiry.SleepState) bool {
+	cur, err := expiry.ParseSleep(obj.Annotations[expiry.AnnotationSleep])
+	if err != nil || cur.Phase != st.Phase {
+		return false
+	}
+	if st.Phase == expiry.PhaseWaking {
+		return cur.Woke.Equal(st.Woke)
+	}
+	return cur.Since.Equal(st.Since)
 }
 
 func wakeLabel(wokeBy string, external bool) string {
