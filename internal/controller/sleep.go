@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -449,9 +450,18 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 	if st.Patch != nil {
 		what = "spec.sleep.patch applied"
 	}
+	// The deletion time as the next look decides it, from what was written.
+	written := maps.Clone(fresh.Annotations)
+	if written == nil {
+		written = map[string]string{}
+	}
+	for k, v := range annotations {
+		written[k] = v.(string)
+	}
+	deleteAt := ev.Schedule.Lifetime(fresh.CreationTimestamp.Time, written, now).ExpiresAt
 	r.Recorder.Eventf(reference(key.GVK, fresh), nil, corev1.EventTypeNormal, ReasonSlept, actionSleep,
 		"Asleep since %s (policy %s): %s; use wakes it; deleted at %s unless used",
-		st.Since.Format(time.RFC3339), ev.policy.Name, what, st.Since.Add(ev.Schedule.SleepDeleteAfter).Format(time.RFC3339))
+		st.Since.Format(time.RFC3339), ev.policy.Name, what, deleteAt.UTC().Format(time.RFC3339))
 	return ctrl.Result{}, nil
 }
 

@@ -6,6 +6,7 @@ package controller
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,8 +104,14 @@ func TestASleepAndAWakeAreAnnouncedOnceWhenTheCacheLags(t *testing.T) {
 	if n, saved := h.replicasOfWeb(); n != 0 || saved != "2" {
 		t.Fatalf("web at %d replicas (saved %q), want 0 (saved 2)", n, saved)
 	}
-	if got := countOf(drain(h.rec), "Normal Slept"); got != 1 {
+	evs := drain(h.rec)
+	if got := countOf(evs, "Normal Slept"); got != 1 {
 		t.Fatalf("%d Slept Events, want 1", got)
+	}
+	// At the first whole second after a day asleep, as the next look
+	// decides it.
+	if want := "deleted at 2026-03-02T10:00:02Z unless used"; !strings.Contains(evs[0], want) {
+		t.Errorf("Slept Event %q, want %q", evs[0], want)
 	}
 
 	// The cache has seen the sleep begin, not end.

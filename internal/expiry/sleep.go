@@ -189,9 +189,23 @@ func (s Schedule) sleepTimes(created time.Time, l *Lifetime) {
 			l.SleepAt = created.Add(s.SleepAfter)
 		}
 	}
-	if t := l.SleepAt.Add(s.SleepDeleteAfter); t.After(l.ExpiresAt) {
+	if t := SleepDeletion(l.SleepAt, s.SleepDeleteAfter); t.After(l.ExpiresAt) {
 		l.ExpiresAt, l.Source = t, SourceSleep
 	}
+}
+
+// SleepDeletion is when an object that went to sleep at since may be
+// deleted: deleteAfter later, at the first whole second after that.
+//
+// A whole second, so that the time is announced (slept message, record,
+// audit) exactly as it is decided; the first one after, never earlier,
+// so that an object sleeps at least deleteAfter, and so that the sleep
+// does not move the deletion the object was told of: a sleep due at a
+// whole second is written a few milliseconds after it, in the same
+// second, and gives the same deletion time as the sleep time it was due
+// at.
+func SleepDeletion(since time.Time, deleteAfter time.Duration) time.Time {
+	return since.Add(deleteAfter).Truncate(time.Second).Add(time.Second)
 }
 
 // KeySlept, KeyWoke and KeySleeping are the Record keys of the slept and woke messages
