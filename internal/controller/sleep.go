@@ -30,8 +30,9 @@ import (
 )
 
 // Sleep RBAC: the workloads in the namespaces a sleeping object owns are
-// watched (as metadata), read, and scaled in the same patch that writes
-// their replicas annotation. Whether an object is scaled itself is asked
+// read, and scaled in the same patch that writes their replicas annotation
+// and the sleep's label; those that carry the label are watched, as
+// metadata (sleepwatch.go). Whether an object is scaled itself is asked
 // of its scale subresource, which a Playbook does not have: the API server
 // answers NotFound only to whoever may get it. Another kind with one needs
 // get and patch on it (docs/guides/other-kinds.md).
@@ -93,6 +94,8 @@ type workload struct {
 	// saved is the replicas annotation, when the workload has one.
 	saved    int32
 	hasSaved bool
+	// marked says it carries the sleep's label.
+	marked   bool
 	template corev1.PodSpec
 }
 
@@ -137,6 +140,7 @@ func newWorkload(obj client.Object, kind string, replicas *int32, template corev
 	if v, ok := obj.GetAnnotations()[expiry.AnnotationReplicas]; ok {
 		w.saved, w.hasSaved = expiry.ParseReplicas(v)
 	}
+	_, w.marked = obj.GetLabels()[expiry.LabelAsleep]
 	return w
 }
 
@@ -235,14 +239,17 @@ func replicasInSpec(gvk schema.GroupVersionKind) bool {
 	return gvk.Group == appsv1.GroupName && (gvk.Kind == "Deployment" || gvk.Kind == "StatefulSet" || gvk.Kind == "ReplicaSet")
 }
 
-// patchWorkload sets a workload's replicas annotation (nil removes it)
-// and, unless replicas is negative, its replicas, in one write locked on
-// the resourceVersion it was read at: the annotation says exactly whether
-// this controller scaled the workload down.
-func patchWorkload(ctx context.Context, c client.Client, w workload, replicas int32, saved any) error {
+// patchWorkload sets a workload's replicas annotation and the sleep's
+// label, to the sleeping object's UID (nil removes both), and, unless
+// replicas is negative, its replicas, in one write locked on the
+// resourceVersion it was read at: the annotation says exactly whether this
+// controller scaled the workload down, and the label has it watched while
+// it is.
+func patchWorkload(ctx context.Context, c client.Client, w workload, replicas int32, saved, owner any) error {
 	body := map[string]any{"metadata": map[string]any{
 		"resourceVersion": w.obj.GetResourceVersion(),
 		"annotations":     map[string]any{expiry.AnnotationReplicas: saved},
+		"labels":          map[string]any{expiry.LabelAsleep: owner},
 	}}
 	if replicas >= 0 {
 		body["spec"] = map[string]any{"replicas": replicas}
@@ -298,7 +305,32 @@ func (r *ObjectReconciler) observeWake(ctx context.Context, ev *evaluation) (str
 			return fmt.Sprintf("%s scaled up to %d by someone else", w, w.replicas), true, nil
 		}
 	}
+	if st.Phase == expiry.PhaseAsleep {
+		r.markUnmarked(ctx, ev.obj.UID, ws)
+	}
 	return "", false, nil
+}
+
+// markUnmarked labels the workloads of a sleeping object that were scaled
+// down without the sleep's label (by a version of the controller before
+// it), so that they are watched from now on. A failure leaves it to the
+// next look.
+func (r *ObjectReconciler) markUnmarked(ctx context.Context, uid types.UID, ws []workload) {
+	for _, w := range ws {
+		if !w.hasSaved || w.marked {
+			continue
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": w.obj.GetResourceVersion(),
+			"labels":          map[string]any{expiry.LabelAsleep: string(uid)},
+		}})
+		if err == nil {
+			err = r.Client.Patch(ctx, w.obj, client.RawPatch(types.MergePatchType, patch))
+		}
+		if err != nil {
+			logf.FromContext(ctx).V(1).Info("label a sleeping workload", "workload", w.String(), "error", err.Error())
+		}
+	}
 }
 
 // sleep puts the object to sleep, or completes a sleep under way.
@@ -404,7 +436,7 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 			case w.hasSaved:
 				n = w.saved
 			case w.replicas > 0:
-				if err := patchWorkload(ctx, r.Client, w, 0, strconv.Itoa(int(w.replicas))); err != nil {
+				if err := patchWorkload(ctx, r.Client, w, 0, strconv.Itoa(int(w.replicas)), string(obj.UID)); err != nil {
 					if apierrors.IsConflict(err) {
 						return ctrl.Result{RequeueAfter: conflictRetry}, nil
 					}
@@ -519,15 +551,21 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 			return ctrl.Result{}, err
 		}
 		for _, w := range ws {
-			if !w.hasSaved {
+			if !w.hasSaved && !w.marked {
 				continue
 			}
 			// Back to its replicas, unless someone scaled it up meanwhile.
 			replicas := int32(-1)
-			if w.replicas == 0 && w.saved > 0 {
+			if w.hasSaved && w.replicas == 0 && w.saved > 0 {
 				replicas = w.saved
 			}
-			if err := patchWorkload(ctx, r.Client, w, replicas, nil); err != nil {
+			done := func(bool) {}
+			if w.marked {
+				done = r.watches.marked().unmark(w.obj.GetUID())
+			}
+			err := patchWorkload(ctx, r.Client, w, replicas, nil, nil)
+			done(err == nil)
+			if err != nil {
 				if apierrors.IsConflict(err) {
 					return ctrl.Result{RequeueAfter: conflictRetry}, nil
 				}

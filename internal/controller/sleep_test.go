@@ -6,6 +6,7 @@ package controller
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,4 +163,83 @@ func TestASleepAndAWakeAreAnnouncedOnceWhenTheCacheLags(t *testing.T) {
 	if st := h.sleepStored(cm); st.Phase != expiry.PhaseAwake || !st.Woke.Equal(awake.Woke) {
 		t.Fatalf("state %+v, want awake since %s", st, awake.Woke)
 	}
+}
+
+func (h *harness) web() *appsv1.Deployment {
+	h.t.Helper()
+	var d appsv1.Deployment
+	if err := h.client.Get(context.Background(), client.ObjectKey{Namespace: "amp-a", Name: "web"}, &d); err != nil {
+		h.t.Fatal(err)
+	}
+	return &d
+}
+
+// The label is what has a workload watched: the sleep sets it in the
+// write that scales the workload down, the wake removes it in the write
+// that scales it back, and a workload gets no other write.
+func TestASleepMarksWhatItScaledDownInTheSameWrite(t *testing.T) {
+	cm, objs := sleepyObjects()
+	h := newHarness(t, t0.Add(time.Hour+time.Second), objs...)
+	before := h.web().ResourceVersion
+
+	if _, err := h.reconcile(cm); err != nil {
+		t.Fatal(err)
+	}
+	web := h.web()
+	if got := web.Labels[expiry.LabelAsleep]; got != string(cm.UID) {
+		t.Errorf("web labelled %s=%q, want the sleeping object's UID %q", expiry.LabelAsleep, got, cm.UID)
+	}
+	if writes := resourceVersionsBetween(t, before, web.ResourceVersion); writes != 1 || *web.Spec.Replicas != 0 {
+		t.Errorf("web at %d replicas after %d writes, want 0 after 1", *web.Spec.Replicas, writes)
+	}
+
+	before = web.ResourceVersion
+	h.clock.Step(time.Minute)
+	h.annotate(cm, expiry.AnnotationLastActive, h.clock.Now().UTC().Format(time.RFC3339))
+	if _, err := h.reconcile(cm); err != nil {
+		t.Fatal(err)
+	}
+	web = h.web()
+	if v, ok := web.Labels[expiry.LabelAsleep]; ok {
+		t.Errorf("web still labelled %s=%q after the wake", expiry.LabelAsleep, v)
+	}
+	if writes := resourceVersionsBetween(t, before, web.ResourceVersion); writes != 1 || *web.Spec.Replicas != 2 {
+		t.Errorf("web at %d replicas after %d writes, want 2 after 1", *web.Spec.Replicas, writes)
+	}
+}
+
+// A workload that an earlier version put to sleep carries the replicas
+// annotation and no label: the first look at its sleeping owner labels
+// it, so that it is watched from then on.
+func TestALookLabelsWhatAnEarlierVersionScaledDown(t *testing.T) {
+	cm, objs := sleepyObjects()
+	since := t0.Add(time.Hour + time.Second)
+	annotated(expiry.AnnotationSleep, expiry.SleepState{Phase: expiry.PhaseAsleep, Since: since, Generation: 1, Freed: 2}.String())(cm)
+	web := objs[3].(*appsv1.Deployment)
+	web.Spec.Replicas = ptr.To[int32](0)
+	web.Annotations = map[string]string{expiry.AnnotationReplicas: "2"}
+	h := newHarness(t, since.Add(time.Hour), objs...)
+
+	if _, err := h.reconcile(cm); err != nil {
+		t.Fatal(err)
+	}
+	got := h.web()
+	if got.Labels[expiry.LabelAsleep] != string(cm.UID) || *got.Spec.Replicas != 0 || got.Annotations[expiry.AnnotationReplicas] != "2" {
+		t.Errorf("web labels %v, annotations %v, at %d replicas; want it labelled with %q, and as it was", got.Labels, got.Annotations, *got.Spec.Replicas, cm.UID)
+	}
+	if evs := drain(h.rec); countOf(evs, "Normal Woke") != 0 || countOf(evs, "Normal WokeExternally") != 0 {
+		t.Errorf("Events %v: labelling is no wake", evs)
+	}
+}
+
+// resourceVersionsBetween is how many writes the fake API server made
+// between two resourceVersions of an object.
+func resourceVersionsBetween(t *testing.T, before, after string) int {
+	t.Helper()
+	b, err1 := strconv.Atoi(before)
+	a, err2 := strconv.Atoi(after)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("resourceVersions %q, %q are no numbers", before, after)
+	}
+	return a - b
 }

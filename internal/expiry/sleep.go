@@ -21,6 +21,12 @@ const (
 	// owns): its replicas before, which the wake restores. The controller
 	// owns it.
 	AnnotationReplicas = Prefix + "replicas"
+	// LabelAsleep is set, in the same patch as AnnotationReplicas, on each
+	// workload a sleep scaled to zero, to the UID of the sleeping object,
+	// and removed by the wake: the controller watches only the workloads
+	// that carry it, for a scale-up by someone else. The controller owns
+	// it.
+	LabelAsleep = Prefix + "asleep"
 )
 
 // Phases of a SleepState. Sleeping and Waking are the phases of a sleep or
