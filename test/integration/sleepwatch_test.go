@@ -26,9 +26,9 @@ import (
 // announced counts the Events about the named object by reason, each as
 // many times as it was emitted (an Event repeated is one Event whose
 // series counts the repeats).
-func announced(t *testing.T, name string, reasons ...string) map[string]int {
+func announced(t *testing.T, namespace, name string, reasons ...string) map[string]int {
 	t.Helper()
-	list, err := clients.EventsV1().Events(eventNamespace).List(context.Background(), metav1.ListOptions{})
+	list, err := clients.EventsV1().Events(namespace).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,9 +48,9 @@ func announced(t *testing.T, name string, reasons ...string) map[string]int {
 	return got
 }
 
-// expectAnnounced waits until the Events about the named object count
-// want, by reason, and checks that no more come for a while.
-func expectAnnounced(t *testing.T, name string, want map[string]int) {
+// expectAnnounced waits until the Events in namespace about the named
+// object count want, by reason, and checks that no more come for a while.
+func expectAnnounced(t *testing.T, namespace, name string, want map[string]int) {
 	t.Helper()
 	reasons := make([]string, 0, len(want))
 	for r := range want {
@@ -58,11 +58,11 @@ func expectAnnounced(t *testing.T, name string, want map[string]int) {
 	}
 	var got map[string]int
 	fixture.Eventually(t, 10*time.Second, fmt.Sprintf("Events %v about %s", want, name), func() (bool, error) {
-		got = announced(t, name, reasons...)
+		got = announced(t, namespace, name, reasons...)
 		return maps.Equal(got, want), nil
 	})
 	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if got = announced(t, name, reasons...); !maps.Equal(got, want) {
+		if got = announced(t, namespace, name, reasons...); !maps.Equal(got, want) {
 			t.Fatalf("Events %v about %s, want %v", got, name, want)
 		}
 	}
@@ -108,23 +108,23 @@ func TestEachSleepAndWakeIsAnnouncedOnceAcrossRestarts(t *testing.T) {
 	name := pb.GetName()
 
 	st := awaitPhase(t, name, expiry.PhaseAsleep, 20*time.Second)
-	expectAnnounced(t, name, map[string]int{"Slept": 1, "Woke": 0})
+	expectAnnounced(t, eventNamespace, name, map[string]int{"Slept": 1, "Woke": 0})
 	restartController(t)
 	// The new process finds it asleep: nothing to announce.
-	expectAnnounced(t, name, map[string]int{"Slept": 1, "Woke": 0})
+	expectAnnounced(t, eventNamespace, name, map[string]int{"Slept": 1, "Woke": 0})
 	touch(t, name)
 	st = awaitNewPhase(t, name, expiry.PhaseAwake, st, 10*time.Second)
 	expectReplicas(t, web(ns), 2, "")
-	expectAnnounced(t, name, map[string]int{"Slept": 1, "Woke": 1})
+	expectAnnounced(t, eventNamespace, name, map[string]int{"Slept": 1, "Woke": 1})
 
 	// The second cycle: asleep again after a fresh idle period.
 	st = awaitNewPhase(t, name, expiry.PhaseAsleep, st, 20*time.Second)
 	expectReplicas(t, web(ns), 0, "2")
-	expectAnnounced(t, name, map[string]int{"Slept": 2, "Woke": 1})
+	expectAnnounced(t, eventNamespace, name, map[string]int{"Slept": 2, "Woke": 1})
 	touch(t, name)
 	awaitNewPhase(t, name, expiry.PhaseAwake, st, 10*time.Second)
 	restartController(t)
-	expectAnnounced(t, name, map[string]int{"Slept": 2, "Woke": 2})
+	expectAnnounced(t, eventNamespace, name, map[string]int{"Slept": 2, "Woke": 2})
 	expectReplicas(t, db(ns), 3, "")
 }
 
@@ -186,7 +186,7 @@ func TestAScaleUpBySomeoneElseIsSeenWithinTwoSeconds(t *testing.T) {
 			t.Errorf("%s still labelled %s=%q after the wake", w.GetName(), expiry.LabelAsleep, v)
 		}
 	}
-	expectAnnounced(t, name, map[string]int{"WokeExternally": 1, "Woke": 0})
+	expectAnnounced(t, eventNamespace, name, map[string]int{"WokeExternally": 1, "Woke": 0})
 }
 
 // A target scaled itself (a Deployment) is watched as every governed
@@ -214,7 +214,8 @@ func TestADeploymentThatSleepsItselfScaledUpBySomeoneElseWakesWithinTwoSeconds(t
 	})
 
 	scaled := time.Now()
-	if err := k8s.SubResource("scale").Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`))); err != nil {
+	self := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: test, Name: "self"}}
+	if err := k8s.SubResource("scale").Patch(ctx, self, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`))); err != nil {
 		t.Fatal(err)
 	}
 	fixture.Eventually(t, 2*time.Second, "the deployment awake", func() (bool, error) { return state().Phase == expiry.PhaseAwake, nil })
@@ -222,7 +223,7 @@ func TestADeploymentThatSleepsItselfScaledUpBySomeoneElseWakesWithinTwoSeconds(t
 	if *d.Spec.Replicas != 2 {
 		t.Errorf("at %d replicas, want the 2 it was scaled up to", *d.Spec.Replicas)
 	}
-	expectAnnounced(t, d.Name, map[string]int{"WokeExternally": 1})
+	expectAnnounced(t, test, d.Name, map[string]int{"WokeExternally": 1})
 }
 
 // Only the workloads a sleep scaled down are watched (issue 34): 200
