@@ -48,21 +48,32 @@ func announced(t *testing.T, namespace, name string, reasons ...string) map[stri
 	return got
 }
 
-// expectAnnounced waits until the Events in namespace about the named
-// object count want, by reason, and checks that no more come for a while.
-func expectAnnounced(t *testing.T, namespace, name string, want map[string]int) {
+// expectAnnounced waits until the Events in namespace about each of the
+// named objects count want, by reason, and checks that no more come for a
+// while.
+func expectAnnounced(t *testing.T, namespace string, names []string, want map[string]int) {
 	t.Helper()
 	reasons := make([]string, 0, len(want))
 	for r := range want {
 		reasons = append(reasons, r)
 	}
-	var got map[string]int
-	fixture.Eventually(t, 10*time.Second, fmt.Sprintf("Events %v about %s", want, name), func() (bool, error) {
-		got = announced(t, namespace, name, reasons...)
-		return maps.Equal(got, want), nil
-	})
+	check := func() (string, map[string]int) {
+		for _, name := range names {
+			if got := announced(t, namespace, name, reasons...); !maps.Equal(got, want) {
+				return name, got
+			}
+		}
+		return "", nil
+	}
+	name, got := check()
+	for end := time.Now().Add(10 * time.Second); name != ""; name, got = check() {
+		if time.Now().After(end) {
+			t.Fatalf("Events %v about %s, want %v", got, name, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if got = announced(t, namespace, name, reasons...); !maps.Equal(got, want) {
+		if name, got = check(); name != "" {
 			t.Fatalf("Events %v about %s, want %v", got, name, want)
 		}
 	}
@@ -100,32 +111,49 @@ func awaitNewPhase(t *testing.T, name, phase string, st expiry.SleepState, withi
 
 // Each sleep and each wake is announced once (issue 32): one Slept and one
 // Woke Event a cycle, two cycles, with a new process in the middle of
-// each: after the sleep, and after the wake.
+// each: after the sleep, and after the wake. Four Playbooks, so that a
+// look that repeats a sleep or a wake, which depends on when the cache
+// sees each write, has several chances to show.
 func TestEachSleepAndWakeIsAnnouncedOnceAcrossRestarts(t *testing.T) {
 	// Not parallel: it restarts the suite's controller.
 	createPolicy(t, "sleep-once", sleepPolicy("sleep-once", "5s", "1h"))
-	pb, ns := deploySleepy(t, "sleep-once")
-	name := pb.GetName()
+	var names, namespaces []string
+	for range 4 {
+		pb, ns := deploySleepy(t, "sleep-once")
+		names, namespaces = append(names, pb.GetName()), append(namespaces, ns)
+	}
+	states := make([]expiry.SleepState, len(names))
+	each := func(phase string, within time.Duration) {
+		t.Helper()
+		for i, name := range names {
+			states[i] = awaitNewPhase(t, name, phase, states[i], within)
+		}
+	}
 
-	st := awaitPhase(t, name, expiry.PhaseAsleep, 20*time.Second)
-	expectAnnounced(t, eventNamespace, name, map[string]int{"Slept": 1, "Woke": 0})
+	each(expiry.PhaseAsleep, 20*time.Second)
+	expectAnnounced(t, eventNamespace, names, map[string]int{"Slept": 1, "Woke": 0})
 	restartController(t)
-	// The new process finds it asleep: nothing to announce.
-	expectAnnounced(t, eventNamespace, name, map[string]int{"Slept": 1, "Woke": 0})
-	touch(t, name)
-	st = awaitNewPhase(t, name, expiry.PhaseAwake, st, 10*time.Second)
-	expectReplicas(t, web(ns), 2, "")
-	expectAnnounced(t, eventNamespace, name, map[string]int{"Slept": 1, "Woke": 1})
+	// The new process finds them asleep: nothing to announce.
+	expectAnnounced(t, eventNamespace, names, map[string]int{"Slept": 1, "Woke": 0})
+	for _, name := range names {
+		touch(t, name)
+	}
+	each(expiry.PhaseAwake, 10*time.Second)
+	expectAnnounced(t, eventNamespace, names, map[string]int{"Slept": 1, "Woke": 1})
 
 	// The second cycle: asleep again after a fresh idle period.
-	st = awaitNewPhase(t, name, expiry.PhaseAsleep, st, 20*time.Second)
-	expectReplicas(t, web(ns), 0, "2")
-	expectAnnounced(t, eventNamespace, name, map[string]int{"Slept": 2, "Woke": 1})
-	touch(t, name)
-	awaitNewPhase(t, name, expiry.PhaseAwake, st, 10*time.Second)
+	each(expiry.PhaseAsleep, 20*time.Second)
+	expectAnnounced(t, eventNamespace, names, map[string]int{"Slept": 2, "Woke": 1})
+	for _, name := range names {
+		touch(t, name)
+	}
+	each(expiry.PhaseAwake, 10*time.Second)
 	restartController(t)
-	expectAnnounced(t, eventNamespace, name, map[string]int{"Slept": 2, "Woke": 2})
-	expectReplicas(t, db(ns), 3, "")
+	expectAnnounced(t, eventNamespace, names, map[string]int{"Slept": 2, "Woke": 2})
+	for _, ns := range namespaces {
+		expectReplicas(t, web(ns), 2, "")
+		expectReplicas(t, db(ns), 3, "")
+	}
 }
 
 // asleepLabel returns the sleep's label on a workload, and whether it has
@@ -139,17 +167,22 @@ func asleepLabel(t *testing.T, obj client.Object) (string, bool) {
 	return v, ok
 }
 
-// sleptAnnounced waits until the slept message is recorded: the looks
-// that follow a sleep are over, and none comes until a use or the
-// deletion.
+// sleptAnnounced waits until the slept message is recorded and the
+// Playbook has not changed for a second since: the looks that follow a
+// sleep are over, and none comes until a use or the deletion.
 func sleptAnnounced(t *testing.T, name string) {
 	t.Helper()
-	fixture.Eventually(t, 10*time.Second, "the slept message about "+name+" recorded", func() (bool, error) {
+	var version string
+	var since time.Time
+	fixture.Eventually(t, 10*time.Second, "the slept message about "+name+" recorded, and no write for a second", func() (bool, error) {
 		pb, err := dyn.Resource(playbooks).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		return strings.Contains(pb.GetAnnotations()[expiry.AnnotationReminders], `"slept/`), nil
+		if pb.GetResourceVersion() != version {
+			version, since = pb.GetResourceVersion(), time.Now()
+		}
+		return strings.Contains(pb.GetAnnotations()[expiry.AnnotationReminders], `"slept/`) && time.Since(since) > time.Second, nil
 	})
 }
 
@@ -186,7 +219,7 @@ func TestAScaleUpBySomeoneElseIsSeenWithinTwoSeconds(t *testing.T) {
 			t.Errorf("%s still labelled %s=%q after the wake", w.GetName(), expiry.LabelAsleep, v)
 		}
 	}
-	expectAnnounced(t, eventNamespace, name, map[string]int{"WokeExternally": 1, "Woke": 0})
+	expectAnnounced(t, eventNamespace, []string{name}, map[string]int{"WokeExternally": 1, "Woke": 0})
 }
 
 // A target scaled itself (a Deployment) is watched as every governed
@@ -223,7 +256,7 @@ func TestADeploymentThatSleepsItselfScaledUpBySomeoneElseWakesWithinTwoSeconds(t
 	if *d.Spec.Replicas != 2 {
 		t.Errorf("at %d replicas, want the 2 it was scaled up to", *d.Spec.Replicas)
 	}
-	expectAnnounced(t, test, d.Name, map[string]int{"WokeExternally": 1})
+	expectAnnounced(t, test, []string{d.Name}, map[string]int{"WokeExternally": 1})
 }
 
 // Only the workloads a sleep scaled down are watched (issue 34): 200
