@@ -194,6 +194,12 @@ func (s Schedule) sleepTimes(created time.Time, l *Lifetime) {
 		default:
 			l.SleepAt = created.Add(s.SleepAfter)
 		}
+		// At a whole second (a wake, or a spec edit the controller saw,
+		// is stamped to the nanosecond): the sleep, written a little after
+		// it, then gives the deletion time the object had awake.
+		if frac := l.SleepAt.Sub(l.SleepAt.Truncate(time.Second)); frac > 0 {
+			l.SleepAt = l.SleepAt.Add(time.Second - frac)
+		}
 	}
 	if t := SleepDeletion(l.SleepAt, s.SleepDeleteAfter); t.After(l.ExpiresAt) {
 		l.ExpiresAt, l.Source = t, SourceSleep

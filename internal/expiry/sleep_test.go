@@ -315,47 +315,69 @@ func TestSleptAndWokeAreSaidOnce(t *testing.T) {
 	}
 }
 
-// A sleep is written a little after the time it was due at: the deletion
-// time it gives is the one the object had before it slept, a whole
-// second, which the slept message announces as it is; a record made for
-// the object awake is the record asleep (nothing was moved, nothing is
-// audited as an extension); and the object sleeps at least deleteAfter.
+// A sleep is written a little after the time it was due at, a whole
+// second: the deletion time it gives is the one the object had before it
+// slept, a whole second, which the slept message announces as it is; a
+// record made for the object awake is the record asleep (nothing was
+// moved, nothing is audited as an extension); and the object sleeps at
+// least deleteAfter. A wake is stamped to the nanosecond: the sleep after
+// it is due at the next whole second.
 func TestASleepKeepsTheDeletionTimeItWasDueWith(t *testing.T) {
-	schedule := Schedule{DefaultTTL: Day, MinimumNotice: Day, SleepAfterIdle: 3 * time.Hour, SleepDeleteAfter: 14 * Day}
+	byIdle := Schedule{DefaultTTL: Day, MinimumNotice: Day, SleepAfterIdle: 3 * time.Hour, SleepDeleteAfter: 14 * Day}
+	byAge := Schedule{DefaultTTL: Day, MinimumNotice: Day, SleepAfter: 2 * Day, SleepDeleteAfter: 14 * Day}
+	woke := SleepState{Phase: PhaseAwake, Since: created.Add(time.Hour), Woke: created.Add(2*time.Hour + 123456789*time.Nanosecond), WokeBy: "use"}
 	ch := map[v1alpha1.EventType][]string{v1alpha1.EventSlept: {"events"}}
-	awake := schedule.Lifetime(created, nil, created)
-	due := awake.SleepAt
-	if !due.Equal(created.Add(3 * time.Hour)) {
-		t.Fatalf("sleeps at %s, want 3h after creation", due)
-	}
-	for _, late := range []time.Duration{0, time.Nanosecond, 2114873 * time.Nanosecond, 400 * time.Millisecond, time.Second - time.Nanosecond} {
-		t.Run("written "+late.String()+" after it was due", func(t *testing.T) {
-			now := due.Add(late)
-			rec := (*Record)(nil).ForLife(awake, created, now)
-			asleep := schedule.Lifetime(created, sleepState(SleepState{Phase: PhaseAsleep, Since: now, Generation: 1}), now)
-			if !asleep.Asleep {
-				t.Fatalf("not asleep: %+v", asleep)
-			}
-			if !asleep.ExpiresAt.Equal(awake.ExpiresAt) {
-				t.Errorf("deleted at %s asleep, %s awake: the sleep moved it", asleep.ExpiresAt.Format(time.RFC3339Nano), awake.ExpiresAt.Format(time.RFC3339Nano))
-			}
-			if asleep.ExpiresAt.Nanosecond() != 0 {
-				t.Errorf("deleted at %s, not a whole second", asleep.ExpiresAt.Format(time.RFC3339Nano))
-			}
-			if asleep.ExpiresAt.Before(now.Add(14 * Day)) {
-				t.Errorf("deleted at %s, before 14d asleep (%s)", asleep.ExpiresAt.Format(time.RFC3339Nano), now.Add(14*Day).Format(time.RFC3339Nano))
-			}
-			if next := rec.ForLife(asleep, created, now); next != rec {
-				t.Errorf("the sleep replaced the record: %+v, was %+v", next, rec)
-			}
-			p := Next(Input{Life: asleep, Schedule: schedule, Record: rec, Channels: ch, Now: now})
-			if p.Action != Notify || p.Event != v1alpha1.EventSlept {
-				t.Fatalf("plan %+v, want the slept message", p)
-			}
-			if !p.At.Equal(asleep.ExpiresAt) || p.At.Nanosecond() != 0 {
-				t.Errorf("the slept message announces %s; want the deletion time %s, a whole second", p.At.Format(time.RFC3339Nano), asleep.ExpiresAt.Format(time.RFC3339Nano))
-			}
-		})
+	for _, tc := range []struct {
+		name     string
+		schedule Schedule
+		state    SleepState
+		// idle is when the object is idle long enough, to the nanosecond.
+		idle time.Time
+	}{
+		{"a new object", byIdle, SleepState{}, created.Add(3 * time.Hour)},
+		{"an object woken at a fraction of a second", byIdle, woke, woke.Woke.Add(3 * time.Hour)},
+		{"an object woken at a fraction of a second, sleeping by age", byAge, woke, woke.Woke.Add(2 * Day)},
+	} {
+		var annotations map[string]string
+		if tc.state.Phase != "" {
+			annotations = sleepState(tc.state)
+		}
+		awake := tc.schedule.Lifetime(created, annotations, tc.idle.Add(-time.Minute))
+		due := awake.SleepAt
+		if due.Nanosecond() != 0 || due.Before(tc.idle) || !due.Before(tc.idle.Add(time.Second)) {
+			t.Fatalf("%s: sleeps at %s; want the first whole second from %s", tc.name, due.Format(time.RFC3339Nano), tc.idle.Format(time.RFC3339Nano))
+		}
+		for _, late := range []time.Duration{0, time.Nanosecond, 2114873 * time.Nanosecond, 400 * time.Millisecond, time.Second - time.Nanosecond} {
+			t.Run(tc.name+", written "+late.String()+" after it was due", func(t *testing.T) {
+				now := due.Add(late)
+				rec := (*Record)(nil).ForLife(awake, created, now)
+				st := tc.state
+				st.Phase, st.Since, st.Generation = PhaseAsleep, now, 1
+				asleep := tc.schedule.Lifetime(created, sleepState(st), now)
+				if !asleep.Asleep {
+					t.Fatalf("not asleep: %+v", asleep)
+				}
+				if !asleep.ExpiresAt.Equal(awake.ExpiresAt) {
+					t.Errorf("deleted at %s asleep, %s awake: the sleep moved it", asleep.ExpiresAt.Format(time.RFC3339Nano), awake.ExpiresAt.Format(time.RFC3339Nano))
+				}
+				if asleep.ExpiresAt.Nanosecond() != 0 {
+					t.Errorf("deleted at %s, not a whole second", asleep.ExpiresAt.Format(time.RFC3339Nano))
+				}
+				if asleep.ExpiresAt.Before(now.Add(14 * Day)) {
+					t.Errorf("deleted at %s, before 14d asleep (%s)", asleep.ExpiresAt.Format(time.RFC3339Nano), now.Add(14*Day).Format(time.RFC3339Nano))
+				}
+				if next := rec.ForLife(asleep, created, now); next != rec {
+					t.Errorf("the sleep replaced the record: %+v, was %+v", next, rec)
+				}
+				p := Next(Input{Life: asleep, Schedule: tc.schedule, Record: rec, Channels: ch, Now: now})
+				if p.Action != Notify || p.Event != v1alpha1.EventSlept {
+					t.Fatalf("plan %+v, want the slept message", p)
+				}
+				if !p.At.Equal(asleep.ExpiresAt) || p.At.Nanosecond() != 0 {
+					t.Errorf("the slept message announces %s; want the deletion time %s, a whole second", p.At.Format(time.RFC3339Nano), asleep.ExpiresAt.Format(time.RFC3339Nano))
+				}
+			})
+		}
 	}
 }
 
