@@ -91,6 +91,14 @@ type config struct {
 	// scraped every SeriesEvery over the run (hack/dashboard renders it).
 	Series      string        `json:"-"`
 	SeriesEvery time.Duration `json:"-"`
+	// SleepingPolicy adds a policy that puts Playbooks to sleep (none of
+	// the run's), so that the controller watches the workloads a sleep
+	// scaled down; OtherDeployments more Deployments, of no Playbook and
+	// none asleep, exist before the controller starts (implying
+	// SleepingPolicy): what the controller holds and asks of the API
+	// server must not grow with them.
+	SleepingPolicy   bool `json:"sleepingPolicy,omitempty"`
+	OtherDeployments int  `json:"otherDeployments,omitempty"`
 	// Peer, when set, is the binary of another TTL controller, run in
 	// place of timeout-controller on the same objects:
 	// TwiN/k8s-ttl-controller's, whose annotation each Playbook then
@@ -131,6 +139,8 @@ func main() {
 	flag.StringVar(&cfg.Series, "series", "", "Write the controller's timeout_controller_* metrics, scraped over the run, to this file (JSON lines) for hack/dashboard.")
 	flag.DurationVar(&cfg.SeriesEvery, "series-interval", 2*time.Second, "How often -series scrapes the controller.")
 	flag.StringVar(&cfg.Peer, "peer", "", "Run the TwiN/k8s-ttl-controller binary at this path in place of timeout-controller, on the same Playbooks, each also annotated with its TTL, and report its idle and peak RSS, first pass, CPU and API requests (no reminders, no metrics of its own). Its passes are 5 minutes apart: the run waits until the expiring ones are deleted or a pass that started after the last expiry has ended (docs/dev/bench.md).")
+	flag.BoolVar(&cfg.SleepingPolicy, "sleeping-policy", false, "Add a policy with spec.sleep that selects none of the Playbooks, so that the controller watches the workloads a sleep scaled down (none here).")
+	flag.IntVar(&cfg.OtherDeployments, "other-deployments", 0, "Create this many Deployments of no Playbook (0 replicas, 100 to a namespace) before the controller starts; implies -sleeping-policy. Compare with -sleeping-policy alone: the controller's memory and API requests must not grow with them.")
 	jsonPath := flag.String("json", "", "Write the report as JSON to this path.")
 	timeout := flag.Duration("timeout", 20*time.Minute, "Give up, clean up and fail after this long.")
 	flag.Parse()
@@ -184,6 +194,8 @@ func (c config) validate() error {
 		return errors.New("-idle-ttl is the idleTTL of the -touch Playbooks' policy: it needs -touch")
 	case c.Touch > 0 && c.TouchEvery <= 0:
 		return errors.New("-touch-every must be positive")
+	case c.OtherDeployments < 0:
+		return errors.New("-other-deployments must not be negative")
 	case c.Creators < 1:
 		return errors.New("-creators must be at least 1")
 	case c.OwnedGrace < 0:
@@ -234,6 +246,19 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	defer rc.close()
 	if err := cl.createPolicy(ctx, cfg, rc); err != nil {
 		return nil, err
+	}
+	if cfg.SleepingPolicy || cfg.OtherDeployments > 0 {
+		if err := cl.createSleepingPolicy(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.OtherDeployments > 0 {
+		p.say("creating %d other Deployments, %d parallel", cfg.OtherDeployments, cfg.Creators)
+		start := time.Now()
+		if err := cl.createOtherDeployments(ctx, cfg.OtherDeployments, cfg.Creators); err != nil {
+			return nil, err
+		}
+		p.say("created them in %s", time.Since(start).Round(time.Millisecond))
 	}
 
 	var pr *peerRun

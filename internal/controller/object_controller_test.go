@@ -70,7 +70,9 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: clocktesting.NewFakeClock(now), rec: events.NewFakeRecorder(100), scripted: &scripted{}}
 	objs = append(objs, &v1alpha1.NotificationChannel{ObjectMeta: metav1.ObjectMeta{Name: scriptedChannel}})
-	h.client = fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).Build()
+	// Namespaces are found by their owners, as the cache's index finds them.
+	h.client = fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+		WithIndex(&corev1.Namespace{}, ownerIndex, indexOwners).Build()
 	cached := interceptor.NewClient(h.client, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if err := c.Get(ctx, key, obj, opts...); err != nil {
@@ -92,6 +94,13 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 				return err
 			}
 			return c.Patch(ctx, obj, patch, opts...)
+		},
+		SubResourceGet: func(ctx context.Context, c client.Client, subResource string, obj, sub client.Object, opts ...client.SubResourceGetOption) error {
+			if subResource == "scale" && obj.GetObjectKind().GroupVersionKind() == configMapGVK {
+				// As the API server answers: a ConfigMap has no scale.
+				return apierrors.NewNotFound(configMaps, obj.GetName())
+			}
+			return c.SubResource(subResource).Get(ctx, obj, sub, opts...)
 		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			if err := c.Create(ctx, obj, opts...); err != nil {

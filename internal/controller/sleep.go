@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,8 +30,9 @@ import (
 )
 
 // Sleep RBAC: the workloads in the namespaces a sleeping object owns are
-// watched (as metadata), read, and scaled in the same patch that writes
-// their replicas annotation. Whether an object is scaled itself is asked
+// read, and scaled in the same patch that writes their replicas annotation
+// and the sleep's label; those that carry the label are watched, as
+// metadata (sleepwatch.go). Whether an object is scaled itself is asked
 // of its scale subresource, which a Playbook does not have: the API server
 // answers NotFound only to whoever may get it. Another kind with one needs
 // get and patch on it (docs/guides/other-kinds.md).
@@ -91,6 +94,8 @@ type workload struct {
 	// saved is the replicas annotation, when the workload has one.
 	saved    int32
 	hasSaved bool
+	// marked says it carries the sleep's label.
+	marked   bool
 	template corev1.PodSpec
 }
 
@@ -135,6 +140,7 @@ func newWorkload(obj client.Object, kind string, replicas *int32, template corev
 	if v, ok := obj.GetAnnotations()[expiry.AnnotationReplicas]; ok {
 		w.saved, w.hasSaved = expiry.ParseReplicas(v)
 	}
+	_, w.marked = obj.GetLabels()[expiry.LabelAsleep]
 	return w
 }
 
@@ -233,14 +239,17 @@ func replicasInSpec(gvk schema.GroupVersionKind) bool {
 	return gvk.Group == appsv1.GroupName && (gvk.Kind == "Deployment" || gvk.Kind == "StatefulSet" || gvk.Kind == "ReplicaSet")
 }
 
-// patchWorkload sets a workload's replicas annotation (nil removes it)
-// and, unless replicas is negative, its replicas, in one write locked on
-// the resourceVersion it was read at: the annotation says exactly whether
-// this controller scaled the workload down.
-func patchWorkload(ctx context.Context, c client.Client, w workload, replicas int32, saved any) error {
+// patchWorkload sets a workload's replicas annotation and the sleep's
+// label, to the sleeping object's UID (nil removes both), and, unless
+// replicas is negative, its replicas, in one write locked on the
+// resourceVersion it was read at: the annotation says exactly whether this
+// controller scaled the workload down, and the label has it watched while
+// it is.
+func patchWorkload(ctx context.Context, c client.Client, w workload, replicas int32, saved, owner any) error {
 	body := map[string]any{"metadata": map[string]any{
 		"resourceVersion": w.obj.GetResourceVersion(),
 		"annotations":     map[string]any{expiry.AnnotationReplicas: saved},
+		"labels":          map[string]any{expiry.LabelAsleep: owner},
 	}}
 	if replicas >= 0 {
 		body["spec"] = map[string]any{"replicas": replicas}
@@ -296,7 +305,32 @@ func (r *ObjectReconciler) observeWake(ctx context.Context, ev *evaluation) (str
 			return fmt.Sprintf("%s scaled up to %d by someone else", w, w.replicas), true, nil
 		}
 	}
+	if st.Phase == expiry.PhaseAsleep {
+		r.markUnmarked(ctx, ev.obj.UID, ws)
+	}
 	return "", false, nil
+}
+
+// markUnmarked labels the workloads of a sleeping object that were scaled
+// down without the sleep's label (by a version of the controller before
+// it), so that they are watched from now on. A failure leaves it to the
+// next look.
+func (r *ObjectReconciler) markUnmarked(ctx context.Context, uid types.UID, ws []workload) {
+	for _, w := range ws {
+		if !w.hasSaved || w.marked {
+			continue
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": w.obj.GetResourceVersion(),
+			"labels":          map[string]any{expiry.LabelAsleep: string(uid)},
+		}})
+		if err == nil {
+			err = r.Client.Patch(ctx, w.obj, client.RawPatch(types.MergePatchType, patch))
+		}
+		if err != nil {
+			logf.FromContext(ctx).V(1).Info("label a sleeping workload", "workload", w.String(), "error", err.Error())
+		}
+	}
 }
 
 // sleep puts the object to sleep, or completes a sleep under way.
@@ -325,6 +359,14 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 	resumed := st.Phase == expiry.PhaseSleeping
 	if resumed {
 		sleepPatch = st.Patch
+	}
+	if resumed {
+		// The sleep under way may be the one an earlier look completed,
+		// whose last write the cache has not seen yet: only the API server
+		// says whether it is still under way.
+		if under, err := r.underWay(ctx, key, obj.UID, st); err != nil || !under {
+			return ctrl.Result{RequeueAfter: conflictRetry}, err
+		}
 	}
 	var self bool
 	var replicas int32
@@ -394,7 +436,7 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 			case w.hasSaved:
 				n = w.saved
 			case w.replicas > 0:
-				if err := patchWorkload(ctx, r.Client, w, 0, strconv.Itoa(int(w.replicas))); err != nil {
+				if err := patchWorkload(ctx, r.Client, w, 0, strconv.Itoa(int(w.replicas)), string(obj.UID)); err != nil {
 					if apierrors.IsConflict(err) {
 						return ctrl.Result{RequeueAfter: conflictRetry}, nil
 					}
@@ -418,6 +460,11 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 	if fresh.UID != obj.UID {
 		return ctrl.Result{}, nil
 	}
+	if !sameCycle(fresh, st) {
+		// Completed (or undone) by another look since: the transition is
+		// not this one's to announce.
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
 	st.Phase, st.Generation, st.Freed = expiry.PhaseAsleep, fresh.Generation, freed
 	st.FreedCPUMillis, st.FreedMemoryBytes = cpu, mem
 	annotations := map[string]any{expiry.AnnotationSleep: st.String()}
@@ -435,9 +482,18 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 	if st.Patch != nil {
 		what = "spec.sleep.patch applied"
 	}
+	// The deletion time as the next look decides it, from what was written.
+	written := maps.Clone(fresh.Annotations)
+	if written == nil {
+		written = map[string]string{}
+	}
+	for k, v := range annotations {
+		written[k] = v.(string)
+	}
+	deleteAt := ev.Schedule.Lifetime(fresh.CreationTimestamp.Time, written, now).ExpiresAt
 	r.Recorder.Eventf(reference(key.GVK, fresh), nil, corev1.EventTypeNormal, ReasonSlept, actionSleep,
 		"Asleep since %s (policy %s): %s; use wakes it; deleted at %s unless used",
-		st.Since.Format(time.RFC3339), ev.policy.Name, what, st.Since.Add(ev.Schedule.SleepDeleteAfter).Format(time.RFC3339))
+		st.Since.Format(time.RFC3339), ev.policy.Name, what, deleteAt.UTC().Format(time.RFC3339))
 	return ctrl.Result{}, nil
 }
 
@@ -457,7 +513,12 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 
 	obj := ev.obj.DeepCopy()
 	st := ev.Life.Sleep
-	if st.Phase != expiry.PhaseWaking {
+	if st.Phase == expiry.PhaseWaking {
+		// As with a sleep under way: it may be done already.
+		if under, err := r.underWay(ctx, key, obj.UID, st); err != nil || !under {
+			return ctrl.Result{RequeueAfter: conflictRetry}, err
+		}
+	} else {
 		st.Phase, st.Woke, st.WokeBy, st.External = expiry.PhaseWaking, now.UTC(), wokeBy, ev.wokeExternally
 		if err := annotate(ctx, r.Client, obj, map[string]any{expiry.AnnotationSleep: st.String()}); err != nil {
 			return r.sleepWriteFailed(key, err)
@@ -490,15 +551,21 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 			return ctrl.Result{}, err
 		}
 		for _, w := range ws {
-			if !w.hasSaved {
+			if !w.hasSaved && !w.marked {
 				continue
 			}
 			// Back to its replicas, unless someone scaled it up meanwhile.
 			replicas := int32(-1)
-			if w.replicas == 0 && w.saved > 0 {
+			if w.hasSaved && w.replicas == 0 && w.saved > 0 {
 				replicas = w.saved
 			}
-			if err := patchWorkload(ctx, r.Client, w, replicas, nil); err != nil {
+			done := func(bool) {}
+			if w.marked {
+				done = r.watches.marked().unmark(w.obj.GetUID())
+			}
+			err := patchWorkload(ctx, r.Client, w, replicas, nil, nil)
+			done(err == nil)
+			if err != nil {
 				if apierrors.IsConflict(err) {
 					return ctrl.Result{RequeueAfter: conflictRetry}, nil
 				}
@@ -513,6 +580,9 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 	}
 	if fresh.UID != obj.UID {
 		return ctrl.Result{}, nil
+	}
+	if !sameCycle(fresh, st) {
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	external := st.External
 	st.Phase, st.Replicas, st.Freed, st.FreedCPUMillis, st.FreedMemoryBytes, st.External = expiry.PhaseAwake, nil, 0, 0, 0, false
@@ -535,6 +605,35 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 	r.Recorder.Eventf(reference(key.GVK, fresh), nil, corev1.EventTypeNormal, reason, actionWake,
 		"Woke: %s; what the sleep since %s changed is restored", st.WokeBy, st.Since.Format(time.RFC3339))
 	return ctrl.Result{}, nil
+}
+
+// underWay reports whether the API server shows the object in the sleep
+// or wake under way that st describes.
+func (r *ObjectReconciler) underWay(ctx context.Context, key Key, uid types.UID, st expiry.SleepState) (bool, error) {
+	fresh := newMetadata(key.GVK)
+	if err := r.APIReader.Get(ctx, key.NamespacedName, fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("get %s: %w", key, err)
+	}
+	return fresh.UID == uid && sameCycle(fresh, st), nil
+}
+
+// sameCycle reports whether obj's sleep annotation says it is in the sleep
+// or wake under way that st describes: the same phase, begun at the same
+// time. Only the look that moves it on from there (with a write locked on
+// the resourceVersion read here) makes the transition, and announces it;
+// any other finds it moved on, and says nothing.
+func sameCycle(obj *metav1.PartialObjectMetadata, st expiry.SleepState) bool {
+	cur, err := expiry.ParseSleep(obj.Annotations[expiry.AnnotationSleep])
+	if err != nil || cur.Phase != st.Phase {
+		return false
+	}
+	if st.Phase == expiry.PhaseWaking {
+		return cur.Woke.Equal(st.Woke)
+	}
+	return cur.Since.Equal(st.Since)
 }
 
 func wakeLabel(wokeBy string, external bool) string {

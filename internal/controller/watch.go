@@ -50,10 +50,13 @@ type watches struct {
 	kinds      map[schema.GroupKind]watched
 	stores     map[schema.GroupKind]*objectStore
 	namespaces bool
-	// workloads says Deployments and StatefulSets are watched, for sleep;
-	// workloadsOnce serializes starting that watch.
+	// workloads says the Deployments and StatefulSets a sleep scaled down
+	// are watched (markedWatch); workloadsOnce serializes starting that
+	// watch.
 	workloads     bool
 	workloadsOnce sync.Mutex
+	markedOnce    sync.Once
+	markedState   *markedWatch
 }
 
 type watched struct {

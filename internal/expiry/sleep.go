@@ -21,6 +21,12 @@ const (
 	// owns): its replicas before, which the wake restores. The controller
 	// owns it.
 	AnnotationReplicas = Prefix + "replicas"
+	// LabelAsleep is set, in the same patch as AnnotationReplicas, on each
+	// workload a sleep scaled to zero, to the UID of the sleeping object,
+	// and removed by the wake: the controller watches only the workloads
+	// that carry it, for a scale-up by someone else. The controller owns
+	// it.
+	LabelAsleep = Prefix + "asleep"
 )
 
 // Phases of a SleepState. Sleeping and Waking are the phases of a sleep or
@@ -188,10 +194,30 @@ func (s Schedule) sleepTimes(created time.Time, l *Lifetime) {
 		default:
 			l.SleepAt = created.Add(s.SleepAfter)
 		}
+		// At a whole second (a wake, or a spec edit the controller saw,
+		// is stamped to the nanosecond): the sleep, written a little after
+		// it, then gives the deletion time the object had awake.
+		if frac := l.SleepAt.Sub(l.SleepAt.Truncate(time.Second)); frac > 0 {
+			l.SleepAt = l.SleepAt.Add(time.Second - frac)
+		}
 	}
-	if t := l.SleepAt.Add(s.SleepDeleteAfter); t.After(l.ExpiresAt) {
+	if t := SleepDeletion(l.SleepAt, s.SleepDeleteAfter); t.After(l.ExpiresAt) {
 		l.ExpiresAt, l.Source = t, SourceSleep
 	}
+}
+
+// SleepDeletion is when an object that went to sleep at since may be
+// deleted: deleteAfter later, at the first whole second after that.
+//
+// A whole second, so that the time is announced (slept message, record,
+// audit) exactly as it is decided; the first one after, never earlier,
+// so that an object sleeps at least deleteAfter, and so that the sleep
+// does not move the deletion the object was told of: a sleep due at a
+// whole second is written a few milliseconds after it, in the same
+// second, and gives the same deletion time as the sleep time it was due
+// at.
+func SleepDeletion(since time.Time, deleteAfter time.Duration) time.Time {
+	return since.Add(deleteAfter).Truncate(time.Second).Add(time.Second)
 }
 
 // KeySlept, KeyWoke and KeySleeping are the Record keys of the slept and woke messages

@@ -24,6 +24,9 @@ func sleepState(s SleepState) map[string]string {
 
 func TestSleepPlan(t *testing.T) {
 	asleep := SleepState{Phase: PhaseAsleep, Since: created.Add(4 * time.Hour), Generation: 1}
+	// An object is deleted at the first whole second after deleteAfter
+	// asleep (SleepDeletion): one second after it, for the whole seconds
+	// here.
 	tests := []struct {
 		name        string
 		schedule    Schedule
@@ -39,38 +42,38 @@ func TestSleepPlan(t *testing.T) {
 		{
 			name: "waits for the idle time before sleeping: nothing sleeps early", schedule: sleepy,
 			now: created.Add(3*time.Hour - time.Second), wantAction: Wait, wantAt: created.Add(3 * time.Hour),
-			wantExpiry: created.Add(3*time.Hour + 14*Day),
+			wantExpiry: created.Add(3*time.Hour + 14*Day + time.Second),
 		},
 		{
 			name: "sleeps once idle for afterIdle", schedule: sleepy,
 			now: created.Add(3 * time.Hour), wantAction: Sleep, wantAt: created.Add(3 * time.Hour),
-			wantExpiry: created.Add(3*time.Hour + 14*Day),
+			wantExpiry: created.Add(3*time.Hour + 14*Day + time.Second),
 		},
 		{
 			name: "sleeps later when used: the idle clock counts from the last activity", schedule: sleepy,
 			annotations: map[string]string{AnnotationLastActive: created.Add(2 * time.Hour).Format(time.RFC3339)},
 			now:         created.Add(4 * time.Hour), wantAction: Wait, wantAt: created.Add(5 * time.Hour),
-			wantExpiry: created.Add(5*time.Hour + 14*Day),
+			wantExpiry: created.Add(5*time.Hour + 14*Day + time.Second),
 		},
 		{
 			name: "sleeps by age with after", schedule: Schedule{DefaultTTL: Day, SleepAfter: 2 * Day, SleepDeleteAfter: Week},
-			now: created.Add(2 * Day), wantAction: Sleep, wantAt: created.Add(2 * Day), wantExpiry: created.Add(2*Day + Week),
+			now: created.Add(2 * Day), wantAction: Sleep, wantAt: created.Add(2 * Day), wantExpiry: created.Add(2*Day + Week + time.Second),
 		},
 		{
 			name:        "sleeps by age again only after another age from its last wake",
 			schedule:    Schedule{DefaultTTL: Day, SleepAfter: 2 * Day, SleepDeleteAfter: Week},
 			annotations: sleepState(SleepState{Phase: PhaseAwake, Woke: created.Add(3 * Day)}),
-			now:         created.Add(4 * Day), wantAction: Wait, wantAt: created.Add(5 * Day), wantExpiry: created.Add(5*Day + Week),
+			now:         created.Add(4 * Day), wantAction: Wait, wantAt: created.Add(5 * Day), wantExpiry: created.Add(5*Day + Week + time.Second),
 		},
 		{
 			name: "a sleeping object is deleted deleteAfter after it went to sleep, not before", schedule: Schedule{DefaultTTL: Day, SleepAfterIdle: 3 * time.Hour, SleepDeleteAfter: 14 * Day},
 			annotations: sleepState(asleep), now: asleep.Since.Add(14*Day - time.Second), wantAction: Wait,
-			wantAt: asleep.Since.Add(14 * Day), wantExpiry: asleep.Since.Add(14 * Day),
+			wantAt: asleep.Since.Add(14*Day + time.Second), wantExpiry: asleep.Since.Add(14*Day + time.Second),
 		},
 		{
 			name: "deletes a sleeping object once its time asleep is over and notice was given", schedule: Schedule{DefaultTTL: Day, SleepAfterIdle: 3 * time.Hour, SleepDeleteAfter: 14 * Day},
-			annotations: sleepState(asleep), now: asleep.Since.Add(14 * Day), wantAction: Delete,
-			wantExpiry: asleep.Since.Add(14 * Day),
+			annotations: sleepState(asleep), now: asleep.Since.Add(14*Day + time.Second), wantAction: Delete,
+			wantExpiry: asleep.Since.Add(14*Day + time.Second),
 		},
 		{
 			name: "the deletion is never earlier than the lifetime's own expiry", schedule: Schedule{DefaultTTL: 30 * Day, SleepAfterIdle: 3 * time.Hour, SleepDeleteAfter: Day},
@@ -90,7 +93,7 @@ func TestSleepPlan(t *testing.T) {
 			name: "wakes a sleeping object used after it went to sleep", schedule: sleepy,
 			annotations: map[string]string{AnnotationSleep: asleep.String(), AnnotationLastActive: asleep.Since.Add(time.Hour).Format(time.RFC3339)},
 			now:         asleep.Since.Add(2 * time.Hour), wantAction: Wake, wantWokeBy: "use (" + AnnotationLastActive + ")",
-			wantExpiry: asleep.Since.Add(4*time.Hour + 14*Day),
+			wantExpiry: asleep.Since.Add(4*time.Hour + 14*Day + time.Second),
 		},
 		{
 			name: "names the use that woke it when last-use says how and by whom", schedule: sleepy,
@@ -100,13 +103,13 @@ func TestSleepPlan(t *testing.T) {
 				return a
 			}(),
 			now: asleep.Since.Add(2 * time.Hour), wantAction: Wake, wantWokeBy: "use (exec by alice)",
-			wantExpiry: asleep.Since.Add(4*time.Hour + 14*Day),
+			wantExpiry: asleep.Since.Add(4*time.Hour + 14*Day + time.Second),
 		},
 		{
 			name: "wakes a sleeping object whose workloads someone else scaled up", schedule: sleepy,
 			annotations: sleepState(asleep), wokeBy: "Deployment amp-1/web scaled up",
 			now: asleep.Since.Add(time.Hour), wantAction: Wake, wantWokeBy: "Deployment amp-1/web scaled up",
-			wantExpiry: asleep.Since.Add(14 * Day),
+			wantExpiry: asleep.Since.Add(14*Day + time.Second),
 		},
 		{
 			name: "the keep annotation wakes a sleeping object", schedule: sleepy,
@@ -126,23 +129,23 @@ func TestSleepPlan(t *testing.T) {
 			name: "completes a wake under way", schedule: sleepy,
 			annotations: sleepState(SleepState{Phase: PhaseWaking, Since: asleep.Since, Woke: asleep.Since.Add(time.Hour), WokeBy: "use"}),
 			now:         asleep.Since.Add(time.Hour), wantAction: Wake, wantWokeBy: "use",
-			wantExpiry: asleep.Since.Add(4*time.Hour + 14*Day),
+			wantExpiry: asleep.Since.Add(4*time.Hour + 14*Day + time.Second),
 		},
 		{
 			name: "completes a sleep under way", schedule: sleepy,
 			annotations: sleepState(SleepState{Phase: PhaseSleeping, Since: asleep.Since}),
-			now:         asleep.Since.Add(time.Minute), wantAction: Sleep, wantAt: asleep.Since, wantExpiry: asleep.Since.Add(14 * Day),
+			now:         asleep.Since.Add(time.Minute), wantAction: Sleep, wantAt: asleep.Since, wantExpiry: asleep.Since.Add(14*Day + time.Second),
 		},
 		{
 			name: "restarts the idle clock at a wake: sleeps again only after a fresh idle period", schedule: sleepy,
 			annotations: sleepState(SleepState{Phase: PhaseAwake, Since: asleep.Since, Woke: asleep.Since.Add(Day)}),
 			now:         asleep.Since.Add(Day + 2*time.Hour), wantAction: Wait, wantAt: asleep.Since.Add(Day + 3*time.Hour),
-			wantExpiry: asleep.Since.Add(Day + 3*time.Hour + 14*Day),
+			wantExpiry: asleep.Since.Add(Day + 3*time.Hour + 14*Day + time.Second),
 		},
 		{
 			name: "puts nothing to sleep under a dry run", schedule: sleepy, dryRun: true,
-			now: created.Add(4 * time.Hour), wantAction: Wait, wantAt: created.Add(3*time.Hour + 14*Day - 3*Day),
-			wantExpiry: created.Add(3*time.Hour + 14*Day),
+			now: created.Add(4 * time.Hour), wantAction: Wait, wantAt: created.Add(3*time.Hour + 14*Day - 3*Day + time.Second),
+			wantExpiry: created.Add(3*time.Hour + 14*Day + time.Second),
 		},
 	}
 	for _, tt := range tests {
@@ -280,7 +283,7 @@ func TestSleptAndWokeAreSaidOnce(t *testing.T) {
 	ch := map[v1alpha1.EventType][]string{v1alpha1.EventSlept: {"events"}, v1alpha1.EventWoke: {"events"}}
 	rec := (*Record)(nil).ForLife(l, created, now)
 	p := Next(Input{Life: l, Schedule: sleepy, Record: rec, Channels: ch, Now: now})
-	if p.Action != Notify || p.Event != v1alpha1.EventSlept || !p.At.Equal(asleep.Since.Add(14*Day)) {
+	if p.Action != Notify || p.Event != v1alpha1.EventSlept || !p.At.Equal(SleepDeletion(asleep.Since, 14*Day)) {
 		t.Fatalf("plan %+v, want the slept message announcing the deletion", p)
 	}
 	rec.Delivered(p.Key, false, p.Channels, now)
@@ -309,6 +312,85 @@ func TestSleptAndWokeAreSaidOnce(t *testing.T) {
 	rec = rec.ForLife(l, created, later)
 	if p := Next(Input{Life: l, Schedule: sleepy, Record: rec, Channels: ch, Now: later}); p.Action != Wait {
 		t.Fatalf("plan %+v after use, want Wait", p)
+	}
+}
+
+// A sleep is written a little after the time it was due at, a whole
+// second: the deletion time it gives is the one the object had before it
+// slept, a whole second, which the slept message announces as it is; a
+// record made for the object awake is the record asleep (nothing was
+// moved, nothing is audited as an extension); and the object sleeps at
+// least deleteAfter. A wake is stamped to the nanosecond: the sleep after
+// it is due at the next whole second.
+func TestASleepKeepsTheDeletionTimeItWasDueWith(t *testing.T) {
+	byIdle := Schedule{DefaultTTL: Day, MinimumNotice: Day, SleepAfterIdle: 3 * time.Hour, SleepDeleteAfter: 14 * Day}
+	byAge := Schedule{DefaultTTL: Day, MinimumNotice: Day, SleepAfter: 2 * Day, SleepDeleteAfter: 14 * Day}
+	woke := SleepState{Phase: PhaseAwake, Since: created.Add(time.Hour), Woke: created.Add(2*time.Hour + 123456789*time.Nanosecond), WokeBy: "use"}
+	ch := map[v1alpha1.EventType][]string{v1alpha1.EventSlept: {"events"}}
+	for _, tc := range []struct {
+		name     string
+		schedule Schedule
+		state    SleepState
+		// idle is when the object is idle long enough, to the nanosecond.
+		idle time.Time
+	}{
+		{"a new object", byIdle, SleepState{}, created.Add(3 * time.Hour)},
+		{"an object woken at a fraction of a second", byIdle, woke, woke.Woke.Add(3 * time.Hour)},
+		{"an object woken at a fraction of a second, sleeping by age", byAge, woke, woke.Woke.Add(2 * Day)},
+	} {
+		var annotations map[string]string
+		if tc.state.Phase != "" {
+			annotations = sleepState(tc.state)
+		}
+		awake := tc.schedule.Lifetime(created, annotations, tc.idle.Add(-time.Minute))
+		due := awake.SleepAt
+		if due.Nanosecond() != 0 || due.Before(tc.idle) || !due.Before(tc.idle.Add(time.Second)) {
+			t.Fatalf("%s: sleeps at %s; want the first whole second from %s", tc.name, due.Format(time.RFC3339Nano), tc.idle.Format(time.RFC3339Nano))
+		}
+		for _, late := range []time.Duration{0, time.Nanosecond, 2114873 * time.Nanosecond, 400 * time.Millisecond, time.Second - time.Nanosecond} {
+			t.Run(tc.name+", written "+late.String()+" after it was due", func(t *testing.T) {
+				now := due.Add(late)
+				rec := (*Record)(nil).ForLife(awake, created, now)
+				st := tc.state
+				st.Phase, st.Since, st.Generation = PhaseAsleep, now, 1
+				asleep := tc.schedule.Lifetime(created, sleepState(st), now)
+				if !asleep.Asleep {
+					t.Fatalf("not asleep: %+v", asleep)
+				}
+				if !asleep.ExpiresAt.Equal(awake.ExpiresAt) {
+					t.Errorf("deleted at %s asleep, %s awake: the sleep moved it", asleep.ExpiresAt.Format(time.RFC3339Nano), awake.ExpiresAt.Format(time.RFC3339Nano))
+				}
+				if asleep.ExpiresAt.Nanosecond() != 0 {
+					t.Errorf("deleted at %s, not a whole second", asleep.ExpiresAt.Format(time.RFC3339Nano))
+				}
+				if asleep.ExpiresAt.Before(now.Add(14 * Day)) {
+					t.Errorf("deleted at %s, before 14d asleep (%s)", asleep.ExpiresAt.Format(time.RFC3339Nano), now.Add(14*Day).Format(time.RFC3339Nano))
+				}
+				if next := rec.ForLife(asleep, created, now); next != rec {
+					t.Errorf("the sleep replaced the record: %+v, was %+v", next, rec)
+				}
+				p := Next(Input{Life: asleep, Schedule: tc.schedule, Record: rec, Channels: ch, Now: now})
+				if p.Action != Notify || p.Event != v1alpha1.EventSlept {
+					t.Fatalf("plan %+v, want the slept message", p)
+				}
+				if !p.At.Equal(asleep.ExpiresAt) || p.At.Nanosecond() != 0 {
+					t.Errorf("the slept message announces %s; want the deletion time %s, a whole second", p.At.Format(time.RFC3339Nano), asleep.ExpiresAt.Format(time.RFC3339Nano))
+				}
+			})
+		}
+	}
+}
+
+func TestSleepDeletionIsAWholeSecondNeverEarly(t *testing.T) {
+	since := created.Add(2114873 * time.Nanosecond)
+	for _, d := range []time.Duration{time.Second, 1500 * time.Millisecond, 14 * Day, time.Nanosecond} {
+		for _, s := range []time.Time{created, since, created.Add(time.Second - time.Nanosecond)} {
+			got := SleepDeletion(s, d)
+			if got.Nanosecond() != 0 || !got.After(s.Add(d)) || got.After(s.Add(d+time.Second)) {
+				t.Errorf("SleepDeletion(%s, %s) = %s; want the first whole second after %s",
+					s.Format(time.RFC3339Nano), d, got.Format(time.RFC3339Nano), s.Add(d).Format(time.RFC3339Nano))
+			}
+		}
 	}
 }
 

@@ -45,9 +45,11 @@ func TestEvaluateSleep(t *testing.T) {
 		ev := evaluateAt(t, playbook(nil), policies, t0.Add(time.Hour))
 		want := []step{
 			{3 * time.Hour, ActionSleep, ""},
-			{3*time.Hour + 11*day, "reminder", "3d"},
-			{3*time.Hour + 12*day, "reminder", "2d"},
-			{3*time.Hour + 14*day, ActionDelete, ""},
+			// At the first whole second after 14d asleep: the sleep is
+			// written a little after it is due.
+			{3*time.Hour + 11*day + time.Second, "reminder", "3d"},
+			{3*time.Hour + 12*day + time.Second, "reminder", "2d"},
+			{3*time.Hour + 14*day + time.Second, ActionDelete, ""},
 		}
 		got := steps(ev)
 		// The slept message comes between: only its place is checked.
@@ -72,8 +74,8 @@ func TestEvaluateSleep(t *testing.T) {
 		if !slices.Contains(ev.Flags(), "asleep") {
 			t.Errorf("flags %v, want asleep", ev.Flags())
 		}
-		if d := ev.DeleteAt(); !d.Equal(since.Add(14 * day)) {
-			t.Errorf("deleted at %s, want %s", d, since.Add(14*day))
+		if d := ev.DeleteAt(); !d.Equal(since.Add(14*day + time.Second)) {
+			t.Errorf("deleted at %s, want %s", d, since.Add(14*day+time.Second))
 		}
 		if got := sleepColumn(sleepOf(ev), ev.Now); got != "asleep since 3h ago" {
 			t.Errorf("SLEEP %q, want %q", got, "asleep since 3h ago")
@@ -189,7 +191,7 @@ func TestWake(t *testing.T) {
 			t.Errorf("last-active %q, want %q (now, truncated: never ahead of the clock)", got, want)
 		}
 		want := `playbook/2b1e7c9e ("Weekend demo") woken: last active 2026-03-01T15:00:00Z
-  expires 2026-03-15T18:00:00Z (in 14d 2h)
+  expires 2026-03-15T18:00:01Z (in 14d 3h)
   waking: woken by use (timeout.amphitheatre.app/last-active); the controller restores what its sleep scaled down
   awake: woke 2026-03-01T15:00:00Z (now), by use (timeout.amphitheatre.app/last-active)
 `

@@ -222,7 +222,7 @@ func TestASleepingPlaybookIsDeletedNoEarlierThanDeleteAfterAsleep(t *testing.T) 
 	pb, ns := deploySleepy(t, "sleep-delete")
 	st := awaitPhase(t, pb.GetName(), expiry.PhaseAsleep, 15*time.Second)
 	expectReplicas(t, web(ns), 0, "2")
-	pb.expectDeletedOnTime(t, st.Since.Add(4*time.Second))
+	pb.expectDeletedOnTime(t, expiry.SleepDeletion(st.Since, 4*time.Second))
 }
 
 func TestSleepAndWakeCompleteAcrossARestart(t *testing.T) {
