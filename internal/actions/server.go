@@ -246,12 +246,20 @@ func crossSite(r *http.Request) *page {
 		p := problem(http.StatusForbidden, "Not sent from the page", "This request came from another site, so nothing was done. Open the link and use its buttons.")
 		return &p
 	}
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+	site := r.Header.Get("Sec-Fetch-Site")
+	if site != "" && site != "same-origin" && site != "none" {
 		return refused()
 	}
-	if origin := r.Header.Get("Origin"); origin != "" {
+	switch origin := r.Header.Get("Origin"); {
+	case origin == "null" && site != "":
+		// The page's own form: under its Referrer-Policy no-referrer a
+		// browser sends the origin of a POST as "null", and says where
+		// it came from in Sec-Fetch-Site, which a page cannot set.
+	case origin == "null":
+		return refused()
+	case origin != "":
 		u, err := url.Parse(origin)
-		if origin == "null" || err != nil || !strings.EqualFold(u.Host, r.Host) {
+		if err != nil || !strings.EqualFold(u.Host, r.Host) {
 			return refused()
 		}
 	}

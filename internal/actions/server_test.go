@@ -288,6 +288,20 @@ func TestAClickActsOnceAndAReplaySaysSo(t *testing.T) {
 	}
 }
 
+// A browser posts the page's form under the page's Referrer-Policy
+// no-referrer with the origin "null" and Sec-Fetch-Site same-origin, as
+// the browser test saw Chromium do: the click acts.
+func TestAClickAsABrowserSendsItUnderNoReferrerActs(t *testing.T) {
+	e := newEnv(t)
+	tok := e.token(e.claims(Extend))
+	r := e.postRequest("/a/"+tok, e.form(tok, Extend))
+	r.Header.Set("Origin", "null")
+	res, body := e.do(r)
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, "Done: it now expires") {
+		t.Fatalf("click: %d\n%s", res.StatusCode, body)
+	}
+}
+
 func TestTwoClicksAtOnceGiveOneChange(t *testing.T) {
 	e := newEnv(t)
 	tok := e.token(e.claims(Extend))
@@ -423,8 +437,15 @@ func TestPostsNotFromThePageAreRefused(t *testing.T) {
 			r.Header.Set("Origin", "https://evil.example.net")
 			return r
 		}, http.StatusForbidden},
-		{"from an opaque origin", func() *http.Request {
+		{"from an opaque origin, without fetch metadata", func() *http.Request {
 			r := e.postRequest("/a/"+tok, form)
+			r.Header.Del("Sec-Fetch-Site")
+			r.Header.Set("Origin", "null")
+			return r
+		}, http.StatusForbidden},
+		{"from an opaque origin another site says it is", func() *http.Request {
+			r := e.postRequest("/a/"+tok, form)
+			r.Header.Set("Sec-Fetch-Site", "cross-site")
 			r.Header.Set("Origin", "null")
 			return r
 		}, http.StatusForbidden},
