@@ -215,6 +215,15 @@ func (s *Server) act(ctx context.Context, v visit, ref Ref, owner string, a Acti
 			annotations[k] = val
 		}
 		annotations[expiry.AnnotationChangedBy] = &stamp
+		if at, ok := p.Set[expiry.AnnotationLastActive]; ok && at != nil {
+			// A wake or a touch is use by the link's holder: last-use says
+			// whose and how, as the admission policy stamps it for writes
+			// through the API, so that the Woke Event and the audit name them.
+			if t, err := time.Parse(time.RFC3339, *at); err == nil {
+				lastUse := expiry.Use{At: t, Via: v.via, By: v.by}.Annotation()
+				annotations[expiry.AnnotationLastUse] = &lastUse
+			}
+		}
 		usesValue := withUse(uses, use{ID: v.claims.ID, Action: a, At: now})
 		annotations[expiry.AnnotationLinkUses] = &usesValue
 		body, err := json.Marshal(map[string]any{"metadata": map[string]any{

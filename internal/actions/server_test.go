@@ -622,3 +622,25 @@ func TestASlowAPIServerGetsTryAgainWithinTwoSeconds(t *testing.T) {
 		t.Errorf("got %d\n%s", res.StatusCode, body)
 	}
 }
+
+// A wake, or use before a sleep, through a link is use by the link's
+// recipient: last-use names them and the link, as the admission policy
+// names the user of a write through the API.
+func TestAWakeThroughALinkNamesWhoUsedIt(t *testing.T) {
+	e := newEnv(t, withPolicy(func(s *v1alpha1.TimeoutPolicySpec) {
+		s.Sleep = &v1alpha1.Sleep{AfterIdle: "48h", DeleteAfter: "7d"}
+	}))
+	tok := e.token(e.claims(Wake))
+	res, body := e.post("/a/"+tok, e.form(tok, Wake))
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, "Done") {
+		t.Fatalf("click: %d\n%s", res.StatusCode, body)
+	}
+	a := e.object().GetAnnotations()
+	if a[expiry.AnnotationLastActive] != now.UTC().Format(time.RFC3339) {
+		t.Errorf("last-active %q, want %s", a[expiry.AnnotationLastActive], now.UTC().Format(time.RFC3339))
+	}
+	use, err := expiry.ParseUse(a[expiry.AnnotationLastUse])
+	if err != nil || use.Via != expiry.ViaLink || use.By == "" || !use.At.Equal(now.Truncate(time.Second)) {
+		t.Errorf("last-use %q (%v), want the link's recipient via link at %s", a[expiry.AnnotationLastUse], err, now)
+	}
+}
