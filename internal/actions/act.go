@@ -142,7 +142,7 @@ func (s *Server) load(ctx context.Context, ref Ref, owner string, now time.Time)
 			message: "Policy " + ev.Governing.Name + " cannot be used as it is written, so it deletes nothing now and links cannot change anything.",
 			details: []string{"Ask the people who run the timeout-controller to fix it."}}
 	}
-	return &loaded{obj: obj, ev: ev, links: pl.links[ev.Governing.Name], policies: pl}, nil
+	return &loaded{obj: obj, ev: ev, links: linkRulesFor(ev.Governing.Schedule), policies: pl}, nil
 }
 
 // loaded is an object read and evaluated.

@@ -274,7 +274,7 @@ func (s *Server) ownerPage(ctx context.Context, v visit, now time.Time, changed 
 	})
 	p := page{Title: "Objects of " + owner, Owner: owner, Form: v.form}
 	for _, it := range items {
-		p.Objects = append(p.Objects, s.objectView(v, it.ev, pl.links[it.ev.Governing.Name], it.key, now))
+		p.Objects = append(p.Objects, s.objectView(v, it.ev, linkRulesFor(it.ev.Governing.Schedule), it.key, now))
 	}
 	if changed == nil {
 		count(View, resultShown)

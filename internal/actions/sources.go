@@ -119,35 +119,10 @@ type linkRules struct {
 	deleteNow bool
 }
 
-// defaultLinkStep is a link's step under a policy that names none and has
-// no extension step either.
-const defaultLinkStep = 24 * time.Hour
-
-// linkRulesOf reads spec.actions of a policy (issue 33): extendBy, else
-// spec.extensions.maxStep, else a day, never past maxStep; deleteNow
-// Allowed. It reads the policy as unstructured, since the API types of
-// spec.actions come with the controller's side of the links.
-func linkRulesOf(u *unstructured.Unstructured) linkRules {
-	var r linkRules
-	var maxStep time.Duration
-	if v, ok, _ := unstructured.NestedString(u.Object, "spec", "extensions", "maxStep"); ok {
-		maxStep, _ = expiry.ParseDuration(v)
-	}
-	if v, ok, _ := unstructured.NestedString(u.Object, "spec", "actions", "extendBy"); ok {
-		r.step, _ = expiry.ParseDuration(v)
-	}
-	if r.step <= 0 {
-		r.step = maxStep
-	}
-	if r.step <= 0 {
-		r.step = defaultLinkStep
-	}
-	if maxStep > 0 {
-		r.step = min(r.step, maxStep)
-	}
-	v, _, _ := unstructured.NestedString(u.Object, "spec", "actions", "deleteNow")
-	r.deleteNow = v == "Allowed"
-	return r
+// linkRulesFor is what schedule s, a policy's, lets links do: the step of
+// spec.actions.extendBy (Schedule.LinkStep) and spec.actions.deleteNow.
+func linkRulesFor(s expiry.Schedule) linkRules {
+	return linkRules{step: s.LinkStep(), deleteNow: s.DeleteNow}
 }
 
 // policies reads the TimeoutPolicies (from a cache), converting each
@@ -162,13 +137,11 @@ type policies struct {
 type convertedPolicy struct {
 	resourceVersion string
 	policy          v1alpha1.TimeoutPolicy
-	links           linkRules
 }
 
-// policyList is the TimeoutPolicies, and what each lets links do, by name.
+// policyList is the TimeoutPolicies.
 type policyList struct {
 	items []v1alpha1.TimeoutPolicy
-	links map[string]linkRules
 }
 
 func (p *policies) list(ctx context.Context) (policyList, error) {
@@ -182,21 +155,20 @@ func (p *policies) list(ctx context.Context) (policyList, error) {
 	if p.memo == nil {
 		p.memo = map[types.UID]convertedPolicy{}
 	}
-	out := policyList{items: make([]v1alpha1.TimeoutPolicy, 0, len(list.Items)), links: make(map[string]linkRules, len(list.Items))}
+	out := policyList{items: make([]v1alpha1.TimeoutPolicy, 0, len(list.Items))}
 	seen := make(map[types.UID]bool, len(list.Items))
 	for i := range list.Items {
 		u := &list.Items[i]
 		seen[u.GetUID()] = true
 		c, ok := p.memo[u.GetUID()]
 		if !ok || c.resourceVersion != u.GetResourceVersion() || u.GetResourceVersion() == "" {
-			c = convertedPolicy{resourceVersion: u.GetResourceVersion(), links: linkRulesOf(u)}
+			c = convertedPolicy{resourceVersion: u.GetResourceVersion()}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &c.policy); err != nil {
 				return policyList{}, fmt.Errorf("read TimeoutPolicy %s: %w", u.GetName(), err)
 			}
 			p.memo[u.GetUID()] = c
 		}
 		out.items = append(out.items, c.policy)
-		out.links[c.policy.Name] = c.links
 	}
 	for uid := range p.memo {
 		if !seen[uid] {
