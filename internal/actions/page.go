@@ -111,8 +111,8 @@ func render(w http.ResponseWriter, p page) {
 }
 
 // problem is a page that only says something went wrong, or cannot be.
-func problem(status int, title, message string, details ...string) page {
-	return page{Title: title, Message: message, Details: details, Tone: "bad", status: status}
+func problem(status int, title, message string) page {
+	return page{Title: title, Message: message, Tone: "bad", status: status}
 }
 
 // when writes a time for people: "2026-12-24 18:00 UTC (in 2d 4h)".

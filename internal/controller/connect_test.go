@@ -440,7 +440,12 @@ func TestAForgedReviewIsAllowedWritesNothingAndIsCountedUnverified(t *testing.T)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- conns.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
 
 	counted := func(result string) float64 {
 		var m dto.Metric

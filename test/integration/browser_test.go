@@ -92,8 +92,8 @@ func TestAPersonKeepsAPlaybookFromTheReminderInABrowser(t *testing.T) {
 	if err != nil || width > 320 {
 		t.Errorf("the page is %d px wide at 320 (%v): it must not scroll sideways", width, err)
 	}
-	checkAccessible(t, ctx, "the object's page")
-	screenshot(t, ctx, filepath.Join(shots, "actions-page.png"))
+	checkAccessible(ctx, t, "the object's page")
+	screenshot(ctx, t, filepath.Join(shots, "actions-page.png"))
 
 	if err := chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(`form:has(input[name="action"][value="extend"]) button`)),
@@ -108,7 +108,7 @@ func TestAPersonKeepsAPlaybookFromTheReminderInABrowser(t *testing.T) {
 		}
 		return strings.Contains(body, "Done: it now expires"), fmt.Errorf("the page says %q", body)
 	})
-	checkAccessible(t, ctx, "the page after the click")
+	checkAccessible(ctx, t, "the page after the click")
 	obj := get(t, pb.GetName())
 	if got, want := obj.GetAnnotations()[expiry.AnnotationExpiresAt], pb.after(25*time.Second+30*time.Minute).UTC().Format(time.RFC3339); got != want {
 		t.Errorf("expires-at %q, want %q: the expiry plus the policy's extendBy", got, want)
@@ -165,13 +165,13 @@ func TestAPersonKeepsAPlaybookFromTheReminderInABrowser(t *testing.T) {
 		body, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
 		return strings.Contains(body, pb.GetName()), err
 	})
-	checkAccessible(t, ctx, "the owner's page")
-	screenshot(t, ctx, filepath.Join(shots, "actions-owner-page.png"))
+	checkAccessible(ctx, t, "the owner's page")
+	screenshot(ctx, t, filepath.Join(shots, "actions-owner-page.png"))
 }
 
 // checkAccessible fails the test on any serious or critical rule axe-core
 // finds broken on the page ctx shows.
-func checkAccessible(t *testing.T, ctx context.Context, what string) {
+func checkAccessible(ctx context.Context, t *testing.T, what string) {
 	t.Helper()
 	vs, err := browser.Axe(ctx)
 	if err != nil {
@@ -185,7 +185,7 @@ func checkAccessible(t *testing.T, ctx context.Context, what string) {
 }
 
 // screenshot writes what ctx shows, the whole page, to path.
-func screenshot(t *testing.T, ctx context.Context, path string) {
+func screenshot(ctx context.Context, t *testing.T, path string) {
 	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
