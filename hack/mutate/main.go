@@ -3,8 +3,9 @@
 
 // Command mutate makes small wrong changes to the packages that hold the
 // controller's promises (a comparison flipped, a clamp swapped, an early
-// return skipped), one at a time, and runs each package's own tests
-// against each: a change no test notices is a promise no test keeps.
+// return skipped, an operand of && dropped, a dry run passed as false),
+// one at a time, and runs each package's own tests against each: a change
+// no test notices is a promise no test keeps.
 //
 // The source tree is never written. Each package is copied when the run
 // starts; most of its mutants are built into one copy of its tests, each
@@ -32,13 +33,17 @@ import (
 )
 
 // DefaultTargets are the packages that hold the promises: of
-// internal/notify, only the reading of the notify annotation.
+// internal/notify, only the reading of the notify annotation; of
+// internal/rules, only its evaluation, which shows what the controller
+// will do (and rehearse) with the controller's own planner, in the plugin
+// and on the pages links open.
 var DefaultTargets = []string{
 	"internal/expiry",
 	"internal/decide",
 	"internal/match",
 	"internal/outbox",
 	"internal/notify/recipients.go",
+	"internal/rules/evaluate.go",
 }
 
 // Config is what one run does.
@@ -170,6 +175,10 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		if pr.snapshot, err = snapshot(cfg.Root, t.pkg, filepath.Join(tmp, "snapshot", filepath.FromSlash(t.pkg))); err != nil {
 			return nil, err
 		}
+		pkg, err := loadPackage(ctx, cfg.Root, t.pkg, pr.snapshot)
+		if err != nil {
+			return nil, err
+		}
 		for _, file := range t.files {
 			copied, ok := pr.snapshot[filepath.Join(cfg.Root, filepath.FromSlash(file))]
 			if !ok {
@@ -178,10 +187,11 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 			if pr.srcs[file], err = os.ReadFile(copied); err != nil {
 				return nil, err
 			}
-			ms, err := Find(file, pr.srcs[file])
-			if err != nil {
-				return nil, err
+			f, ok := pkg.files[file]
+			if !ok {
+				return nil, fmt.Errorf("%s: not a file the package builds", file)
 			}
+			ms := findIn(pkg.fset, f, pr.srcs[file], pkg.info)
 			for _, m := range ms {
 				if cfg.Run != nil && !cfg.Run.MatchString(m.ID()) {
 					continue

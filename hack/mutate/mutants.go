@@ -7,8 +7,11 @@ import (
 	"bytes"
 	"fmt"
 	"go/ast"
+	"go/constant"
+	"go/importer"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +25,13 @@ const (
 	OpNegate = "negate"
 	// OpLogic swaps && and ||.
 	OpLogic = "and-or"
+	// OpDropLeft and OpDropRight make an operand of && or || count for
+	// nothing, so that the other decides alone: a && b becomes
+	// (true || a) && b or a && (true || b), a || b becomes
+	// (false && a) || b or a || (false && b). The operand dropped stays
+	// in the text, unevaluated, so that what only it uses is still used.
+	OpDropLeft  = "drop-left"
+	OpDropRight = "drop-right"
 	// OpNot drops a ! .
 	OpNot = "drop-not"
 	// OpIf negates an if's condition that no other operator already does
@@ -38,6 +48,12 @@ const (
 	// that is compared, computed with, indexed by or clamped.
 	OpInc = "plus-one"
 	OpDec = "minus-one"
+	// OpTrue and OpFalse make a boolean argument of a call, or a boolean
+	// value in a composite literal (DryRun: rehearse), true or false:
+	// x becomes true || x or false && x. A constant gets only the other
+	// value, written plainly.
+	OpTrue  = "to-true"
+	OpFalse = "to-false"
 )
 
 // Mutant is one small change to one file: the bytes [Start, End) replaced
@@ -67,6 +83,9 @@ type Mutant struct {
 	Prefix, Suffix string
 	// Open is, for min-max, the offset just after the call's "(".
 	Open int
+	// Keep is, for drop-left and drop-right, the operand that decides
+	// alone: the schema puts it in place of the site.
+	Keep span
 }
 
 // span is a range of bytes of a file.
@@ -109,36 +128,98 @@ var (
 	logic = map[token.Token]token.Token{token.LAND: token.LOR, token.LOR: token.LAND}
 )
 
-// Find returns the mutants of one Go file, in the order of their place in
-// it. Only code in function bodies is changed: declarations of constants
-// and variables are settings, not decisions.
+// Find returns the mutants of one Go file, type-checked on its own: the
+// operators that need a type know only what the file declares and the
+// standard library. Run finds those of a package's files with findIn.
 func Find(file string, src []byte) ([]Mutant, error) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, file, src, parser.SkipObjectResolution)
 	if err != nil {
 		return nil, err
 	}
+	info, _ := check(fset, []*ast.File{f}, importer.Default(), false)
+	return findIn(fset, f, src, info), nil
+}
+
+// findIn returns the mutants of the parsed file f, whose source is src,
+// in the order of their place in it; info has the types of its
+// expressions. Only code in function bodies is changed: declarations of
+// constants and variables are settings, not decisions.
+func findIn(fset *token.FileSet, f *ast.File, src []byte, info *types.Info) []Mutant {
+	file := fset.Position(f.Pos()).Filename
 	tf := fset.File(f.Pos())
 	off := func(p token.Pos) int { return tf.Offset(p) }
 	var out []Mutant
 	var fn string
-	add := func(op string, node ast.Node, start, end int, repl string) *Mutant {
-		a, b := off(node.Pos()), off(node.End())
-		pos := tf.Position(tf.Pos(start))
-		lineStart := tf.Offset(tf.LineStart(pos.Line))
+	lineText := func(line int) string {
+		lineStart := tf.Offset(tf.LineStart(line))
 		lineEnd := bytes.IndexByte(src[lineStart:], '\n')
 		if lineEnd < 0 {
 			lineEnd = len(src) - lineStart
 		}
+		return strings.TrimSpace(string(src[lineStart : lineStart+lineEnd]))
+	}
+	add := func(op string, node ast.Node, start, end int, repl string) *Mutant {
+		a, b := off(node.Pos()), off(node.End())
+		pos := tf.Position(tf.Pos(start))
 		mut := string(src[a:start]) + repl + string(src[end:b])
 		out = append(out, Mutant{
 			File: file, Line: pos.Line, Col: pos.Column, Op: op, Start: start, End: end, Repl: repl,
 			Orig: oneLine(string(src[a:b])), Mut: oneLine(mut),
-			LineText: strings.TrimSpace(string(src[lineStart : lineStart+lineEnd])),
+			LineText: lineText(pos.Line),
 			Func:     fn,
 			Site:     span{a, b},
 		})
 		return &out[len(out)-1]
+	}
+	// guard is "true || e" when value is true, "false && e" when it is
+	// false: e's value, which is not evaluated, no longer counts.
+	guard := func(value bool, e ast.Expr) string {
+		t := string(src[off(e.Pos()):off(e.End())])
+		if value {
+			return "true || " + t
+		}
+		if b, ok := e.(*ast.BinaryExpr); ok && b.Op == token.LOR {
+			t = "(" + t + ")"
+		}
+		return "false && " + t
+	}
+	// toBool adds the mutants that make the boolean value e true and
+	// false.
+	toBool := func(e ast.Expr) {
+		tv, ok := info.Types[e]
+		if !ok || tv.Type == nil {
+			return
+		}
+		if b, ok := tv.Type.Underlying().(*types.Basic); !ok || b.Info()&types.IsBoolean == 0 {
+			return
+		}
+		a, b := off(e.Pos()), off(e.End())
+		if tv.Value != nil && tv.Value.Kind() == constant.Bool {
+			op, repl := OpTrue, "true"
+			if constant.BoolVal(tv.Value) {
+				op, repl = OpFalse, "false"
+			}
+			add(op, e, a, b, repl)
+			return
+		}
+		add(OpTrue, e, a, b, guard(true, e))
+		add(OpFalse, e, a, b, guard(false, e))
+	}
+	// drop adds the mutants of n, an && or ||, that drop one operand: the
+	// operand dropped is put behind a constant that decides the operator
+	// alone, and the mutant is named by the operator's place, which no
+	// other && or || shares.
+	drop := func(n *ast.BinaryExpr) {
+		pos := tf.Position(n.OpPos)
+		for _, c := range []struct {
+			op         string
+			drop, keep ast.Expr
+		}{{OpDropLeft, n.X, n.Y}, {OpDropRight, n.Y, n.X}} {
+			m := add(c.op, n, off(c.drop.Pos()), off(c.drop.End()), "("+guard(n.Op == token.LAND, c.drop)+")")
+			m.Line, m.Col, m.LineText = pos.Line, pos.Column, lineText(pos.Line)
+			m.Keep = span{off(c.keep.Pos()), off(c.keep.End())}
+		}
 	}
 
 	for _, d := range f.Decls {
@@ -170,6 +251,7 @@ func Find(file string, src []byte) ([]Mutant, error) {
 				}
 				if t, ok := logic[n.Op]; ok {
 					add(OpLogic, n, at, end, t.String())
+					drop(n)
 				}
 			case *ast.UnaryExpr:
 				if n.Op == token.NOT {
@@ -177,7 +259,20 @@ func Find(file string, src []byte) ([]Mutant, error) {
 				}
 			case *ast.IfStmt:
 				ifMutants(n, off, src, add)
+			case *ast.CompositeLit:
+				for _, e := range n.Elts {
+					if kv, ok := e.(*ast.KeyValueExpr); ok {
+						e = kv.Value
+					}
+					toBool(e)
+				}
 			case *ast.CallExpr:
+				// A conversion is no call.
+				if tv, ok := info.Types[n.Fun]; !ok || !tv.IsType() {
+					for _, e := range n.Args {
+						toBool(e)
+					}
+				}
 				switch fun := n.Fun.(type) {
 				case *ast.SelectorExpr:
 					// time.After, the package's function, is no comparison.
@@ -226,7 +321,7 @@ func Find(file string, src []byte) ([]Mutant, error) {
 		})
 	}
 	slices.SortStableFunc(out, func(a, b Mutant) int { return a.Start - b.Start })
-	return out, nil
+	return out
 }
 
 // funcName is the name of a function, or Type.Method for a method.

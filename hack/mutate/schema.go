@@ -223,9 +223,17 @@ func (s *site) render(src []byte, left *[]int) string {
 	b.WriteString("(" + strings.Repeat("\n", breaks))
 	for _, m := range s.mutants {
 		var alt string
-		if m.Prefix != "" || m.Suffix != "" {
+		switch {
+		case m.Prefix != "" || m.Suffix != "":
 			alt = m.Prefix + orig + m.Suffix
-		} else {
+		case m.Keep != span{}:
+			// The operand kept decides alone. (The one dropped is in
+			// the text not chosen: what only it uses is still used.)
+			alt = string(src[m.Keep.Start:m.Keep.End])
+		case m.Start == s.Start && m.End == s.End:
+			// The whole site is replaced (to-true, to-false).
+			alt = m.Repl
+		default:
 			// The sites inside are rendered again: their mutants are
 			// on in either text.
 			var ignored []int
