@@ -46,6 +46,19 @@ var DefaultTargets = []string{
 	"internal/rules/evaluate.go",
 }
 
+// AlsoTestedBy names, for a target package, the packages whose tests
+// check it too: a mutant is killed when the tests of any of them fail.
+// The evaluation in internal/rules is what the plugin shows, and the
+// plugin's tests (its explain goldens among them) hold it.
+var AlsoTestedBy = map[string][]string{
+	"internal/rules": {"internal/plugin"},
+}
+
+// testPackages are the packages whose tests run against a mutant of pkg.
+func testPackages(pkg string) []string {
+	return append([]string{pkg}, AlsoTestedBy[pkg]...)
+}
+
 // Config is what one run does.
 type Config struct {
 	// Root is the module's directory.

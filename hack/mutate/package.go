@@ -61,10 +61,10 @@ func (pr *pkgRun) test(ctx context.Context, cfg Config, tmp string, next *int) e
 		t.Timeout = 5*baseline + 30*time.Second
 	}
 
-	var bin string
+	var bins []schemaBinary
 	schema := map[int]bool{}
 	if !cfg.NoSchema {
-		if bin, schema, err = pr.buildSchema(ctx, cfg, t, tmp, todo); err != nil {
+		if bins, schema, err = pr.buildSchema(ctx, cfg, t, tmp, todo); err != nil {
 			return err
 		}
 	}
@@ -90,7 +90,12 @@ func (pr *pkgRun) test(ctx context.Context, cfg Config, tmp string, next *int) e
 				var by string
 				var err error
 				if schema[i] {
-					status, by, err = t.runBinary(ctx, bin, pr.pkg, i+1)
+					// Killed when any package's tests fail.
+					for _, b := range bins {
+						if status, by, err = t.runBinary(ctx, b.bin, b.pkg, i+1); err != nil || status != Survived {
+							break
+						}
+					}
 				} else {
 					status, by, err = t.run(ctx, pr.pkg, r.File, r.Apply(pr.srcs[r.File]), n)
 				}
@@ -120,22 +125,26 @@ func (pr *pkgRun) test(ctx context.Context, cfg Config, tmp string, next *int) e
 	return ctx.Err()
 }
 
-// buildSchema builds the package's tests with as many of the mutants todo
-// (indexes of results; the mutant of results[i] is number i+1) as a
-// schema holds. It returns the test binary and the indexes it holds;
-// none when the schema does not build or changes what the tests see.
-func (pr *pkgRun) buildSchema(ctx context.Context, cfg Config, t tester, tmp string, todo []int) (string, map[int]bool, error) {
+// schemaBinary is the tests of pkg, built with a schema.
+type schemaBinary struct{ bin, pkg string }
+
+// buildSchema builds the tests of the package, and of those that also
+// test it (testPackages), with as many of the mutants todo (indexes of
+// results; the mutant of results[i] is number i+1) as a schema holds. It
+// returns the test binaries and the indexes they hold; none when the
+// schema does not build or changes what the tests see.
+func (pr *pkgRun) buildSchema(ctx context.Context, cfg Config, t tester, tmp string, todo []int) ([]schemaBinary, map[int]bool, error) {
 	dir := filepath.Join(tmp, "schema", filepath.FromSlash(pr.pkg))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
 	name, err := packageName(pr.srcs)
 	if err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
 	helper := filepath.Join(dir, helperFile)
 	if err := os.WriteFile(helper, []byte(helpers(name)), 0o644); err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
 	in := map[int]bool{}
 	for _, i := range todo {
@@ -161,25 +170,40 @@ func (pr *pkgRun) buildSchema(ctx context.Context, cfg Config, t tester, tmp str
 			}
 			path := filepath.Join(dir, filepath.Base(file))
 			if err := os.WriteFile(path, text, 0o644); err != nil {
-				return "", nil, err
+				return nil, nil, err
 			}
 			replace[filepath.Join(cfg.Root, filepath.FromSlash(file))] = path
 			paths[path] = file
 		}
 		ok, out, err := t.build(ctx, pr.pkg, replace, bin)
 		if err != nil {
-			return "", nil, err
+			return nil, nil, err
 		}
 		if ok {
-			status, by, err := t.runBinary(ctx, bin, pr.pkg, 0)
-			if err != nil {
-				return "", nil, err
+			bins := []schemaBinary{{bin, pr.pkg}}
+			for i, also := range testPackages(pr.pkg)[1:] {
+				b := filepath.Join(dir, fmt.Sprintf("also%d.test", i))
+				built, alsoOut, err := t.build(ctx, also, replace, b)
+				if err != nil {
+					return nil, nil, err
+				}
+				if !built {
+					fmt.Fprintf(cfg.Log, "mutate: %s: the tests of %s do not build with the schema: each mutant is built on its own\n%s", pr.pkg, also, firstLines(alsoOut, 5))
+					return nil, nil, nil
+				}
+				bins = append(bins, schemaBinary{b, also})
 			}
-			if status != Survived {
-				fmt.Fprintf(cfg.Log, "mutate: %s: the tests fail in the schema with no mutant on (%s %s): each mutant is built on its own\n", pr.pkg, status, by)
-				return "", nil, nil
+			for _, b := range bins {
+				status, by, err := t.runBinary(ctx, b.bin, b.pkg, 0)
+				if err != nil {
+					return nil, nil, err
+				}
+				if status != Survived {
+					fmt.Fprintf(cfg.Log, "mutate: %s: the tests of %s fail in the schema with no mutant on (%s %s): each mutant is built on its own\n", pr.pkg, b.pkg, status, by)
+					return nil, nil, nil
+				}
 			}
-			return bin, in, nil
+			return bins, in, nil
 		}
 		dropped := 0
 		for file, bad := range errorLines(out, paths) {
@@ -198,10 +222,10 @@ func (pr *pkgRun) buildSchema(ctx context.Context, cfg Config, t tester, tmp str
 		}
 		if dropped == 0 {
 			fmt.Fprintf(cfg.Log, "mutate: %s: the schema does not build: each mutant is built on its own\n%s", pr.pkg, firstLines(out, 5))
-			return "", nil, nil
+			return nil, nil, nil
 		}
 	}
-	return "", nil, nil
+	return nil, nil, nil
 }
 
 // packageName is the name of the package of the files.

@@ -135,7 +135,10 @@ func (t tester) run(ctx context.Context, pkg, file string, src []byte, id int) (
 	if err != nil {
 		return "", "", err
 	}
-	args := []string{"test", "-count=1", "-vet=off", "-failfast", "-timeout", t.Timeout.String(), "-overlay", ov, "./" + filepath.ToSlash(pkg)}
+	args := []string{"test", "-count=1", "-vet=off", "-failfast", "-timeout", t.Timeout.String(), "-overlay", ov}
+	for _, p := range testPackages(pkg) {
+		args = append(args, "./"+filepath.ToSlash(p))
+	}
 	return t.exec(ctx, t.Root, nil, "go", args...)
 }
 
