@@ -267,61 +267,74 @@ func findIn(fset *token.FileSet, f *ast.File, src []byte, info *types.Info) []Mu
 					toBool(e)
 				}
 			case *ast.CallExpr:
-				// A conversion is no call.
-				if tv, ok := info.Types[n.Fun]; !ok || !tv.IsType() {
-					for _, e := range n.Args {
-						toBool(e)
-					}
-				}
-				switch fun := n.Fun.(type) {
-				case *ast.SelectorExpr:
-					// time.After, the package's function, is no comparison.
-					if pkg, ok := fun.X.(*ast.Ident); ok && pkg.Name == "time" {
-						break
-					}
-					if len(n.Args) == 1 && (fun.Sel.Name == "Before" || fun.Sel.Name == "After") {
-						repl := "After"
-						if fun.Sel.Name == "After" {
-							repl = "Before"
-						}
-						add(OpTime, n, off(fun.Sel.Pos()), off(fun.Sel.End()), repl)
-					}
-				case *ast.Ident:
-					if (fun.Name == "min" || fun.Name == "max") && len(n.Args) > 1 {
-						repl := "max"
-						if fun.Name == "max" {
-							repl = "min"
-						}
-						m := add(OpClamp, n, off(fun.Pos()), off(fun.End()), repl)
-						m.Kind, m.Open = kindMinMax, off(n.Lparen)+1
-					}
-				}
+				callMutants(n, info, off, add, toBool)
 			case *ast.BasicLit:
-				if n.Kind != token.INT || !countsAsLimit(parent, n) {
-					break
-				}
-				v, err := strconv.ParseUint(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
-				if err != nil {
-					break
-				}
-				// In a comparison, the comparison chooses; elsewhere the
-				// constant itself.
-				site, k := span{off(n.Pos()), off(n.End())}, kindInt
-				if c := comparisonOf(stack); c != nil {
-					site, k = span{off(c.Pos()), off(c.End())}, kindBool
-				}
-				m := add(OpInc, parent, off(n.Pos()), off(n.End()), strconv.FormatUint(v+1, 10))
-				m.Site, m.Kind = site, k
-				if v > 0 {
-					m := add(OpDec, parent, off(n.Pos()), off(n.End()), strconv.FormatUint(v-1, 10))
-					m.Site, m.Kind = site, k
-				}
+				literalMutants(n, parent, stack, off, add)
 			}
 			return true
 		})
 	}
 	slices.SortStableFunc(out, func(a, b Mutant) int { return a.Start - b.Start })
 	return out
+}
+
+// callMutants adds the mutants of a call: its boolean arguments made true
+// and false (toBool), Before and After swapped, min and max swapped.
+func callMutants(n *ast.CallExpr, info *types.Info, off func(token.Pos) int, add func(string, ast.Node, int, int, string) *Mutant, toBool func(ast.Expr)) {
+	// A conversion is no call.
+	if tv, ok := info.Types[n.Fun]; !ok || !tv.IsType() {
+		for _, e := range n.Args {
+			toBool(e)
+		}
+	}
+	switch fun := n.Fun.(type) {
+	case *ast.SelectorExpr:
+		// time.After, the package's function, is no comparison.
+		if pkg, ok := fun.X.(*ast.Ident); ok && pkg.Name == "time" {
+			break
+		}
+		if len(n.Args) == 1 && (fun.Sel.Name == "Before" || fun.Sel.Name == "After") {
+			repl := "After"
+			if fun.Sel.Name == "After" {
+				repl = "Before"
+			}
+			add(OpTime, n, off(fun.Sel.Pos()), off(fun.Sel.End()), repl)
+		}
+	case *ast.Ident:
+		if (fun.Name == "min" || fun.Name == "max") && len(n.Args) > 1 {
+			repl := "max"
+			if fun.Name == "max" {
+				repl = "min"
+			}
+			m := add(OpClamp, n, off(fun.Pos()), off(fun.End()), repl)
+			m.Kind, m.Open = kindMinMax, off(n.Lparen)+1
+		}
+	}
+}
+
+// literalMutants adds the mutants of an integer constant that counts as a
+// limit: moved up and down by one. parent is the node that holds it, stack
+// the nodes down to it.
+func literalMutants(n *ast.BasicLit, parent ast.Node, stack []ast.Node, off func(token.Pos) int, add func(string, ast.Node, int, int, string) *Mutant) {
+	if n.Kind != token.INT || !countsAsLimit(parent, n) {
+		return
+	}
+	v, err := strconv.ParseUint(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+	if err != nil {
+		return
+	}
+	// In a comparison, the comparison chooses; elsewhere the
+	// constant itself.
+	site, k := span{off(n.Pos()), off(n.End())}, kindInt
+	if c := comparisonOf(stack); c != nil {
+		site, k = span{off(c.Pos()), off(c.End())}, kindBool
+	}
+	m := add(OpInc, parent, off(n.Pos()), off(n.End()), strconv.FormatUint(v+1, 10))
+	m.Site, m.Kind = site, k
+	if v > 0 {
+		m := add(OpDec, parent, off(n.Pos()), off(n.End()), strconv.FormatUint(v-1, 10))
+		m.Site, m.Kind = site, k
+	}
 }
 
 // funcName is the name of a function, or Type.Method for a method.
