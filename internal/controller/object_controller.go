@@ -85,6 +85,9 @@ type ObjectReconciler struct {
 	// MaxDeletionsPerMinute caps the deletions of all policies together;
 	// 0 sets no such cap. Each policy's own cap applies either way.
 	MaxDeletionsPerMinute int
+	// SleepsPerSecond spaces the sleeps that begin (sleepTurns); 0 holds
+	// none back.
+	SleepsPerSecond int
 	// DryRun deletes nothing, whatever the policies say.
 	DryRun bool
 	// Archive is where manifests are archived before deletion; nil when
@@ -113,6 +116,8 @@ type ObjectReconciler struct {
 	activity      activity
 	capsOnce      sync.Once
 	capsState     *deletionCaps
+	sleepOnce     sync.Once
+	sleepState    *sleepTurns
 	departures    departures
 }
 
@@ -182,6 +187,13 @@ func (r *ObjectReconciler) SetupWithManager(ctx context.Context, mgr manager.Man
 func (r *ObjectReconciler) caps() *deletionCaps {
 	r.capsOnce.Do(func() { r.capsState = newDeletionCaps(r.MaxDeletionsPerMinute) })
 	return r.capsState
+}
+
+// sleepTurns are the turns of the sleeps that begin, built on first use
+// from SleepsPerSecond.
+func (r *ObjectReconciler) sleepTurns() *sleepTurns {
+	r.sleepOnce.Do(func() { r.sleepState = newSleepTurns(r.SleepsPerSecond) })
+	return r.sleepState
 }
 
 // delivery sends the messages and writes the records, built on first use
@@ -294,6 +306,12 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	case expiry.Notify:
 		return r.delivery().notify(ctx, ev, plan)
 	case expiry.Sleep:
+		if ev.Life.Sleep.Phase != expiry.PhaseSleeping {
+			if at := r.sleepTurns().admit(key, ev.now); at.After(ev.now) {
+				log.V(1).Info("sleep waits its turn", "at", at, "policy", ev.policy.Name)
+				return ctrl.Result{RequeueAfter: at.Sub(ev.now)}, nil
+			}
+		}
 		return r.sleep(ctx, ev)
 	case expiry.Wake:
 		return r.wake(ctx, ev, plan.WokeBy)
@@ -336,6 +354,7 @@ func (r *ObjectReconciler) deletionTurn(ctx context.Context, ev *evaluation) tim
 func (r *ObjectReconciler) forget(key Key) {
 	r.delivery().forget(key)
 	r.caps().forget(key)
+	r.sleepTurns().forget(key)
 	r.activity.forget(key)
 }
 

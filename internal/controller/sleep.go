@@ -296,6 +296,14 @@ func (r *ObjectReconciler) observeWake(ctx context.Context, ev *evaluation) (str
 	if st.Generation != 0 && ev.obj.Generation != st.Generation {
 		return fmt.Sprintf("a spec edit (generation %d)", ev.obj.Generation), false, nil
 	}
+	// The watch of marked workloads says whether any changed since the
+	// last read found none scaled up: the looks an object's own writes
+	// bring do not read them again (sleepwatch.go).
+	marked := r.watches.marked()
+	if st.Phase == expiry.PhaseAsleep && marked.unchanged(ev.obj.UID) {
+		return "", false, nil
+	}
+	found := marked.reading(ev.obj.UID)
 	ws, err := r.workloads(ctx, ev.obj.UID)
 	if err != nil {
 		return "", false, err
@@ -307,6 +315,7 @@ func (r *ObjectReconciler) observeWake(ctx context.Context, ev *evaluation) (str
 	}
 	if st.Phase == expiry.PhaseAsleep {
 		r.markUnmarked(ctx, ev.obj.UID, ws)
+		found()
 	}
 	return "", false, nil
 }
@@ -360,11 +369,15 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 	if resumed {
 		sleepPatch = st.Patch
 	}
+	// known is the object as the API server has it, once this look has
+	// read or written it.
+	var known *metav1.PartialObjectMetadata
 	if resumed {
 		// The sleep under way may be the one an earlier look completed,
 		// whose last write the cache has not seen yet: only the API server
 		// says whether it is still under way.
-		if under, err := r.underWay(ctx, key, obj.UID, st); err != nil || !under {
+		var err error
+		if known, err = r.underWay(ctx, key, obj.UID, st); err != nil || known == nil {
 			return ctrl.Result{RequeueAfter: conflictRetry}, err
 		}
 	}
@@ -397,6 +410,7 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 		if err := annotateSpec(ctx, r.Client, obj, map[string]any{expiry.AnnotationSleep: st.String()}, spec); err != nil {
 			return r.sleepWriteFailed(key, err)
 		}
+		known = obj
 	}
 
 	var freed int32
@@ -453,9 +467,9 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 	// Asleep, at the generation the object has now: an object scaled or
 	// patched itself changed generation with it, which is not use; its
 	// activity annotation takes the new generation for the same reason.
-	fresh := newMetadata(key.GVK)
-	if err := r.APIReader.Get(ctx, key.NamespacedName, fresh); err != nil {
-		return ctrl.Result{}, fmt.Errorf("get %s: %w", key, err)
+	fresh, err := r.current(ctx, key, known, sleepPatch != nil || self && !replicasInSpec(key.GVK))
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	if fresh.UID != obj.UID {
 		return ctrl.Result{}, nil
@@ -513,9 +527,11 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 
 	obj := ev.obj.DeepCopy()
 	st := ev.Life.Sleep
+	var known *metav1.PartialObjectMetadata
 	if st.Phase == expiry.PhaseWaking {
 		// As with a sleep under way: it may be done already.
-		if under, err := r.underWay(ctx, key, obj.UID, st); err != nil || !under {
+		var err error
+		if known, err = r.underWay(ctx, key, obj.UID, st); err != nil || known == nil {
 			return ctrl.Result{RequeueAfter: conflictRetry}, err
 		}
 	} else {
@@ -523,6 +539,7 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 		if err := annotate(ctx, r.Client, obj, map[string]any{expiry.AnnotationSleep: st.String()}); err != nil {
 			return r.sleepWriteFailed(key, err)
 		}
+		known = obj
 	}
 
 	patched := st.Patch != nil
@@ -574,9 +591,9 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 		}
 	}
 
-	fresh := newMetadata(key.GVK)
-	if err := r.APIReader.Get(ctx, key.NamespacedName, fresh); err != nil {
-		return ctrl.Result{}, fmt.Errorf("get %s: %w", key, err)
+	fresh, err := r.current(ctx, key, known, patched || self)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	if fresh.UID != obj.UID {
 		return ctrl.Result{}, nil
@@ -600,6 +617,7 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 	if external {
 		reason = ReasonWokeExternally
 	}
+	r.watches.marked().woke(obj.UID)
 	wakes.WithLabelValues(by).Inc()
 	logf.FromContext(ctx).Info("woke", "by", st.WokeBy, "external", external, "policy", ev.policy.Name)
 	r.Recorder.Eventf(reference(key.GVK, fresh), nil, corev1.EventTypeNormal, reason, actionWake,
@@ -607,17 +625,36 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 	return ctrl.Result{}, nil
 }
 
-// underWay reports whether the API server shows the object in the sleep
-// or wake under way that st describes.
-func (r *ObjectReconciler) underWay(ctx context.Context, key Key, uid types.UID, st expiry.SleepState) (bool, error) {
+// underWay returns the object as the API server has it when it shows the
+// object in the sleep or wake under way that st describes, else nil.
+func (r *ObjectReconciler) underWay(ctx context.Context, key Key, uid types.UID, st expiry.SleepState) (*metav1.PartialObjectMetadata, error) {
 	fresh := newMetadata(key.GVK)
 	if err := r.APIReader.Get(ctx, key.NamespacedName, fresh); err != nil {
 		if apierrors.IsNotFound(err) {
-			return false, nil
+			return nil, nil
 		}
-		return false, fmt.Errorf("get %s: %w", key, err)
+		return nil, fmt.Errorf("get %s: %w", key, err)
 	}
-	return fresh.UID == uid && sameCycle(fresh, st), nil
+	if fresh.UID != uid || !sameCycle(fresh, st) {
+		return nil, nil
+	}
+	return fresh, nil
+}
+
+// current returns the object as the API server has it, to lock the last
+// write of a sleep or wake on: known is the object as the look's own
+// write (or its read of the API server) left it, which stands while only
+// its workloads were written since; after a patch or a scale of the object
+// itself, it is read again.
+func (r *ObjectReconciler) current(ctx context.Context, key Key, known *metav1.PartialObjectMetadata, changedItself bool) (*metav1.PartialObjectMetadata, error) {
+	if known != nil && !changedItself {
+		return known, nil
+	}
+	fresh := newMetadata(key.GVK)
+	if err := r.APIReader.Get(ctx, key.NamespacedName, fresh); err != nil {
+		return nil, fmt.Errorf("get %s: %w", key, err)
+	}
+	return fresh, nil
 }
 
 // sameCycle reports whether obj's sleep annotation says it is in the sleep
