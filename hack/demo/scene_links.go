@@ -25,7 +25,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 )
 
-// The third act: links in messages. The controller runs with
+// The scene of acting from a message: links in messages. The controller runs with
 // --actions-url, the actions server beside it, and a link taken out of a
 // reminder mail is followed over HTTP as its recipient would: its page,
 // then its buttons.
@@ -44,7 +44,7 @@ const (
 	linkStep = time.Minute
 )
 
-// linkFacts are what the third act did and saw, for the test.
+// linkFacts are what the scene on links did and saw, for the test.
 type linkFacts struct {
 	// links are those of keptTitle's reminder: extend, delete, page.
 	links map[string]string
@@ -64,14 +64,15 @@ type linkFacts struct {
 // linksAct restarts the controller with --actions-url, starts the actions
 // server, and follows the links of two reminders: keep one longer, delete
 // the other now.
-func (s *story) linksAct(ctx context.Context, cl client.WithWatch, c *proc, rc *receivers) (err error) {
+func (s *story) linksAct(ctx context.Context, set *set) (err error) {
+	cl, c, rc := set.cl, set.c, set.rc
 	addr, err := testenv.FreeAddr()
 	if err != nil {
 		return err
 	}
 	base := "http://" + addr
-	s.n.say("act three, acting from a message: the controller again, now with --actions-url %s, and the actions server there", base)
-	if err := c.restart(s.files, "--actions-url", base); err != nil {
+	s.n.say("the controller again, now with --actions-url %s, and the actions server there", base)
+	if err := c.restart(s.files, s.hook, "--actions-url", base); err != nil {
 		return err
 	}
 	s.facts.pid = c.cmd.Process.Pid
@@ -98,7 +99,7 @@ func (s *story) linksAct(ctx context.Context, cl client.WithWatch, c *proc, rc *
 		ObjectMeta: metav1.ObjectMeta{Name: linksPolicy},
 		Spec: v1alpha1.TimeoutPolicySpec{
 			Target:        v1alpha1.Target{APIVersion: playbookGVK.GroupVersion().String(), Kind: playbookGVK.Kind},
-			Selector:      &metav1.LabelSelector{MatchLabels: map[string]string{useLabel: "links"}},
+			Selector:      &metav1.LabelSelector{MatchLabels: map[string]string{sceneLabel: "links"}},
 			Priority:      10,
 			DefaultTTL:    v1alpha1.Duration(expiry.FormatDuration(linksLife)),
 			Reminders:     []v1alpha1.Duration{linksLead},
@@ -112,9 +113,9 @@ func (s *story) linksAct(ctx context.Context, cl client.WithWatch, c *proc, rc *
 		return fmt.Errorf("create TimeoutPolicy %s: %w", linksPolicy, err)
 	}
 	s.n.say("TimeoutPolicy %s (priority 10) governs the Playbooks labelled %s=links: %s to live, a reminder %s ahead by mail to %s",
-		linksPolicy, useLabel, policy.Spec.DefaultTTL, linksLead, mailTo)
+		linksPolicy, sceneLabel, policy.Spec.DefaultTTL, linksLead, mailTo)
 	s.n.more("actions: extendBy %s (within extensions.maxStep %s) and deleteNow: Allowed", policy.Spec.Actions.ExtendBy, policy.Spec.Extensions.MaxStep)
-	if err := awaitReady(ctx, cl, linksPolicy); err != nil {
+	if err := awaitReady(ctx, cl, set.c, linksPolicy); err != nil {
 		return err
 	}
 
@@ -122,7 +123,7 @@ func (s *story) linksAct(ctx context.Context, cl client.WithWatch, c *proc, rc *
 	s.linkCast = []*useRole{kept, done}
 	for _, r := range s.linkCast {
 		r.obj = newPlaybook(r.title, nil, "")
-		r.obj.SetLabels(map[string]string{useLabel: "links"})
+		r.obj.SetLabels(map[string]string{sceneLabel: "links"})
 		if err := cl.Create(ctx, r.obj); err != nil {
 			return fmt.Errorf("create Playbook %s: %w", r.title, err)
 		}
