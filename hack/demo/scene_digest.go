@@ -135,7 +135,13 @@ func (s *story) onDigestMail(f *digestFacts, m message) {
 	s.n.say("mail to %s: %s", strings.Join(m.to, ", "), m.subject)
 	if isDigest(m) {
 		for _, l := range digestItems(m) {
-			s.n.more("  %s", l)
+			title := "?"
+			for _, r := range f.cast {
+				if strings.Contains(l, r.obj.GetName()) {
+					title = r.title
+				}
+			}
+			s.n.more("  %s   <- %s", l, title)
 		}
 	}
 }
