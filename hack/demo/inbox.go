@@ -152,6 +152,26 @@ func (rc *receivers) route(to chan message, names ...string) {
 	}
 }
 
+// unroute sends the messages about the named Playbooks to the story
+// again, where the end of the demo gathers them, and returns those to
+// had and nobody read.
+func (rc *receivers) unroute(to chan message, names ...string) []message {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, n := range names {
+		delete(rc.routes, n)
+	}
+	var left []message
+	for {
+		select {
+		case m := <-to:
+			left = append(left, m)
+		default:
+			return left
+		}
+	}
+}
+
 // keep hands m to the scene its Playbook is in, or to the story, unless
 // the demo is over.
 func (rc *receivers) keep(m message) {

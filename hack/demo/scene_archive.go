@@ -36,11 +36,11 @@ func (s *story) archive(ctx context.Context, set *set) error {
 	if err := s.restore(ctx, set.cl); err != nil {
 		return err
 	}
-	s.n.say("the final list:")
-	if err := s.kubectl.run(ctx, "list"); err != nil {
+	s.n.say("what is left under policy %s:", policyName)
+	if err := s.kubectl.run(ctx, "list", "--policy", policyName); err != nil {
 		return err
 	}
-	if err := s.kubectl.decode(ctx, &s.facts.finalList, "list"); err != nil {
+	if err := s.kubectl.decode(ctx, &s.facts.finalList, "list", "--policy", policyName); err != nil {
 		return err
 	}
 	list := playbookList()

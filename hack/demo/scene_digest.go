@@ -125,6 +125,11 @@ func (s *story) digest(ctx context.Context, set *set) error {
 			more = nil
 		}
 	}
+	var names []string
+	for _, r := range f.cast {
+		names = append(names, r.obj.GetName())
+	}
+	f.mails = append(f.mails, set.rc.unroute(msgs, names...)...)
 	s.judgeDigest(f)
 	return nil
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/actions"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 )
 
 // The scene of acting from a message: links in messages. The controller runs with
@@ -61,21 +60,13 @@ type linkFacts struct {
 	actionsPID int
 }
 
-// linksAct restarts the controller with --actions-url, starts the actions
-// server, and follows the links of two reminders: keep one longer, delete
-// the other now.
+// linksAct starts the actions server where the controller's
+// --actions-url points, and follows the links of two reminders: keep one
+// longer, delete the other now.
 func (s *story) linksAct(ctx context.Context, set *set) (err error) {
-	cl, c, rc := set.cl, set.c, set.rc
-	addr, err := testenv.FreeAddr()
-	if err != nil {
-		return err
-	}
+	cl, addr := set.cl, set.actions
 	base := "http://" + addr
-	s.n.say("the controller again, now with --actions-url %s, and the actions server there", base)
-	if err := c.restart(s.files, s.hook, "--actions-url", base); err != nil {
-		return err
-	}
-	s.facts.pid = c.cmd.Process.Pid
+	s.n.say("the controller runs with --actions-url %s: the actions server starts there", base)
 	srv := &proc{}
 	err = srv.start(s.files.bin, filepath.Join(s.files.dir, "actions.log"),
 		"--serve=actions", "--kubeconfig", s.files.kubeconfig, "--actions-bind-address", addr,
@@ -121,9 +112,11 @@ func (s *story) linksAct(ctx context.Context, set *set) (err error) {
 
 	kept, done := &useRole{title: keptTitle}, &useRole{title: doneTitle}
 	s.linkCast = []*useRole{kept, done}
+	msgs := make(chan message, 64)
 	for _, r := range s.linkCast {
 		r.obj = newPlaybook(r.title, nil, "")
 		r.obj.SetLabels(map[string]string{sceneLabel: "links"})
+		set.rc.route(msgs, r.obj.GetName())
 		if err := cl.Create(ctx, r.obj); err != nil {
 			return fmt.Errorf("create Playbook %s: %w", r.title, err)
 		}
@@ -131,7 +124,7 @@ func (s *story) linksAct(ctx context.Context, set *set) (err error) {
 	s.n.say("created Playbooks %s and %s: each expires %s after its creation", keptTitle, doneTitle, linksLife)
 
 	from := len(s.facts.messages)
-	reminder, err := s.awaitMail(ctx, rc, from, kept.obj.GetName(), v1alpha1.EventReminder)
+	reminder, err := s.awaitMail(ctx, msgs, from, kept.obj.GetName(), v1alpha1.EventReminder)
 	if err != nil {
 		return err
 	}
@@ -175,7 +168,7 @@ func (s *story) linksAct(ctx context.Context, set *set) (err error) {
 	s.n.more("%s is now %s (%s later), and %s says %s",
 		expiry.AnnotationExpiresAt, s.n.at(s.facts.link.extendedTo), s.facts.link.extendedTo.Sub(s.facts.link.was),
 		expiry.AnnotationChangedBy, got.GetAnnotations()[expiry.AnnotationChangedBy])
-	extended, err := s.awaitMail(ctx, rc, from, kept.obj.GetName(), v1alpha1.EventExtended)
+	extended, err := s.awaitMail(ctx, msgs, from, kept.obj.GetName(), v1alpha1.EventExtended)
 	if err != nil {
 		return err
 	}
@@ -183,7 +176,7 @@ func (s *story) linksAct(ctx context.Context, set *set) (err error) {
 
 	// Done with the other: its reminder's "delete it now". The controller
 	// deletes it as at any expiry, at the time its reminder announced.
-	reminder, err = s.awaitMail(ctx, rc, from, done.obj.GetName(), v1alpha1.EventReminder)
+	reminder, err = s.awaitMail(ctx, msgs, from, done.obj.GetName(), v1alpha1.EventReminder)
 	if err != nil {
 		return err
 	}
@@ -203,19 +196,21 @@ func (s *story) linksAct(ctx context.Context, set *set) (err error) {
 		return fmt.Errorf("press delete it now: %d, %s", status, firstLine(body))
 	}
 	s.n.say("pressed %q on the page of %s: %d, %q", "I am done: delete it now", doneTitle, status, outcome(body))
-	deleted, err := s.awaitMail(ctx, rc, from, done.obj.GetName(), v1alpha1.EventDeleted)
+	deleted, err := s.awaitMail(ctx, msgs, from, done.obj.GetName(), v1alpha1.EventDeleted)
 	if err != nil {
 		return err
 	}
 	done.deletedAt = deleted.arrived
 	s.n.say("mail to %s: %s", strings.Join(deleted.to, ", "), deleted.subject)
+	// What comes later is the end of the demo's to gather.
+	s.facts.messages = append(s.facts.messages, set.rc.unroute(msgs, kept.obj.GetName(), done.obj.GetName())...)
 	return nil
 }
 
 // awaitMail waits for the mail of type typ about the named Playbook,
 // among the messages from index from of the run's facts on, keeping every
 // message that comes meanwhile with them.
-func (s *story) awaitMail(ctx context.Context, rc *receivers, from int, name string, typ v1alpha1.EventType) (message, error) {
+func (s *story) awaitMail(ctx context.Context, msgs <-chan message, from int, name string, typ v1alpha1.EventType) (message, error) {
 	match := func(m message) bool { return m.via == viaMail && m.name == name && m.event == typ }
 	for _, m := range s.facts.messages[from:] {
 		if match(m) {
@@ -229,7 +224,7 @@ func (s *story) awaitMail(ctx context.Context, rc *receivers, from int, name str
 			return message{}, fmt.Errorf("%w while waiting for the %s mail about %s", context.Cause(ctx), typ, name)
 		case <-timeout:
 			return message{}, fmt.Errorf("no %s mail about %s within 20s", typ, name)
-		case m := <-rc.messages:
+		case m := <-msgs:
 			s.facts.messages = append(s.facts.messages, m)
 			if match(m) {
 				return m, nil

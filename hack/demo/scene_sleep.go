@@ -130,11 +130,13 @@ func (s *story) sleep(ctx context.Context, set *set) error {
 			s.n.say("webhook %s: %s %s", webhookName, notify.CloudEventType(m.event), sleepTitle)
 		case <-deadline:
 			s.problem("no expired message about %s within %s of its deletion", sleepTitle, eventGrace)
+			f.messages = append(f.messages, set.rc.unroute(msgs, obj.GetName())...)
 			return s.judgeSleep(ctx, cl, f)
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
 	}
+	f.messages = append(f.messages, set.rc.unroute(msgs, obj.GetName())...)
 	return s.judgeSleep(ctx, cl, f)
 }
 

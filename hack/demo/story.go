@@ -84,8 +84,8 @@ func scenes() []scene {
 		{title: "the deleted Playbooks' namespaces reclaimed", play: (*story).reclaim},
 		{title: "an owner's digest", play: (*story).digest, alongside: true},
 		{title: "the audit trail, the archive and a restore", play: (*story).archive},
-		{title: "lifetimes that follow use", play: (*story).useAct},
-		{title: "acting from a message", play: (*story).linksAct},
+		{title: "lifetimes that follow use", play: (*story).useAct, alongside: true},
+		{title: "acting from a message", play: (*story).linksAct, alongside: true},
 	}
 }
 
@@ -98,8 +98,9 @@ type set struct {
 	files *workdir
 	// k is the plugin, narrating where the scene narrates.
 	k *kubectl
-	// hook is the address the controller serves its admission webhook on.
-	hook string
+	// hook is the address the controller serves its admission webhook on,
+	// actions the address its --actions-url names.
+	hook, actions string
 }
 
 // story is the demo's cast and what became of it.
@@ -109,8 +110,9 @@ type story struct {
 	schedule expiry.Schedule
 	files    *workdir
 	kubectl  *kubectl
-	// hook is the controller's admission webhook address.
-	hook string
+	// hook is the controller's admission webhook address, actions the
+	// actions server's.
+	hook, actions string
 
 	onTime, late, early, lost int
 
@@ -148,7 +150,7 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 	if err := s.prologue(ctx, cl, rc); err != nil {
 		return err
 	}
-	base := set{cfg: cfg, cl: cl, c: c, rc: rc, files: s.files, k: s.kubectl, hook: s.hook}
+	base := set{cfg: cfg, cl: cl, c: c, rc: rc, files: s.files, k: s.kubectl, hook: s.hook, actions: s.actions}
 
 	// The scenes played alongside end before play returns, whatever
 	// happens: they use the controller and the receivers.
@@ -185,7 +187,7 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 			n.say("scene %d, %s, starts alongside scene 1", i+1, sc.title)
 			own := base
 			own.k = s.kubectl.narrating(n)
-			p.sub = &story{n: n, files: s.files, hook: s.hook}
+			p.sub = &story{n: n, files: s.files, hook: s.hook, kubectl: own.k}
 			p.err = sc.play(p.sub, sceneCtx, &own)
 			side[i] <- p
 		}()
@@ -277,6 +279,13 @@ func (s *story) join(sub *story) {
 	if sub.facts.digest != nil {
 		s.facts.digest = sub.facts.digest
 	}
+	s.useCast = append(s.useCast, sub.useCast...)
+	s.linkCast = append(s.linkCast, sub.linkCast...)
+	if sub.facts.link.actionsPID != 0 {
+		s.facts.link = sub.facts.link
+	}
+	s.facts.messages = append(s.facts.messages, sub.facts.messages...)
+	s.early += sub.early
 }
 
 func (s *story) problem(format string, args ...any) {
