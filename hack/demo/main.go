@@ -154,13 +154,8 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 		return err
 	}
 	s.hook = hook
-	// Where the actions server will listen, which the links in messages
-	// point to.
-	if s.actions, err = testenv.FreeAddr(); err != nil {
-		return err
-	}
 
-	c, err := startController(w, hook, "--actions-url", "http://"+s.actions)
+	c, err := startController(w, hook)
 	if err != nil {
 		return err
 	}
@@ -180,7 +175,6 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 	s.facts.pid = c.cmd.Process.Pid
 	n.say("controller running (pid %d), logging to %s", c.cmd.Process.Pid, w.log)
 	n.more("its admission webhook, which counts an exec into a Pod as use, at https://%s (ValidatingWebhookConfiguration %s)", hook, connectWebhook)
-	n.more("--actions-url http://%s: the links in its messages point there, where the actions server will listen", s.actions)
 	n.more("audit trail: %s; archive: %s", w.audit, w.archive)
 
 	s.kubectl = newKubectl(n, w.kubeconfig, w.cache)

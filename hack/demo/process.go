@@ -102,6 +102,15 @@ func (c *proc) start(bin, logPath string, args ...string) error {
 	return nil
 }
 
+// restart stops the controller and starts it again with the extra flags,
+// as c: whoever stops c stops the new process.
+func (c *proc) restart(w *workdir, hook string, extra ...string) error {
+	if err := c.stop(); err != nil {
+		return err
+	}
+	return c.start(w.bin, w.log, controllerArgs(w, hook, extra...)...)
+}
+
 func (c *proc) stop() error {
 	select {
 	case <-c.done:

@@ -22,6 +22,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/actions"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 )
 
 // The scene of acting from a message: links in messages. The controller runs with
@@ -60,13 +61,23 @@ type linkFacts struct {
 	actionsPID int
 }
 
-// linksAct starts the actions server where the controller's
-// --actions-url points, and follows the links of two reminders: keep one
-// longer, delete the other now.
+// linksAct restarts the controller with --actions-url, starts the actions
+// server, and follows the links of two reminders: keep one longer, delete
+// the other now. With --actions-url, a message goes as a copy per
+// recipient, its links signed for each: the first scene, which counts
+// mails by Message-ID, has none.
 func (s *story) linksAct(ctx context.Context, set *set) (err error) {
-	cl, addr := set.cl, set.actions
+	cl, c := set.cl, set.c
+	addr, err := testenv.FreeAddr()
+	if err != nil {
+		return err
+	}
 	base := "http://" + addr
-	s.n.say("the controller runs with --actions-url %s: the actions server starts there", base)
+	s.n.say("the controller again, now with --actions-url %s, and the actions server there", base)
+	if err := c.restart(s.files, s.hook, "--actions-url", base); err != nil {
+		return err
+	}
+	s.facts.pid = c.cmd.Process.Pid
 	srv := &proc{}
 	err = srv.start(s.files.bin, filepath.Join(s.files.dir, "actions.log"),
 		"--serve=actions", "--kubeconfig", s.files.kubeconfig, "--actions-bind-address", addr,

@@ -85,7 +85,8 @@ func scenes() []scene {
 		{title: "an owner's digest", play: (*story).digest, alongside: true},
 		{title: "the audit trail, the archive and a restore", play: (*story).archive},
 		{title: "lifetimes that follow use", play: (*story).useAct, alongside: true},
-		{title: "acting from a message", play: (*story).linksAct, alongside: true},
+		// Not alongside: it restarts the controller.
+		{title: "acting from a message", play: (*story).linksAct},
 	}
 }
 
@@ -98,9 +99,8 @@ type set struct {
 	files *workdir
 	// k is the plugin, narrating where the scene narrates.
 	k *kubectl
-	// hook is the address the controller serves its admission webhook on,
-	// actions the address its --actions-url names.
-	hook, actions string
+	// hook is the address the controller serves its admission webhook on.
+	hook string
 }
 
 // story is the demo's cast and what became of it.
@@ -110,9 +110,8 @@ type story struct {
 	schedule expiry.Schedule
 	files    *workdir
 	kubectl  *kubectl
-	// hook is the controller's admission webhook address, actions the
-	// actions server's.
-	hook, actions string
+	// hook is the controller's admission webhook address.
+	hook string
 
 	onTime, late, early, lost int
 
@@ -150,7 +149,7 @@ func (s *story) play(ctx context.Context, cfg *rest.Config, c *proc, rc *receive
 	if err := s.prologue(ctx, cl, rc); err != nil {
 		return err
 	}
-	base := set{cfg: cfg, cl: cl, c: c, rc: rc, files: s.files, k: s.kubectl, hook: s.hook, actions: s.actions}
+	base := set{cfg: cfg, cl: cl, c: c, rc: rc, files: s.files, k: s.kubectl, hook: s.hook}
 
 	// The scenes played alongside end before play returns, whatever
 	// happens: they use the controller and the receivers.
