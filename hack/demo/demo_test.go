@@ -188,6 +188,16 @@ func expiresAt(t *testing.T, p playbookFacts, c fate) time.Time {
 	return p.obj.GetCreationTimestamp().Add(c.life)
 }
 
+// deletesMade returns the delete requests the controller made about uid
+// that the API server took: its deleting records but those a
+// delete-superseded or deletion-failed record answers (the object changed
+// between the read and the delete, as a Playbook in use does).
+func (r *results) deletesMade(uid types.UID) []audit.Record {
+	deleting := r.records(uid, audit.Deleting)
+	answered := len(r.records(uid, audit.DeleteSuperseded)) + len(r.records(uid, audit.DeletionFailed))
+	return deleting[min(answered, len(deleting)):]
+}
+
 // records returns the audit records about uid of type typ.
 func (r *results) records(uid types.UID, typ audit.Type) []audit.Record {
 	var out []audit.Record

@@ -57,11 +57,13 @@ func checkReminders(t *testing.T, res *results, p playbookFacts, c fate) {
 // or, when kept, not at all.
 func checkDeletion(t *testing.T, res *results, p playbookFacts, c fate) {
 	uid := p.obj.GetUID()
-	archived, deleting, deleted := res.records(uid, audit.Archived), res.records(uid, audit.Deleting), res.records(uid, audit.Deleted)
+	archived, deleting, deleted := res.records(uid, audit.Archived), res.deletesMade(uid), res.records(uid, audit.Deleted)
 	if c.kept {
-		if len(archived)+len(deleting)+len(deleted) > 0 || !p.deletedAt.IsZero() {
+		// Any delete sent, even one the API server refused, is a bug.
+		sent := res.records(uid, audit.Deleting)
+		if len(archived)+len(sent)+len(deleted) > 0 || !p.deletedAt.IsZero() {
 			t.Errorf("the kept Playbook was deleted: %d archived, %d deleting and %d deleted records; seen deleted at %s",
-				len(archived), len(deleting), len(deleted), p.deletedAt)
+				len(archived), len(sent), len(deleted), p.deletedAt)
 		}
 		return
 	}
@@ -93,7 +95,8 @@ func checkDeletion(t *testing.T, res *results, p playbookFacts, c fate) {
 			due = notice
 		}
 	}
-	if at := deleting[0].Time; at.Before(due) {
+	// The first delete sent, even one the API server refused.
+	if at := res.records(uid, audit.Deleting)[0].Time; at.Before(due) {
 		t.Errorf("deleted EARLY: the delete was sent at %s, %s before %s", at, due.Sub(at), due)
 	}
 	if lag := deleted[0].Time.Sub(due); lag > lateAfter {

@@ -72,7 +72,7 @@ func checkSleep(t *testing.T, res *results) {
 	})
 	t.Run("is deleted once, deleteAfter after its last sleep, and not late", func(t *testing.T) {
 		uid := f.obj.GetUID()
-		deleting, deleted := res.records(uid, audit.Deleting), res.records(uid, audit.Deleted)
+		deleting, deleted := res.deletesMade(uid), res.records(uid, audit.Deleted)
 		if len(deleting) != 1 || len(deleted) != 1 || f.deletedAt.IsZero() {
 			t.Fatalf("%d deleting and %d deleted records, seen deleted at %s; want one deletion", len(deleting), len(deleted), f.deletedAt)
 		}
@@ -155,7 +155,7 @@ func checkDigest(t *testing.T, res *results) {
 	t.Run("deletes each once, at its expiry, and tells the owner of theirs", func(t *testing.T) {
 		for _, r := range f.cast {
 			uid := r.obj.GetUID()
-			deleting, deleted := res.records(uid, audit.Deleting), res.records(uid, audit.Deleted)
+			deleting, deleted := res.deletesMade(uid), res.records(uid, audit.Deleted)
 			if len(deleting) != 1 || len(deleted) != 1 {
 				t.Errorf("%s: %d deleting and %d deleted records, want 1 each", r.title, len(deleting), len(deleted))
 				continue
