@@ -1,7 +1,12 @@
 // Copyright 2026 The Amphitheatre Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command demo starts a local control plane, the timeout controller, a mail inbox and a webhook receiver, and narrates the reminders people get, the Playbooks expiring on time, what kubectl timeout shows and changes, the audit trail and a restore from the archive.
+// Command demo starts a local control plane, the timeout controller, a
+// mail inbox and a webhook receiver, and tells the product's story scene
+// by scene (scenes in story.go, a file each): reminders and deletion, an
+// extension, sleep and wake, the namespaces reclaimed, an owner's digest,
+// the audit trail and a restore, lifetimes that follow use, acting from a
+// message. It fails on anything early, late, missing or doubled.
 package main
 
 import (
