@@ -440,8 +440,10 @@ func (w *world) patchWorkload(ctx context.Context, c client.Client, obj client.O
 		}
 	}
 	if err := c.Patch(ctx, obj, p, opts...); err != nil {
+		w.tracef("the controller's write of %s failed: %v", key, err)
 		return err
 	}
+	w.tracef("the controller wrote %s: %s", key, data)
 	if n := body.Spec.Replicas; n != nil && *n > 0 && before != nil && *before > 0 && *before != *n {
 		w.mu.Lock()
 		w.hist.Overrides = append(w.hist.Overrides, Override{At: w.now(), Workload: key.String(), From: *before, To: *n})
@@ -553,6 +555,7 @@ func (w *world) sawSleepEvent(uid types.UID, reason, text string) {
 		since = m[1]
 		sinceAt, _ = time.Parse(time.RFC3339, since)
 	}
+	w.tracef("event %s about %s: %s", reason, uid, text)
 	other := w.otherUse[uid]
 	if w.policyChanged.After(other) {
 		other = w.policyChanged
