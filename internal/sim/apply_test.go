@@ -121,7 +121,7 @@ func (w *world) apply(s Step) {
 		w.use(s.Obj)
 	case kLastActive:
 		w.annotate(s.Obj, false, expiry.AnnotationLastActive, w.activeAt(s.Val))
-	case kScaleUp:
+	case kScaleUp, kReapply:
 		w.scaleUp(s)
 	case kScaleUpRace:
 		w.startRace(s)

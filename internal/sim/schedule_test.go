@@ -60,6 +60,7 @@ const (
 	kLastActive            = "lastActive"
 	kScaleUp               = "scaleUp"
 	kScaleUpRace           = "scaleUpRace"
+	kReapply               = "reapply"
 	kCrash                 = "crash"
 	kWait                  = "wait"
 )
@@ -76,7 +77,7 @@ var weights = []struct {
 	{kOutage, 4}, {kSlow, 2}, {kReset, 3}, {kCacheLag, 3}, {kConflict, 3},
 	{kRestart, 2}, {kLeader, 2}, {kClockJump, 1}, {kWait, 8},
 	{kUse, 4}, {kLastActive, 3},
-	{kScaleUp, 6}, {kScaleUpRace, 3}, {kCrash, 2},
+	{kScaleUp, 6}, {kScaleUpRace, 3}, {kReapply, 2}, {kCrash, 2},
 }
 
 // The shape of the world: a few objects and policies, so that steps
@@ -208,7 +209,7 @@ func generate(seed uint64, disabled map[string]string) []Step {
 			s.DurMS = pick[int64](r, 5*60_000, 2*3600_000)
 		case kUse:
 			s.Obj = obj
-		case kScaleUp:
+		case kScaleUp, kReapply:
 			// Which workload (db: the StatefulSet of o3 and o4), and when
 			// the watch tells the controller: at once, late, never.
 			s.Obj, s.Val = obj, pick(r, "", "", "late", "lost")

@@ -196,7 +196,9 @@ func (w *world) workloadRef(uid types.UID, name string) (client.Object, **int32,
 // while its cache of the object lags (the watch is another informer);
 // "late" DurMS later (a watch that dropped and reconnected); "lost" never
 // (the controller learns at its next look for another reason). A
-// workload without the label is not watched: nobody is told.
+// workload without the label is not watched: nobody is told. A reapply
+// is the same, by someone who writes the whole workload back (see
+// scaleWorkloadUp).
 func (w *world) scaleUp(s Step) {
 	cm, ok := w.get(objName(s.Obj))
 	if !ok {
@@ -206,7 +208,7 @@ func (w *world) scaleUp(s Step) {
 	if strings.Contains(s.Val, "db") {
 		workload = "db"
 	}
-	marked, ok := w.scaleWorkloadUp(cm.UID, workload)
+	marked, ok := w.scaleWorkloadUp(cm.UID, workload, s.Kind == kReapply)
 	if !ok || !marked {
 		return
 	}
@@ -220,12 +222,16 @@ func (w *world) scaleUp(s Step) {
 }
 
 // scaleWorkloadUp scales the workload of uid up by someone else, and
-// says whether it carried the sleep's label (the watch sees it).
-func (w *world) scaleWorkloadUp(uid types.UID, workload string) (marked, ok bool) {
+// says whether it carried the sleep's label (the watch sees it, or its
+// removal). With replace, they write the workload as its manifest has it
+// (Argo CD replacing it, Amphitheatre re-applying an Actor's): its
+// replicas, without the sleep's annotation and label.
+func (w *world) scaleWorkloadUp(uid types.UID, workload string, replace bool) (marked, ok bool) {
 	obj, replicas, ok := w.workloadRef(uid, workload)
 	if !ok {
 		return false, false
 	}
+	_, marked = obj.GetLabels()[expiry.LabelAsleep]
 	if *replicas != nil && **replicas == 0 {
 		w.seq++
 		w.scaledUp[uid] = w.now()
@@ -233,12 +239,16 @@ func (w *world) scaleWorkloadUp(uid types.UID, workload string) (marked, ok bool
 		w.scaledUpWorkload[client.ObjectKeyFromObject(obj).String()] = w.now()
 	}
 	n := int32(workloadReplicas + 1)
+	if replace {
+		n = workloadReplicas
+		obj.SetLabels(nil)
+		obj.SetAnnotations(nil)
+	}
 	*replicas = &n
 	if err := w.store.Update(w.ctx, obj); err != nil {
 		panic(err)
 	}
-	_, marked = obj.GetLabels()[expiry.LabelAsleep]
-	w.tracef("%s scaled up %s/%s by someone else (marked %t)", uid, workloadNamespace(uid), workload, marked)
+	w.tracef("%s scaled up %s/%s by someone else (marked %t, replaced %t)", uid, workloadNamespace(uid), workload, marked, replace)
 	return marked, true
 }
 
@@ -304,7 +314,7 @@ func (w *world) raceWrite(obj client.Object, p client.Patch) (before, after func
 	}
 	w.race = nil
 	up := func() {
-		if marked, ok := w.scaleWorkloadUp(r.uid, r.workload); ok && marked {
+		if marked, ok := w.scaleWorkloadUp(r.uid, r.workload, false); ok && marked {
 			w.enqueue(r.name, w.now())
 		}
 	}
