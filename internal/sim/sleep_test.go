@@ -149,9 +149,9 @@ func (w *world) sleepFacts(cm *corev1.ConfigMap, rule sleepRule, f *Facts) (slee
 // workloadNamespace is the namespace object uid owns.
 func workloadNamespace(uid types.UID) string { return "ws-" + string(uid) }
 
-// hasDB says whether object i owns a second workload, a StatefulSet
-// named db beside its Deployment app: a sleep of it takes two writes, and
-// may be half done.
+// hasDB says whether the object named name owns a second workload, a
+// StatefulSet named db beside its Deployment app: a sleep of it takes two
+// workload writes, and may be half done between them.
 func hasDB(name string) bool { return name == objName(3) || name == objName(4) }
 
 // createWorkload gives a new object its namespace and workloads.

@@ -177,7 +177,7 @@ func newWorld(disabled map[string]string) *world {
 		scaledUp:      map[types.UID]time.Time{},
 		scaleUps:      map[types.UID][]scaleUpAt{},
 		otherUse:      map[types.UID]time.Time{},
-
+		// By namespace/name.
 		scaledUpWorkload: map[string]time.Time{},
 	}
 	w.hist.Healthy = true
