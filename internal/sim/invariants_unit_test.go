@@ -188,12 +188,13 @@ func TestEachCheckFailsOnItsViolationAndOnlyThen(t *testing.T) {
 		{
 			check: "wokeAtNextLook",
 			// Asleep since 30m, scaled up at 40m, still asleep after a look
-			// at 41m that finished; one that retried after a conflict does
-			// not count.
+			// at 41m that finished; one that retried after a conflict, or
+			// one at the maximum, does not count.
 			broken: History{Looks: []Look{{At: at(41 * time.Minute), Phase: "Asleep", SleptSince: at(30 * time.Minute), ScaledUp: at(40 * time.Minute),
 				Finished: true, Facts: sleepy(nil)}}},
 			kept: History{Looks: []Look{{At: at(41 * time.Minute), Phase: "Asleep", SleptSince: at(30 * time.Minute), ScaledUp: at(40 * time.Minute),
-				Facts: sleepy(nil)}}},
+				Facts: sleepy(nil)}, {At: at(41 * time.Minute), Phase: "Asleep", SleptSince: at(30 * time.Minute), ScaledUp: at(40 * time.Minute),
+				Finished: true, Facts: sleepy(func(f *Facts) { f.MaxAt = at(41 * time.Minute) })}}},
 		},
 		{
 			check: "wokeExternallyNamed",

@@ -685,11 +685,13 @@ func sleptWokeOnce(h *History) []Violation {
 // no longer in that sleep: the look woke it. A look that could not see
 // (its cache of the object lagging) or did not finish (an error, or
 // another look it asks for within a second: after a conflict, or the
-// watch of a write of its own) does not count.
+// watch of a write of its own) does not count; nor does one at or past
+// the object's maximum, where its deletion comes first and nothing wakes
+// it (expiry.nextSleep), however long the notice owed holds it.
 func wokeAtNextLook(h *History) []Violation {
 	var out []Violation
 	for _, l := range h.Looks {
-		if !l.Finished || l.Policy == "" || l.Shadowed {
+		if !l.Finished || l.Policy == "" || l.Shadowed || !l.MaxAt.IsZero() && !l.At.Before(l.MaxAt) {
 			continue
 		}
 		out = append(out, violation("wokeAtNextLook", "%s still %s (since %s) after a look at %s, though someone scaled a workload up at %s",
