@@ -57,7 +57,7 @@ const (
 	// environments (Monday morning) must not wait in line for them. Two
 	// connections to one object at once write once: each write reads the
 	// object and is locked on what it read.
-	connectWorkers = 8
+	connectWorkers = 32
 	// resolveTTL is how long the governed object found for a Pod is
 	// trusted: a new policy or owner counts within this time.
 	resolveTTL = 30 * time.Second
