@@ -15,9 +15,6 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// rbacDocs is where the permissions a target kind needs are listed.
-const rbacDocs = "docs/reference/rbac.md"
-
 // The verbs the controller uses on a target kind: list and watch follow
 // the objects (cluster-wide, for the cache), get reads one before it is
 // archived or named in a message, patch writes the reminders record and

@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
@@ -50,17 +49,4 @@ func (r *ObjectReconciler) writeAudit(ctx context.Context, recs ...audit.Record)
 func auditObject(key Key, obj metav1.Object) audit.Object {
 	apiVersion, kind := key.GVK.ToAPIVersionAndKind()
 	return audit.Object{APIVersion: apiVersion, Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
-}
-
-// deliveryRecords are the audit records of one message's deliveries: one
-// per channel.
-func deliveryRecords(t v1alpha1.EventType, stage string, sent []string, failed failures) []audit.Record {
-	recs := make([]audit.Record, 0, len(sent)+len(failed))
-	for _, name := range sent {
-		recs = append(recs, audit.Record{Type: audit.Notified, Message: string(t), Stage: stage, Channel: name, Result: audit.OK})
-	}
-	for _, name := range failed.names() {
-		recs = append(recs, audit.Record{Type: audit.NotifyFailed, Message: string(t), Stage: stage, Channel: name, Result: audit.Error, Error: failed[name]})
-	}
-	return recs
 }

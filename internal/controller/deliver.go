@@ -178,7 +178,7 @@ func (d *deliverer) compose(ctx context.Context, ev *evaluation, plan expiry.Pla
 		msg.Detail = fmt.Sprintf("its deletion was only rehearsed until now (dry run), and policy %s promises %s of notice before deletion",
 			ev.policy.Name, expiry.FormatDuration(ev.Schedule.MinimumNotice))
 	case plan.Event == v1alpha1.EventPostponed:
-		msg.Detail = ev.whyPostponed(plan.At)
+		msg.Detail = whyPostponed(ev, plan.At)
 	case plan.Event == v1alpha1.EventWouldDelete:
 		msg.Detail = "not deleted because " + d.whyRehearsed()
 	}
@@ -189,7 +189,7 @@ func (d *deliverer) compose(ctx context.Context, ev *evaluation, plan expiry.Pla
 // at: a deletion time a message already gave people (a reminder, an
 // extension, a sleep) that a later change of the lifetime cannot take
 // back, or else the notice owed after the first reminder.
-func (ev *evaluation) whyPostponed(at time.Time) string {
+func whyPostponed(ev *evaluation, at time.Time) string {
 	if at.Equal(ev.Record.Announced) || at.Equal(ev.Record.PostponedTo) {
 		return fmt.Sprintf("a message already told people it would be deleted at %s", at.UTC().Format(time.RFC3339))
 	}
@@ -422,8 +422,7 @@ func deliver(ctx context.Context, set *channelSet, names []string, msg notify.Me
 // before the Lease is released. One-off messages (expired, deleted,
 // deletion-failed) are the outbox's: the next leader sends what is left.
 const (
-	sendTimeout  = 20 * time.Second
-	writeTimeout = 5 * time.Second
+	sendTimeout = 20 * time.Second
 )
 
 // reportFirstDelivery records, in the audit trail and an Event, what the
@@ -489,3 +488,16 @@ var reportingInstance = func() string {
 	host, _ := os.Hostname()
 	return Name + "-" + host
 }()
+
+// deliveryRecords are the audit records of one message's deliveries: one
+// per channel.
+func deliveryRecords(t v1alpha1.EventType, stage string, sent []string, failed failures) []audit.Record {
+	recs := make([]audit.Record, 0, len(sent)+len(failed))
+	for _, name := range sent {
+		recs = append(recs, audit.Record{Type: audit.Notified, Message: string(t), Stage: stage, Channel: name, Result: audit.OK})
+	}
+	for _, name := range failed.names() {
+		recs = append(recs, audit.Record{Type: audit.NotifyFailed, Message: string(t), Stage: stage, Channel: name, Result: audit.Error, Error: failed[name]})
+	}
+	return recs
+}

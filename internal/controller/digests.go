@@ -80,16 +80,6 @@ func (dm digestMarker) expiresAt(ctx context.Context, m outbox.Member, obj *meta
 	return ok && at.Equal(m.ExpiresAt)
 }
 
-// lifetimeOf is the expiry the reconcile would give obj now, for the
-// digest marker.
-func (r *ObjectReconciler) lifetimeOf(ctx context.Context, key Key, obj *metav1.PartialObjectMetadata) (time.Time, bool) {
-	ev, err := r.evaluate(ctx, key, obj)
-	if err != nil || ev == nil || ev.Life.Keep {
-		return time.Time{}, false
-	}
-	return ev.Life.ExpiresAt, true
-}
-
 // Current reports whether m's object is there with the expiry m is about
 // and its owner has not had the stage yet.
 func (dm digestMarker) Current(ctx context.Context, d *outbox.Digest, m outbox.Member) (bool, error) {
@@ -136,33 +126,11 @@ func (dm digestMarker) Mark(ctx context.Context, d *outbox.Digest, m outbox.Memb
 // first.
 const digestPoll = 30 * time.Second
 
-// digestsOn reports whether owners' reminders go out as digests: the
-// outbox that sends them has a Marker to write their records with.
-func (r *ObjectReconciler) digestsOn() bool {
-	return r.Outbox != nil && r.Outbox.Marker != nil
-}
-
-// digestOwner returns the address of the owner of the object of ev when
-// its reminders reach the owner in a digest: the policy tells owners, an
-// e-mail channel of it carries reminders, and the owner has an address.
-// Empty otherwise: the owner, if told at all, is told per object.
-func (r *ObjectReconciler) digestOwner(ctx context.Context, ev *evaluation) string {
-	owner := strings.TrimSpace(ev.obj.Annotations[notify.AnnotationOwner])
-	if !r.digestsOn() || !ev.policy.Spec.Notifications.Owner || owner == "" || ev.channels == nil || len(ev.channels.emailReminders) == 0 {
-		return ""
-	}
-	address, err := r.Owners.Address(ctx, owner, ev.channels.allowedEmailDomains())
-	if err != nil {
-		return ""
-	}
-	return address
-}
-
 // reminderChannels are the channels a reminder about the object of ev is
 // due on: the policy's, and OwnerChannel when its owner is told in a
 // digest. E-mail channels that would reach nobody but the owner are left
 // to the digest.
-func (ev *evaluation) reminderChannels() []string {
+func reminderChannels(ev *evaluation) []string {
 	names := ev.channels.names[v1alpha1.EventReminder]
 	if ev.owner == "" {
 		return names
@@ -265,40 +233,4 @@ func digestMember(ev *evaluation, stage string) outbox.Member {
 		Due:       reminderDue(ev.Record, stage),
 		Extend:    extendHint(ev.key, ev.obj, ev.Record.ExpiresAt),
 	}
-}
-
-// digestCandidates are the objects, from the cache, of the kind of ev
-// with the same owner under the same policy whose reminder stage has not
-// reached the owner, evaluated as their own reconcile evaluates them.
-func (r *ObjectReconciler) digestCandidates(ctx context.Context, ev *evaluation, stage string) ([]outbox.Member, error) {
-	lead, err := expiry.ParseDuration(stage)
-	if err != nil {
-		return nil, err
-	}
-	owner := ev.obj.Annotations[notify.AnnotationOwner]
-	// The records, not a list through the client: a list of a governed
-	// kind there would start an informer holding every object's metadata.
-	var same []*metav1.PartialObjectMetadata
-	err = r.watches.eachCached(ctx, ev.key.GVK, "", func(o *metav1.PartialObjectMetadata) error {
-		if o.Annotations[notify.AnnotationOwner] == owner && o.DeletionTimestamp.IsZero() {
-			same = append(same, o.DeepCopy())
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", ev.key.GVK.Kind, err)
-	}
-	var out []outbox.Member
-	for _, obj := range same {
-		obj.SetGroupVersionKind(ev.key.GVK)
-		key := Key{GVK: ev.key.GVK, NamespacedName: types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}}
-		other, err := r.evaluate(ctx, key, obj)
-		if err != nil || other == nil || other.policy.Name != ev.policy.Name || other.owner != ev.owner ||
-			other.Life.Keep || other.Record == nil || !other.Record.ExpiresAt.Equal(other.Life.ExpiresAt) ||
-			!slices.Contains(other.Schedule.Reminders, lead) || slices.Contains(other.Record.Sent[stage].Channels, OwnerChannel) {
-			continue
-		}
-		out = append(out, digestMember(other, stage))
-	}
-	return out, nil
 }

@@ -80,10 +80,3 @@ func extendedRecord(d decide.Decision, annotations map[string]string) audit.Reco
 	}
 	return rec
 }
-
-// changedBy is who last changed the object's lifetime, and how, as its
-// changed-by stamp says; empty when it has none.
-func changedBy(annotations map[string]string) expiry.ChangedBy {
-	c, _ := expiry.ParseChangedBy(annotations)
-	return c
-}

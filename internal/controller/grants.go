@@ -116,3 +116,6 @@ func isAre(names []string) string {
 	}
 	return " is"
 }
+
+// rbacDocs is where the permissions a target kind needs are listed.
+const rbacDocs = "docs/reference/rbac.md"

@@ -128,6 +128,7 @@ func init() {
 		invalidAnnotations, auditFailures, objectLooks,
 		objectsTerminating, oldestTerminating, goneLag,
 		reclaimedPods, reclaimedObjects, reclaimedCPU, reclaimedMemory,
+		objectsAsleep, sleepFreedReplicas, sleepFreedCPU, sleepFreedMemory,
 	)
 	// Counters of a fixed set of labels start at 0: a series born at 1
 	// is invisible to increase() and rate(), so an alert on the first
@@ -198,3 +199,24 @@ func (c *wakeupsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.scheduled, prometheus.GaugeValue, float64(scheduled))
 	ch <- prometheus.MustNewConstMetric(c.due, prometheus.GaugeValue, float64(due))
 }
+
+// What the sleeping objects of each policy hold back, as of its last
+// status refresh.
+var (
+	objectsAsleep = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "timeout_controller_objects_asleep",
+		Help: "Objects a policy governs that sleep, as of its last status refresh.",
+	}, []string{"policy"})
+	sleepFreedReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "timeout_controller_sleep_freed_replicas",
+		Help: "Replicas that sleeping objects of a policy scaled to zero, as of its last status refresh.",
+	}, []string{"policy"})
+	sleepFreedCPU = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "timeout_controller_sleep_freed_cpu_cores",
+		Help: "CPU requested by the replicas that sleeping objects of a policy scaled to zero (their pod templates' requests), as of its last status refresh.",
+	}, []string{"policy"})
+	sleepFreedMemory = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "timeout_controller_sleep_freed_memory_bytes",
+		Help: "Memory requested by the replicas that sleeping objects of a policy scaled to zero, as of its last status refresh.",
+	}, []string{"policy"})
+)

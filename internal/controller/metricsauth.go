@@ -30,8 +30,7 @@ const (
 	tokenReviewTTL = time.Minute
 	accessAllowTTL = 5 * time.Minute
 	accessDenyTTL  = 30 * time.Second
-	// reviewTimeout bounds each review request.
-	reviewTimeout = 10 * time.Second
+
 	// maxCachedReviews bounds each cache: made-up tokens must not grow
 	// them without end.
 	maxCachedReviews = 1024

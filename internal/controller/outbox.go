@@ -10,9 +10,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
-
-	"github.com/go-logr/logr"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,24 +19,6 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
 )
-
-// NewOutbox builds the outbox that keeps r's expired and deleted messages
-// in namespace, written through c, with objects and entries read from the
-// API server through live, and the policies' channels as r builds them.
-// Setup, the tests and the simulation wire it the same way.
-func (r *ObjectReconciler) NewOutbox(c client.Client, live client.Reader, namespace string, giveUpAfter time.Duration, log logr.Logger) *outbox.Outbox {
-	return &outbox.Outbox{
-		Store:       &outbox.Store{Client: c, Reader: live, Namespace: namespace},
-		Deliverer:   outboxDeliverer{reader: r.Client, channels: r.Channels, links: r.Links},
-		Objects:     live,
-		Recorder:    r.Recorder,
-		Audit:       r.Audit,
-		Clock:       r.Clock,
-		GiveUpAfter: giveUpAfter,
-		Log:         log,
-		Marker:      digestMarker{client: c, reader: live, expiry: r.lifetimeOf},
-	}
-}
 
 // farewells are the messages about an object that go out after it is
 // deleted, through the outbox.

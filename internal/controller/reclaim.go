@@ -6,26 +6,16 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
-
-// ownerIndex indexes cached namespaces by the UIDs of their owners, so that
-// the namespaces a deleted object owns (a Playbook's amp-<id>) are found
-// without listing every namespace.
-const ownerIndex = "timeout.amphitheatre.app/owner-uid"
-
-// namespaceKind is the kind namespaces are cached as: metadata only.
-var namespaceKind = corev1.SchemeGroupVersion.WithKind("Namespace")
 
 // censusKinds are the kinds counted, besides Pods, in the namespaces a
 // deleted object owns: what holds capacity or is a developer's workload.
@@ -47,31 +37,6 @@ var censusKinds = []schema.GroupVersionKind{
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;replicasets,verbs=list
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list
 // +kubebuilder:rbac:groups=amphitheatre.app,resources=actors,verbs=list
-
-// ownedNamespaces returns the names of the cached namespaces that uid
-// owns, sorted.
-func ownedNamespaces(ctx context.Context, c client.Reader, uid types.UID) ([]string, error) {
-	list := newMetadataList(namespaceKind)
-	if err := c.List(ctx, list, client.MatchingFields{ownerIndex: string(uid)}); err != nil {
-		return nil, fmt.Errorf("list the namespaces %s owns: %w", uid, err)
-	}
-	names := make([]string, 0, len(list.Items))
-	for _, ns := range list.Items {
-		names = append(names, ns.Name)
-	}
-	slices.Sort(names)
-	return names, nil
-}
-
-// indexOwners is the ownerIndex's function.
-func indexOwners(o client.Object) []string {
-	refs := o.GetOwnerReferences()
-	uids := make([]string, 0, len(refs))
-	for _, ref := range refs {
-		uids = append(uids, string(ref.UID))
-	}
-	return uids
-}
 
 // census counts what the namespaces hold, read from the API server just
 // before the object that owns them is deleted: the objects of censusKinds
@@ -142,29 +107,4 @@ func count(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, na
 		n += int(*r)
 	}
 	return n, nil
-}
-
-// podRequests returns a Pod's CPU (millicores) and memory (bytes)
-// requests: the sum of its containers', or its largest init container's
-// when that is larger, plus its overhead.
-func podRequests(p *corev1.Pod) (cpuMillis, memBytes int64) {
-	sum := func(cs []corev1.Container) (cpu, mem int64) {
-		for _, c := range cs {
-			cpu += c.Resources.Requests.Cpu().MilliValue()
-			mem += c.Resources.Requests.Memory().Value()
-		}
-		return cpu, mem
-	}
-	cpuMillis, memBytes = sum(p.Spec.Containers)
-	for _, c := range p.Spec.InitContainers {
-		cpuMillis = max(cpuMillis, c.Resources.Requests.Cpu().MilliValue())
-		memBytes = max(memBytes, c.Resources.Requests.Memory().Value())
-	}
-	if q, ok := p.Spec.Overhead[corev1.ResourceCPU]; ok {
-		cpuMillis += q.MilliValue()
-	}
-	if q, ok := p.Spec.Overhead[corev1.ResourceMemory]; ok {
-		memBytes += q.Value()
-	}
-	return cpuMillis, memBytes
 }

@@ -44,9 +44,6 @@ import (
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;update,resourceNames=timeout-controller.timeout.amphitheatre.app,namespace=timeout-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=timeout-system
 
-// Name is the controller's name in Events and logs.
-const Name = "timeout-controller"
-
 // Options tune the controllers.
 type Options struct {
 	// Workers is how many objects are reconciled at once.

@@ -57,26 +57,10 @@ var (
 		Name: "timeout_controller_wakes_total",
 		Help: "Sleeping objects woken, by what woke them: use (activity, a spec edit, kubectl timeout wake), external (a workload scaled up by someone else), keep, policy (it no longer sleeps).",
 	}, []string{"by"})
-	objectsAsleep = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "timeout_controller_objects_asleep",
-		Help: "Objects a policy governs that sleep, as of its last status refresh.",
-	}, []string{"policy"})
-	sleepFreedReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "timeout_controller_sleep_freed_replicas",
-		Help: "Replicas that sleeping objects of a policy scaled to zero, as of its last status refresh.",
-	}, []string{"policy"})
-	sleepFreedCPU = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "timeout_controller_sleep_freed_cpu_cores",
-		Help: "CPU requested by the replicas that sleeping objects of a policy scaled to zero (their pod templates' requests), as of its last status refresh.",
-	}, []string{"policy"})
-	sleepFreedMemory = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "timeout_controller_sleep_freed_memory_bytes",
-		Help: "Memory requested by the replicas that sleeping objects of a policy scaled to zero, as of its last status refresh.",
-	}, []string{"policy"})
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(sleeps, wakes, objectsAsleep, sleepFreedReplicas, sleepFreedCPU, sleepFreedMemory)
+	ctrlmetrics.Registry.MustRegister(sleeps, wakes)
 }
 
 // workloadKinds are the kinds scaled to zero in the namespaces a sleeping
