@@ -49,7 +49,7 @@ func (r *ObjectReconciler) decide(ctx context.Context, key Key, obj *metav1.Part
 		return nil, expiry.Plan{}, err
 	}
 	// Use of a sleeping object that its annotations do not show.
-	if ev.WokeBy, ev.wokeExternally, err = r.observeWake(ctx, ev); err != nil {
+	if ev.WokeBy, ev.wokeExternally, err = r.sleeper().observeWake(ctx, ev); err != nil {
 		return nil, expiry.Plan{}, err
 	}
 	plan := planOf(ev)

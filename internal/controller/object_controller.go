@@ -107,6 +107,8 @@ type ObjectReconciler struct {
 	capsOnce      sync.Once
 	capsState     *deletionCaps
 	departures    departures
+	sleepOnce     sync.Once
+	sleepState    *sleeper
 }
 
 // SetupWithManager adds the object controller to mgr, with workers
@@ -164,6 +166,8 @@ func (r *ObjectReconciler) SetupWithManager(ctx context.Context, mgr manager.Man
 	r.watches = &watches{cache: mgr.GetCache(), reader: mgr.GetClient(), metadata: md, controller: c, wakes: wakes}
 	// Governed objects are read from their records, not from the cache.
 	r.Client = recordReader{Client: r.Client, watches: r.watches}
+	// Built after the client it reads through.
+	r.sleeper().marked = newMarkedWatch(r.watches)
 	if err := c.Watch(source.TypedKind(mgr.GetCache(), &v1alpha1.TimeoutPolicy{}, r.watches.policyChanges())); err != nil {
 		return fmt.Errorf("watch policies: %w", err)
 	}
@@ -175,6 +179,22 @@ func (r *ObjectReconciler) SetupWithManager(ctx context.Context, mgr manager.Man
 func (r *ObjectReconciler) caps() *deletionCaps {
 	r.capsOnce.Do(func() { r.capsState = newDeletionCaps(r.MaxDeletionsPerMinute) })
 	return r.capsState
+}
+
+// sleeper puts objects to sleep and wakes them, built on first use from
+// the reconciler's fields, as caps is.
+func (r *ObjectReconciler) sleeper() *sleeper {
+	r.sleepOnce.Do(func() {
+		r.sleepState = &sleeper{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder}
+	})
+	return r.sleepState
+}
+
+// workloads is the watch of the workloads a sleep scaled down, which the
+// policy reconciler starts when a policy first puts objects to sleep; nil
+// before SetupWithManager.
+func (r *ObjectReconciler) workloads() *markedWatch {
+	return r.sleeper().marked
 }
 
 // delivery sends the messages and writes the records, built on first use
@@ -287,9 +307,9 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	case expiry.Notify:
 		return r.delivery().notify(ctx, ev, plan)
 	case expiry.Sleep:
-		return r.sleep(ctx, ev)
+		return r.sleeper().sleep(ctx, ev)
 	case expiry.Wake:
-		return r.wake(ctx, ev, plan.WokeBy)
+		return r.sleeper().wake(ctx, ev, plan.WokeBy)
 	case expiry.Delete:
 		if wait := r.deletionTurn(ctx, ev); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil

@@ -177,6 +177,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		DryRun:         opts.DryRun,
 		Access:         NewAccess(reviews.SelfSubjectAccessReviews(), clock.RealClock{}),
 		watches:        objects.watches,
+		workloads:      objects.workloads(),
 		Owners:         owners,
 	}
 	policies.Traffic = &Traffic{Prometheus: opts.Prometheus, Client: mgr.GetClient(), Clock: opts.Clock,

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,6 +64,21 @@ func init() {
 	ctrlmetrics.Registry.MustRegister(sleeps, wakes)
 }
 
+// sleeper puts governed objects to sleep and wakes them: it scales the
+// workloads in the namespaces they own to zero and back, and sees, through
+// its watch of the workloads it scaled down, someone else scaling one up.
+// The object reconciler decides when; the sleeper carries it out.
+type sleeper struct {
+	// Client reads from the cache and writes to the API server; APIReader
+	// reads from the API server.
+	Client    client.Client
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	// marked is the watch of the workloads a sleep scaled down; nil until
+	// the object controller runs (unit tests: none).
+	marked *markedWatch
+}
+
 // workloadKinds are the kinds scaled to zero in the namespaces a sleeping
 // object owns.
 var workloadKinds = []schema.GroupVersionKind{
@@ -89,7 +105,7 @@ func (w workload) String() string {
 
 // workloads reads, from the API server, the Deployments and StatefulSets
 // in the namespaces the object owns.
-func (r *ObjectReconciler) workloads(ctx context.Context, uid types.UID) ([]workload, error) {
+func (r *sleeper) workloads(ctx context.Context, uid types.UID) ([]workload, error) {
 	namespaces, err := ownedNamespaces(ctx, r.Client, uid)
 	if err != nil {
 		return nil, err
@@ -131,7 +147,7 @@ func newWorkload(obj client.Object, kind string, replicas *int32, template corev
 // selfScaled reports whether the object is scaled itself, through its
 // scale subresource, and its replicas. A kind without one answers
 // NotFound (or MethodNotSupported): it owns its workloads, or has none.
-func (r *ObjectReconciler) selfScaled(ctx context.Context, key Key) (bool, int32, error) {
+func (r *sleeper) selfScaled(ctx context.Context, key Key) (bool, int32, error) {
 	scale := newScale()
 	err := r.Client.SubResource("scale").Get(ctx, parent(key), scale)
 	switch {
@@ -161,7 +177,7 @@ func parent(key Key) client.Object {
 
 // inverse reads the object and returns the merge patch that undoes patch
 // on it: the values patch replaces, as the object has them now.
-func (r *ObjectReconciler) inverse(ctx context.Context, key Key, uid types.UID, patch []byte) ([]byte, error) {
+func (r *sleeper) inverse(ctx context.Context, key Key, uid types.UID, patch []byte) ([]byte, error) {
 	var p map[string]any
 	if err := json.Unmarshal(patch, &p); err != nil {
 		return nil, fmt.Errorf("spec.sleep.patch: %w", err)
@@ -252,7 +268,7 @@ func patchWorkload(ctx context.Context, c client.Client, w workload, replicas in
 // (Sleeping, which a crashed leader may have left) is looked at too: a
 // workload that carries its replicas annotation was scaled to zero by it,
 // in the same write, so one that runs again was scaled up since.
-func (r *ObjectReconciler) observeWake(ctx context.Context, ev *evaluation) (string, bool, error) {
+func (r *sleeper) observeWake(ctx context.Context, ev *evaluation) (string, bool, error) {
 	st := ev.Life.Sleep
 	if !st.Sleeping() || !ev.Life.Asleep {
 		return "", false, nil
@@ -299,7 +315,7 @@ func (r *ObjectReconciler) observeWake(ctx context.Context, ev *evaluation) (str
 // down without the sleep's label (by a version of the controller before
 // it), so that they are watched from now on. A failure leaves it to the
 // next look.
-func (r *ObjectReconciler) markUnmarked(ctx context.Context, uid types.UID, ws []workload) {
+func (r *sleeper) markUnmarked(ctx context.Context, uid types.UID, ws []workload) {
 	for _, w := range ws {
 		if !w.hasSaved || w.marked {
 			continue
@@ -329,7 +345,7 @@ func (r *ObjectReconciler) markUnmarked(ctx context.Context, uid types.UID, ws [
 // written down, one that has them is never scaled down again (it runs
 // only if someone scaled it up since, which wakes the object), and a wake
 // restores only workloads that carry them.
-func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Result, error) {
+func (r *sleeper) sleep(ctx context.Context, ev *evaluation) (ctrl.Result, error) {
 	key, now := ev.key, ev.now
 	log := logf.FromContext(ctx)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
@@ -490,7 +506,7 @@ func (r *ObjectReconciler) sleep(ctx context.Context, ev *evaluation) (ctrl.Resu
 // point leaves Waking or annotated workloads, which the next pass
 // restores; a workload someone else scaled up meanwhile keeps its
 // replicas: a wake never fights them.
-func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy string) (ctrl.Result, error) {
+func (r *sleeper) wake(ctx context.Context, ev *evaluation, wokeBy string) (ctrl.Result, error) {
 	key, now := ev.key, ev.now
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
@@ -545,7 +561,7 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 			}
 			done := func(bool) {}
 			if w.marked {
-				done = r.watches.marked().unmark(w.obj.GetUID())
+				done = r.marked.unmark(w.obj.GetUID())
 			}
 			err := patchWorkload(ctx, r.Client, w, replicas, nil, nil)
 			done(err == nil)
@@ -593,7 +609,7 @@ func (r *ObjectReconciler) wake(ctx context.Context, ev *evaluation, wokeBy stri
 
 // underWay reports whether the API server shows the object in the sleep
 // or wake under way that st describes.
-func (r *ObjectReconciler) underWay(ctx context.Context, key Key, uid types.UID, st expiry.SleepState) (bool, error) {
+func (r *sleeper) underWay(ctx context.Context, key Key, uid types.UID, st expiry.SleepState) (bool, error) {
 	fresh := newMetadata(key.GVK)
 	if err := r.APIReader.Get(ctx, key.NamespacedName, fresh); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -634,7 +650,7 @@ func wakeLabel(wokeBy string, external bool) string {
 
 // sleepWriteFailed handles a failed write of the sleep state: a conflict
 // means the object changed (used, extended), and it is looked at again.
-func (r *ObjectReconciler) sleepWriteFailed(key Key, err error) (ctrl.Result, error) {
+func (r *sleeper) sleepWriteFailed(key Key, err error) (ctrl.Result, error) {
 	switch {
 	case apierrors.IsConflict(err):
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil

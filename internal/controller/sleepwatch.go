@@ -52,10 +52,16 @@ func init() {
 // sees the scale-up and wakes it (observeWake). So does one that loses
 // the label or goes, unless a wake of this process removed it.
 type markedWatch struct {
-	metadata metadata.Interface
+	// watches are the object controller's watches of governed objects,
+	// which this one joins.
+	watches workloadWatches
 	// look queues a look at the objects that own namespace ns; owner is
 	// the UID the label names.
 	look func(ctx context.Context, ns string, owner types.UID)
+	// workloads says the watch was started; workloadsOnce serializes
+	// starting it.
+	workloads     bool
+	workloadsOnce sync.Mutex
 	// unmarking holds the UIDs of the workloads whose label a wake is
 	// removing: the removal is no news.
 	unmarking sync.Map
@@ -65,7 +71,7 @@ type markedWatch struct {
 
 // informer returns the informer of the marked workloads of resource.
 func (m *markedWatch) informer(resource schema.GroupVersionResource) (toolscache.SharedIndexInformer, error) {
-	inf := metadatainformer.NewFilteredMetadataInformer(m.metadata, resource, metav1.NamespaceAll, 0, toolscache.Indexers{},
+	inf := metadatainformer.NewFilteredMetadataInformer(m.watches.metadataClient(), resource, metav1.NamespaceAll, 0, toolscache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = expiry.LabelAsleep }).Informer()
 	if err := inf.SetTransform(CacheTransform); err != nil {
 		return nil, err
@@ -113,18 +119,35 @@ func (m *markedWatch) unmark(uid types.UID) (done func(ok bool)) {
 	}
 }
 
+// workloadWatches is what the watch of marked workloads needs of the
+// object controller's watches: their metadata client, a way to add a
+// source to the object controller, the version a kind is watched at, and
+// a look at an object now.
+type workloadWatches interface {
+	metadataClient() metadata.Interface
+	watch(src source.TypedSource[Key]) error
+	watchedKind(gk schema.GroupKind) (gvk schema.GroupVersionKind, namespaced, ok bool)
+	lookNow(key Key)
+}
+
+// newMarkedWatch returns the watch of marked workloads that joins w.
+func newMarkedWatch(w workloadWatches) *markedWatch {
+	m := &markedWatch{watches: w}
+	m.look = m.lookAtOwners
+	return m
+}
+
 // ensureWorkloads starts, the first time a policy puts objects to sleep,
-// the watch of the workloads a sleep scaled down (markedWatch).
-func (w *watches) ensureWorkloads() error {
-	w.workloadsOnce.Lock()
-	defer w.workloadsOnce.Unlock()
-	w.mu.Lock()
-	started := w.workloads
-	w.mu.Unlock()
-	if started || w.metadata == nil {
+// the watch of the workloads a sleep scaled down.
+func (m *markedWatch) ensureWorkloads() error {
+	if m == nil {
 		return nil
 	}
-	m := w.marked()
+	m.workloadsOnce.Lock()
+	defer m.workloadsOnce.Unlock()
+	if m.workloads || m.watches.metadataClient() == nil {
+		return nil
+	}
 	stores := make([]toolscache.Store, 0, len(workloadKinds))
 	for _, gvk := range workloadKinds {
 		resource := gvk.GroupVersion().WithResource(strings.ToLower(gvk.Kind) + "s")
@@ -136,37 +159,24 @@ func (w *watches) ensureWorkloads() error {
 			go inf.RunWithContext(ctx)
 			return nil
 		})
-		if err := w.controller.Watch(src); err != nil {
+		if err := m.watches.watch(src); err != nil {
 			return fmt.Errorf("watch the %s a sleep scaled down: %w", resource.Resource, err)
 		}
 		stores = append(stores, inf.GetStore())
 	}
 	markedStores.Store(&stores)
 	m.running.Store(true)
-	w.mu.Lock()
-	w.workloads = true
-	w.mu.Unlock()
+	m.workloads = true
 	return nil
-}
-
-// marked returns the watch of marked workloads, made on first use.
-func (w *watches) marked() *markedWatch {
-	if w == nil {
-		return nil
-	}
-	w.markedOnce.Do(func() {
-		w.markedState = &markedWatch{metadata: w.metadata, look: w.lookAtOwners}
-	})
-	return w.markedState
 }
 
 // lookAtOwners queues the objects that own namespace ns: the one whose
 // UID is owner, when one is, else all of them. The namespace is read from
 // the API server, since the cache keeps only the UIDs of its owners.
-func (w *watches) lookAtOwners(ctx context.Context, ns string, owner types.UID) {
+func (m *markedWatch) lookAtOwners(ctx context.Context, ns string, owner types.UID) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	obj, err := w.metadata.Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).Get(ctx, ns, metav1.GetOptions{})
+	obj, err := m.watches.metadataClient().Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).Get(ctx, ns, metav1.GetOptions{})
 	if err != nil {
 		logf.FromContext(ctx).V(1).Info("the owners of a sleeping workload's namespace are not known", "namespace", ns, "error", err.Error())
 		return
@@ -183,11 +193,9 @@ func (w *watches) lookAtOwners(ctx context.Context, ns string, owner types.UID) 
 		if err != nil {
 			continue
 		}
-		w.mu.Lock()
-		k, ok := w.kinds[schema.GroupKind{Group: gv.Group, Kind: ref.Kind}]
-		w.mu.Unlock()
-		if ok && !k.namespaced {
-			w.wakes.Now(Key{GVK: k.gvk, NamespacedName: types.NamespacedName{Name: ref.Name}})
+		gvk, namespaced, ok := m.watches.watchedKind(schema.GroupKind{Group: gv.Group, Kind: ref.Kind})
+		if ok && !namespaced {
+			m.watches.lookNow(Key{GVK: gvk, NamespacedName: types.NamespacedName{Name: ref.Name}})
 		}
 	}
 }

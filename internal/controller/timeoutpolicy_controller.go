@@ -75,6 +75,9 @@ type PolicyReconciler struct {
 	Traffic *Traffic
 
 	watches *watches
+	// workloads is the watch of the workloads a sleep scaled down, started
+	// when a policy first puts objects to sleep; nil starts none.
+	workloads *markedWatch
 	// said holds, per policy, the Ready reason and message this process
 	// last logged as not ready, so that each is logged once, including
 	// one the status already showed when the process started.
@@ -198,7 +201,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, err
 	}
 	if policy.Spec.Sleep != nil {
-		if err := r.watches.ensureWorkloads(); err != nil {
+		if err := r.workloads.ensureWorkloads(); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

@@ -50,13 +50,6 @@ type watches struct {
 	kinds      map[schema.GroupKind]watched
 	stores     map[schema.GroupKind]*objectStore
 	namespaces bool
-	// workloads says the Deployments and StatefulSets a sleep scaled down
-	// are watched (markedWatch); workloadsOnce serializes starting that
-	// watch.
-	workloads     bool
-	workloadsOnce sync.Mutex
-	markedOnce    sync.Once
-	markedState   *markedWatch
 }
 
 type watched struct {
@@ -133,6 +126,25 @@ func (w *watches) ensure(gvk schema.GroupVersionKind, resource schema.GroupVersi
 	w.kinds[gvk.GroupKind()] = watched{gvk: gvk, namespaced: namespaced}
 	return gvk, nil
 }
+
+// metadataClient is the client the watches list and watch metadata with;
+// nil in unit tests.
+func (w *watches) metadataClient() metadata.Interface { return w.metadata }
+
+// watch adds src to the object controller.
+func (w *watches) watch(src source.TypedSource[Key]) error { return w.controller.Watch(src) }
+
+// watchedKind returns the version gk is watched at and whether its
+// objects are namespaced, if it is watched.
+func (w *watches) watchedKind(gk schema.GroupKind) (gvk schema.GroupVersionKind, namespaced, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k, ok := w.kinds[gk]
+	return k.gvk, k.namespaced, ok
+}
+
+// lookNow asks for a look at key at once.
+func (w *watches) lookNow(key Key) { w.wakes.Now(key) }
 
 // store returns the records of kind, nil when it is not watched.
 func (w *watches) store(kind schema.GroupKind) *objectStore {
