@@ -90,7 +90,7 @@ func (a *activity) forget(key Key) {
 // is due, so that nobody is warned about, and nothing is deleted for, an
 // expiry the change has moved. wrote says a write was made: its watch
 // event brings the next reconcile.
-func (r *ObjectReconciler) recordActivity(ctx context.Context, ev *evaluation, plan expiry.Plan) (wake time.Time, wrote bool, err error) {
+func (a *activity) recordActivity(ctx context.Context, c client.Client, ev *evaluation, plan expiry.Plan) (wake time.Time, wrote bool, err error) {
 	key, obj := ev.key, ev.obj
 	window := ev.Schedule.ActivityWindow()
 	recorded, _ := expiry.ParseActivity(obj.Annotations[expiry.AnnotationActivity])
@@ -99,10 +99,10 @@ func (r *ObjectReconciler) recordActivity(ctx context.Context, ev *evaluation, p
 	// scaling it up or editing it, which observeWake sees.
 	selfAsleep := ev.Life.Asleep && (ev.Life.Sleep.Replicas != nil || ev.Life.Sleep.Patch != nil)
 	if window <= 0 || ev.Life.Keep || selfAsleep || obj.Generation <= recorded.Generation {
-		r.activity.forget(key)
+		a.forget(key)
 		return time.Time{}, false, nil
 	}
-	seen := r.activity.observe(key, obj.UID, obj.Generation, ev.now)
+	seen := a.observe(key, obj.UID, obj.Generation, ev.now)
 	last := recorded.At
 	if seen.wrote.After(last) {
 		last = seen.wrote
@@ -116,12 +116,12 @@ func (r *ObjectReconciler) recordActivity(ctx context.Context, ev *evaluation, p
 	}
 
 	value := expiry.Activity{Generation: obj.Generation, At: seen.at.UTC(), Ahead: recorded.Ahead}
-	applied, err := r.writeActivity(ctx, ev, value)
+	applied, err := writeActivity(ctx, c, ev, value)
 	if err != nil {
 		return time.Time{}, false, err
 	}
 	if applied {
-		r.activity.wrote(key, ev.now)
+		a.wrote(key, ev.now)
 		activityWrites.Inc()
 		logf.FromContext(ctx).V(1).Info("activity recorded", "generation", value.Generation, "at", value.At, "policy", ev.policy.Name)
 	}
@@ -133,7 +133,7 @@ func (r *ObjectReconciler) recordActivity(ctx context.Context, ev *evaluation, p
 // which would put the expiry off for ever. It writes at once, before
 // anything is decided from the lifetime, and says whether it wrote: the
 // watch event of the write brings the next reconcile.
-func (r *ObjectReconciler) settleActivity(ctx context.Context, ev *evaluation) (bool, error) {
+func (a *activity) settleActivity(ctx context.Context, c client.Client, ev *evaluation) (bool, error) {
 	if ev.Life.Keep {
 		return false, nil
 	}
@@ -141,7 +141,7 @@ func (r *ObjectReconciler) settleActivity(ctx context.Context, ev *evaluation) (
 	if !write {
 		return false, nil
 	}
-	applied, err := r.writeActivity(ctx, ev, value)
+	applied, err := writeActivity(ctx, c, ev, value)
 	if err != nil {
 		return false, err
 	}
@@ -154,7 +154,7 @@ func (r *ObjectReconciler) settleActivity(ctx context.Context, ev *evaluation) (
 // writeActivity writes the activity annotation. applied is false, with no
 // error, when the object changed or went meanwhile: its event brings
 // another look.
-func (r *ObjectReconciler) writeActivity(ctx context.Context, ev *evaluation, value expiry.Activity) (applied bool, err error) {
+func writeActivity(ctx context.Context, c client.Client, ev *evaluation, value expiry.Activity) (applied bool, err error) {
 	key, obj := ev.key, ev.obj
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		// On this object, not one recreated under its name. Not locked on
@@ -171,7 +171,7 @@ func (r *ObjectReconciler) writeActivity(ctx context.Context, ev *evaluation, va
 	}
 	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	err = r.Client.Patch(writeCtx, obj.DeepCopy(), client.RawPatch(types.MergePatchType, patch))
+	err = c.Patch(writeCtx, obj.DeepCopy(), client.RawPatch(types.MergePatchType, patch))
 	switch {
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 		return false, nil

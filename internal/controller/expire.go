@@ -73,7 +73,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *evaluation) (ctrl.Res
 		// read, would otherwise win over it. It is recorded now (the
 		// deletion is due, so it waits for no window), and its write
 		// brings the next reconcile.
-		if _, wrote, err := r.recordActivity(ctx, ev, plan); wrote || err != nil {
+		if _, wrote, err := r.activity.recordActivity(ctx, r.Client, ev, plan); wrote || err != nil {
 			return ctrl.Result{}, err
 		}
 		obj, u = fresh, whole

@@ -257,7 +257,7 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	if err != nil || ev == nil {
 		return ctrl.Result{}, err
 	}
-	if wrote, err := r.settleActivity(ctx, ev); wrote || err != nil {
+	if wrote, err := r.activity.settleActivity(ctx, r.Client, ev); wrote || err != nil {
 		return ctrl.Result{}, err
 	}
 	if wrote, err := r.settleExtensions(ctx, ev); wrote || err != nil {
@@ -291,7 +291,7 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result,
 	}
 
 	// Use: a spec edit the object does not show as recorded.
-	wake, wrote, err := r.recordActivity(ctx, ev, plan)
+	wake, wrote, err := r.activity.recordActivity(ctx, r.Client, ev, plan)
 	if wrote || err != nil {
 		return ctrl.Result{}, err
 	}

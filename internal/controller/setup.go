@@ -181,7 +181,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Owners:         owners,
 	}
 	policies.Traffic = &Traffic{Prometheus: opts.Prometheus, Client: mgr.GetClient(), Clock: opts.Clock,
-		objects: objects, watches: objects.watches, changed: make(chan event.GenericEvent, 64)}
+		governing: objects.governing, validate: validate, watches: objects.watches, changed: make(chan event.GenericEvent, 64)}
 	if opts.Prometheus != nil {
 		if err := held.Add(policies.Traffic); err != nil {
 			return fmt.Errorf("add the traffic queries: %w", err)

@@ -18,9 +18,7 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -189,9 +187,12 @@ type Traffic struct {
 	Client     client.Client
 	Clock      clock.PassiveClock
 
-	// objects tells which policy governs an object, as it decides.
-	objects *ObjectReconciler
-	watches *watches
+	// governing tells which policy governs an object, as the object
+	// reconciler decides; validate says what is wrong with a policy, as
+	// its Ready condition does.
+	governing func(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) (*match.Candidate, error)
+	validate  func(p *v1alpha1.TimeoutPolicy) error
+	watches   *watches
 	// changed receives a policy whose condition changed, for its status.
 	changed chan event.GenericEvent
 
@@ -288,7 +289,7 @@ func (t *Traffic) pass(ctx context.Context) {
 		}
 		seen[p.Name] = true
 		q, err := parseTraffic(p.Spec)
-		if err != nil || validate(p) != nil {
+		if err != nil || t.validate(p) != nil {
 			// Ready says what is wrong.
 			continue
 		}
@@ -427,7 +428,7 @@ func (t *Traffic) use(ctx context.Context, p *v1alpha1.TimeoutPolicy, targets tr
 // activity is older than the activity window (or, under a sleep by age
 // only, it is asleep).
 func (t *Traffic) write(ctx context.Context, p *v1alpha1.TimeoutPolicy, gvk schema.GroupVersionKind, o *metav1.PartialObjectMetadata, now time.Time) (bool, error) {
-	c, err := t.objects.governing(ctx, gvk, o)
+	c, err := t.governing(ctx, gvk, o)
 	if err != nil || c == nil || c.Name != p.Name || c.SpecErr != nil {
 		return false, err
 	}
@@ -483,41 +484,4 @@ func (t *Traffic) watchedAs(gk schema.GroupKind) (schema.GroupVersionKind, bool)
 }
 
 // Event reasons on TimeoutPolicies with spec.traffic.
-const (
-	// ReasonTrafficNotConfigured: the policy asks for traffic but the
-	// controller runs without --prometheus-url.
-	ReasonTrafficNotConfigured = "TrafficNotConfigured"
-	// ReasonTrafficQueryFailed: the policy's traffic query failed; traffic
-	// does not count as use until it succeeds again.
-	ReasonTrafficQueryFailed = "TrafficQueryFailed"
-)
-
-// setTraffic sets p's Traffic condition from the last evaluation of its
-// query, and removes it from a policy that asks for no traffic.
-func (r *PolicyReconciler) setTraffic(p *v1alpha1.TimeoutPolicy) {
-	if p.Spec.Traffic == nil {
-		meta.RemoveStatusCondition(&p.Status.Conditions, v1alpha1.ConditionTraffic)
-		return
-	}
-	if c := r.Traffic.condition(p); c != nil {
-		meta.SetStatusCondition(&p.Status.Conditions, *c)
-	}
-}
-
-// warnTraffic records a Warning when the Traffic condition has just turned
-// False, or False for another reason: it is called once the status that
-// says so is written.
-func (r *PolicyReconciler) warnTraffic(orig, p *v1alpha1.TimeoutPolicy) {
-	now := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionTraffic)
-	if now == nil || now.Status != metav1.ConditionFalse {
-		return
-	}
-	if was := meta.FindStatusCondition(orig.Status.Conditions, v1alpha1.ConditionTraffic); was != nil && was.Status == now.Status && was.Reason == now.Reason {
-		return
-	}
-	reason := ReasonTrafficQueryFailed
-	if now.Reason == v1alpha1.ReasonTrafficNotConfigured {
-		reason = ReasonTrafficNotConfigured
-	}
-	r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, reason, actionEvaluate, "%s", now.Message)
-}
+const ()

@@ -189,7 +189,7 @@ func TestTrafficWritesUseOfTheGovernedObjectsItNames(t *testing.T) {
 	h := newHarness(t, t0, policy, other, busy, recent, kept, othersOwn, quiet,
 		newNamespace("amp-busy", nil), newNamespace("amp-quiet", nil))
 	w := &watches{reader: h.client, kinds: map[schema.GroupKind]watched{configMapGVK.GroupKind(): {gvk: configMapGVK, namespaced: true}}}
-	tr := &Traffic{Client: h.r.Client, Clock: h.clock, objects: h.r, watches: w,
+	tr := &Traffic{Client: h.r.Client, Clock: h.clock, governing: h.r.governing, validate: validate, watches: w,
 		Prometheus: fakeAPI{vector: model.Vector{sample(2, "namespace", "amp-busy"), sample(0, "namespace", "amp-quiet")}}}
 
 	reason, msg := tr.evaluate(context.Background(), policy, trafficQuery{query: "q", interval: 15 * time.Second}, t0)
@@ -275,7 +275,7 @@ func TestTrafficUnderASleepByAgeWakesOnlyWhatSleeps(t *testing.T) {
 	awake := newConfigMap("awake", inNamespace("amp-a"), firstGeneration)
 	h := newHarness(t, t0, policy, sleeping, awake, newNamespace("amp-a", nil))
 	w := &watches{reader: h.client, kinds: map[schema.GroupKind]watched{configMapGVK.GroupKind(): {gvk: configMapGVK, namespaced: true}}}
-	tr := &Traffic{Client: h.r.Client, Clock: h.clock, objects: h.r, watches: w, Prometheus: fakeAPI{vector: model.Vector{sample(1, "namespace", "amp-a")}}}
+	tr := &Traffic{Client: h.r.Client, Clock: h.clock, governing: h.r.governing, validate: validate, watches: w, Prometheus: fakeAPI{vector: model.Vector{sample(1, "namespace", "amp-a")}}}
 
 	tr.evaluate(context.Background(), policy, trafficQuery{query: "q", interval: time.Minute}, t0)
 	if u, ok := expiry.LastUse(h.stored(sleeping).Annotations); !ok || u.Via != expiry.ViaTraffic {
