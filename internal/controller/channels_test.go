@@ -43,15 +43,6 @@ func channelsWith(t *testing.T, secrets notify.Secrets, chans ...*v1alpha1.Notif
 	return &Channels{Reader: b.Build(), Secrets: secrets, Clock: clocktesting.NewFakePassiveClock(t0)}
 }
 
-func channel(name string, spec v1alpha1.NotificationChannelSpec) *v1alpha1.NotificationChannel {
-	return &v1alpha1.NotificationChannel{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
-}
-
-var hookSpec = v1alpha1.NotificationChannelSpec{Webhook: &v1alpha1.WebhookChannel{
-	URL:       "https://hooks.example.com/timeout",
-	SecretRef: v1alpha1.SecretKeySelector{Namespace: "timeout-system", Name: "hooks", Key: "key"},
-}}
-
 func TestChannelsAreBuiltOnceWhenEveryWorkerMissesAtOnce(t *testing.T) {
 	secrets := &slowSecrets{}
 	c := channelsWith(t, secrets, channel("ops", hookSpec))
@@ -71,13 +62,6 @@ func TestChannelsAreBuiltOnceWhenEveryWorkerMissesAtOnce(t *testing.T) {
 	if n := secrets.reads.Load(); n != 1 {
 		t.Errorf("16 workers at once read the Secret %d times, want 1", n)
 	}
-}
-
-// secretsByKey returns each Secret key's value from a map.
-type secretsByKey map[string]string
-
-func (s secretsByKey) Get(_ context.Context, _, _, key string) ([]byte, error) {
-	return []byte(s[key]), nil
 }
 
 // The plugin plans with notify.ChannelNames, from the spec alone: the

@@ -4,9 +4,7 @@
 package controller
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -33,8 +31,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
-	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
@@ -111,10 +107,6 @@ func chain() []client.Object {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web-1", UID: "uid-pod", OwnerReferences: []metav1.OwnerReference{{
 		APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-5d9", UID: "uid-rs", Controller: ptr.To(true)}}}}
 	return []client.Object{ns, deploy, rs, pod}
-}
-
-func idle(d v1alpha1.Duration) func(*v1alpha1.TimeoutPolicy) {
-	return func(p *v1alpha1.TimeoutPolicy) { p.Spec.IdleTTL = d }
 }
 
 func TestConnectionsResolveTheGovernedOwner(t *testing.T) {
@@ -216,31 +208,6 @@ func TestConnectionsRecordUseOncePerWindow(t *testing.T) {
 			t.Errorf("last-active %s, want %s kept", got, later)
 		}
 	})
-}
-
-func TestTheAuditOfAnIdleExpiryNamesTheLastUse(t *testing.T) {
-	used := expiry.Use{At: t0.Add(5 * time.Minute), Via: expiry.ViaExec, By: "alice"}
-	var kv []string
-	for k, v := range used.Annotations() {
-		kv = append(kv, k, v)
-	}
-	cm := newConfigMap("used", annotated(kv...))
-	h := newHarness(t, t0.Add(65*time.Minute), fixture.Policy("idle", fixture.DefaultTTL("10m"), idle("1h")), cm)
-	var trail bytes.Buffer
-	h.r.DryRun, h.r.Audit = true, audit.New(&trail)
-	if _, err := h.reconcile(cm); err != nil {
-		t.Fatal(err)
-	}
-	var rec audit.Record
-	dec := json.NewDecoder(&trail)
-	for rec.Type != audit.WouldDelete {
-		if err := dec.Decode(&rec); err != nil {
-			t.Fatalf("audit trail without a would-delete record: %v", err)
-		}
-	}
-	if rec.LastUse == nil || rec.LastUse.Via != expiry.ViaExec || rec.LastUse.By != "alice" || !rec.LastUse.At.Equal(used.At) {
-		t.Errorf("the record of an idle expiry names the last use %+v, want %+v", rec.LastUse, used)
-	}
 }
 
 // connectRBAC answers the SubjectAccessReviews of connections as the API

@@ -233,19 +233,6 @@ func (h *harness) warned(cm *corev1.ConfigMap) map[string]string {
 	return rec.Warned
 }
 
-// kinds returns the "Type Reason" of each Event.
-func kinds(evs []string) []string {
-	out := []string{}
-	for _, e := range evs {
-		f := strings.Fields(e)
-		if len(f) >= 2 {
-			e = f[0] + " " + f[1]
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
 func TestFakeClientServesConfigMapsAsMetadata(t *testing.T) {
 	// The reconciler reads governed objects as PartialObjectMetadata; the
 	// fake client must turn the typed ConfigMaps it stores into that, or

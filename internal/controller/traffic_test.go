@@ -4,23 +4,15 @@
 package controller
 
 import (
-	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
-	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 func TestParseTraffic(t *testing.T) {
@@ -74,22 +66,6 @@ func TestTrafficQueryTimeoutIsWholeSecondsWithinTheInterval(t *testing.T) {
 			t.Errorf("timeout of a %s interval: %s; want %s", interval, got, want)
 		}
 	}
-}
-
-func TestValidateNamesTheTrafficField(t *testing.T) {
-	p := &v1alpha1.TimeoutPolicy{Spec: v1alpha1.TimeoutPolicySpec{IdleTTL: "1h", Target: v1alpha1.Target{APIVersion: "amphitheatre.app/v1", Kind: "Playbook"},
-		Traffic: &v1alpha1.Traffic{Query: "up", Interval: "1s"}}}
-	if err := validate(p); err == nil || !strings.Contains(err.Error(), "spec.traffic.interval") {
-		t.Fatalf("validate: %v; want an error about spec.traffic.interval", err)
-	}
-}
-
-func sample(v float64, labels ...string) *model.Sample {
-	m := model.Metric{}
-	for i := 0; i+1 < len(labels); i += 2 {
-		m[model.LabelName(labels[i])] = model.LabelValue(labels[i+1])
-	}
-	return &model.Sample{Metric: m, Value: model.SampleValue(v)}
 }
 
 func object(namespace, name string, uid types.UID) *metav1.PartialObjectMetadata {
@@ -154,134 +130,4 @@ func TestTrafficCondition(t *testing.T) {
 			t.Fatalf("condition %+v", c)
 		}
 	})
-}
-
-// fakeAPI is a Prometheus client that answers every query with vector,
-// or err.
-type fakeAPI struct {
-	promv1.API
-	vector model.Vector
-	err    error
-}
-
-func (f fakeAPI) Query(context.Context, string, time.Time, ...promv1.Option) (model.Value, promv1.Warnings, error) {
-	if f.err != nil {
-		return nil, nil, f.err
-	}
-	return f.vector, nil, nil
-}
-
-func TestTrafficWritesUseOfTheGovernedObjectsItNames(t *testing.T) {
-	t0 := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
-	traffic := func(p *v1alpha1.TimeoutPolicy) {
-		p.Spec.IdleTTL = "20m" // a window of one minute
-		p.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
-		p.Spec.Traffic = &v1alpha1.Traffic{Query: "q", Interval: "15s"}
-	}
-	policy := fixture.Policy("traffic", traffic)
-	other := fixture.Policy("other", fixture.Selecting(map[string]string{"team": "b"}), func(p *v1alpha1.TimeoutPolicy) { p.Spec.IdleTTL = "20m" })
-	team := func(name string) func(*corev1.ConfigMap) { return labelled(map[string]string{"team": name}) }
-	busy := newConfigMap("busy", inNamespace("amp-busy"), team("a"), firstGeneration)
-	recent := newConfigMap("recent", inNamespace("amp-busy"), team("a"), firstGeneration, annotated(expiry.AnnotationLastActive, t0.Add(-30*time.Second).Format(time.RFC3339)))
-	kept := newConfigMap("kept", inNamespace("amp-busy"), team("a"), firstGeneration, annotated(expiry.AnnotationKeep, "true"))
-	othersOwn := newConfigMap("others", inNamespace("amp-busy"), team("b"), firstGeneration)
-	quiet := newConfigMap("quiet", inNamespace("amp-quiet"), team("a"), firstGeneration)
-	h := newHarness(t, t0, policy, other, busy, recent, kept, othersOwn, quiet,
-		newNamespace("amp-busy", nil), newNamespace("amp-quiet", nil))
-	w := &watches{reader: h.client, kinds: map[schema.GroupKind]watched{configMapGVK.GroupKind(): {gvk: configMapGVK, namespaced: true}}}
-	tr := &Traffic{Client: h.r.Client, Clock: h.clock, governing: h.r.governing, validate: validate, watches: w,
-		Prometheus: fakeAPI{vector: model.Vector{sample(2, "namespace", "amp-busy"), sample(0, "namespace", "amp-quiet")}}}
-
-	reason, msg := tr.evaluate(context.Background(), policy, trafficQuery{query: "q", interval: 15 * time.Second}, t0)
-	if reason != v1alpha1.ReasonQueried || msg != "The traffic query gave 2 samples; 1 namespaces above 0" {
-		t.Fatalf("evaluate: %s %q; want Queried, naming the samples and the namespaces above the threshold", reason, msg)
-	}
-	u, ok := expiry.LastUse(h.stored(busy).Annotations)
-	if !ok || u.Via != expiry.ViaTraffic || !u.At.Equal(t0) {
-		t.Fatalf("busy's last use: %+v, %v; want traffic at %s", u, ok, t0)
-	}
-	for _, cm := range []*corev1.ConfigMap{recent, kept, othersOwn, quiet} {
-		if _, ok := h.stored(cm).Annotations[expiry.AnnotationLastUse]; ok {
-			t.Errorf("%s: last-use written; want it left alone (%v)", cm.Name, h.stored(cm).Annotations)
-		}
-	}
-
-	// Within the window, busy is not written again.
-	h.clock.Step(20 * time.Second)
-	before := h.stored(busy).ResourceVersion
-	if _, again := tr.evaluate(context.Background(), policy, trafficQuery{query: "q", interval: 15 * time.Second}, h.clock.Now()); again != msg {
-		t.Fatalf("evaluate within the window: %q; want the same message as before, %q, so that the status is not written again", again, msg)
-	}
-	if rv := h.stored(busy).ResourceVersion; rv != before {
-		t.Fatalf("busy written again within the window (resourceVersion %s, was %s)", rv, before)
-	}
-
-	// A failing Prometheus moves nothing.
-	h.clock.Step(time.Hour)
-	tr.Prometheus = fakeAPI{err: errors.New("connection refused")}
-	reason, msg = tr.evaluate(context.Background(), policy, trafficQuery{query: "q", interval: 15 * time.Second}, h.clock.Now())
-	if reason != v1alpha1.ReasonQueryFailed || !strings.Contains(msg, "connection refused") {
-		t.Fatalf("evaluate with Prometheus down: %s %q", reason, msg)
-	}
-	if u, _ := expiry.LastUse(h.stored(busy).Annotations); !u.At.Equal(t0) {
-		t.Fatalf("busy's last use moved to %s while Prometheus failed", u.At)
-	}
-}
-
-func TestAPolicyAskingForTrafficWithoutPrometheusSaysSoOnceAndStaysReady(t *testing.T) {
-	t0 := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
-	p := fixture.Policy("traffic", func(p *v1alpha1.TimeoutPolicy) {
-		p.Spec.IdleTTL = "1h"
-		p.Spec.Traffic = &v1alpha1.Traffic{Query: "up"}
-	})
-	h := newPolicyHarness(t, t0, p)
-	h.r.Traffic = &Traffic{}
-	for range 2 {
-		_, got := h.reconcile(t, "traffic")
-		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionTraffic)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonTrafficNotConfigured {
-			t.Fatalf("Traffic condition %+v; want False NotConfigured", c)
-		}
-		if !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionReady) {
-			t.Fatalf("Ready %+v; want True: nothing else changes", meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady))
-		}
-	}
-	if got := drain(h.rec); len(got) != 1 || !strings.HasPrefix(got[0], "Warning "+ReasonTrafficNotConfigured) {
-		t.Fatalf("events %q; want one Warning %s", got, ReasonTrafficNotConfigured)
-	}
-
-	// Without traffic, the condition goes.
-	cur := &v1alpha1.TimeoutPolicy{}
-	if err := h.client.Get(context.Background(), types.NamespacedName{Name: "traffic"}, cur); err != nil {
-		t.Fatal(err)
-	}
-	cur.Spec.Traffic = nil
-	if err := h.client.Update(context.Background(), cur); err != nil {
-		t.Fatal(err)
-	}
-	if _, got := h.reconcile(t, "traffic"); meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionTraffic) != nil {
-		t.Fatalf("conditions %+v; want no Traffic condition", got.Status.Conditions)
-	}
-}
-
-func TestTrafficUnderASleepByAgeWakesOnlyWhatSleeps(t *testing.T) {
-	t0 := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
-	policy := fixture.Policy("by-age", func(p *v1alpha1.TimeoutPolicy) {
-		p.Spec.Sleep = &v1alpha1.Sleep{After: "1h", DeleteAfter: "1d"}
-		p.Spec.Traffic = &v1alpha1.Traffic{Query: "q"}
-	})
-	asleep := expiry.SleepState{Phase: expiry.PhaseAsleep, Since: t0.Add(-time.Hour)}
-	sleeping := newConfigMap("sleeping", inNamespace("amp-a"), firstGeneration, annotated(expiry.AnnotationSleep, asleep.String()))
-	awake := newConfigMap("awake", inNamespace("amp-a"), firstGeneration)
-	h := newHarness(t, t0, policy, sleeping, awake, newNamespace("amp-a", nil))
-	w := &watches{reader: h.client, kinds: map[schema.GroupKind]watched{configMapGVK.GroupKind(): {gvk: configMapGVK, namespaced: true}}}
-	tr := &Traffic{Client: h.r.Client, Clock: h.clock, governing: h.r.governing, validate: validate, watches: w, Prometheus: fakeAPI{vector: model.Vector{sample(1, "namespace", "amp-a")}}}
-
-	tr.evaluate(context.Background(), policy, trafficQuery{query: "q", interval: time.Minute}, t0)
-	if u, ok := expiry.LastUse(h.stored(sleeping).Annotations); !ok || u.Via != expiry.ViaTraffic {
-		t.Fatalf("sleeping: last use %+v, %v; want traffic, which wakes it", u, ok)
-	}
-	if _, ok := h.stored(awake).Annotations[expiry.AnnotationLastUse]; ok {
-		t.Fatal("awake: last-use written; nothing reads it under a sleep by age")
-	}
 }
