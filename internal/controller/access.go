@@ -41,7 +41,7 @@ type Access struct {
 	Reviews authorizationv1client.SelfSubjectAccessReviewInterface
 	Clock   clock.PassiveClock
 
-	answers *ttlCache[accessKey, bool]
+	answers *TTLCache[accessKey, bool]
 }
 
 type accessKey struct {
@@ -52,7 +52,7 @@ type accessKey struct {
 
 // NewAccess returns an Access that sends its reviews through reviews.
 func NewAccess(reviews authorizationv1client.SelfSubjectAccessReviewInterface, c clock.PassiveClock) *Access {
-	return &Access{Reviews: reviews, Clock: c, answers: newTTLCache[accessKey, bool](c, maxAccessReviews)}
+	return &Access{Reviews: reviews, Clock: c, answers: NewTTLCache[accessKey, bool](c, maxAccessReviews)}
 }
 
 // missing returns those of verbs the controller may not use on resource in
@@ -65,7 +65,7 @@ func (a *Access) missing(ctx context.Context, resource schema.GroupResource, nam
 	var out []string
 	for _, verb := range verbs {
 		key := accessKey{resource: resource, namespace: namespace, verb: verb}
-		if allowed, ok := a.answers.get(key); ok {
+		if allowed, ok := a.answers.Get(key); ok {
 			if !allowed {
 				out = append(out, verb)
 			}
@@ -83,10 +83,10 @@ func (a *Access) missing(ctx context.Context, resource schema.GroupResource, nam
 			return nil, fmt.Errorf("ask whether the controller may %s %s: %w", verb, resource, err)
 		}
 		if review.Status.Allowed && !review.Status.Denied {
-			a.answers.put(key, true, asked.Add(accessAllowTTL))
+			a.answers.Put(key, true, asked.Add(accessAllowTTL))
 			continue
 		}
-		a.answers.put(key, false, asked.Add(targetRetry))
+		a.answers.Put(key, false, asked.Add(targetRetry))
 		out = append(out, verb)
 	}
 	return out, nil

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -451,4 +452,36 @@ func (s secretReader) ConfigMap(ctx context.Context, namespace, name, key string
 		return v, nil
 	}
 	return nil, fmt.Errorf("configmap %s/%s has no key %q", namespace, name, key)
+}
+
+// reserve takes a slot of each named channel for the message about to be
+// sent, so that a worker whose channels are all busy costs the API server
+// nothing (the title's read comes after). It returns the set to send
+// with, in which the reserved channels give their slot back when they
+// send; the names it reserved, in their order; those that were busy; and
+// a release for the slots of messages not sent after all.
+func (s *channelSet) reserve(names []string) (held *channelSet, reserved, busy []string, release func()) {
+	held = &channelSet{names: s.names, notifiers: maps.Clone(s.notifiers), templates: s.templates, emailDomains: s.emailDomains}
+	var releases []func()
+	for _, name := range names {
+		n, ok := s.notifiers[name]
+		if !ok {
+			// The Kubernetes Event: never busy.
+			reserved = append(reserved, name)
+			continue
+		}
+		h, rel, ok := notify.Reserve(n)
+		if !ok {
+			busy = append(busy, name)
+			continue
+		}
+		held.notifiers[name] = h
+		reserved = append(reserved, name)
+		releases = append(releases, rel)
+	}
+	return held, reserved, busy, func() {
+		for _, rel := range releases {
+			rel()
+		}
+	}
 }

@@ -87,11 +87,11 @@ type Connections struct {
 	Clock   clock.PassiveClock
 
 	queue    chan connection
-	reviewed *ttlCache[reviewKey, verdict]
-	resolved *ttlCache[types.NamespacedName, governedObject]
+	reviewed *TTLCache[reviewKey, verdict]
+	resolved *TTLCache[types.NamespacedName, governedObject]
 	// recorded holds, per governed object, the last-active time known on
 	// it, until a new use is worth a write.
-	recorded *ttlCache[types.UID, time.Time]
+	recorded *TTLCache[types.UID, time.Time]
 }
 
 // connection is one connection seen at admission: to pod's subresource,
@@ -122,9 +122,9 @@ func NewConnections(reader, policies client.Reader, writer client.Writer, review
 	return &Connections{
 		Reader: reader, Policies: policies, Writer: writer, Reviews: reviews, Clock: clk,
 		queue:    make(chan connection, connectQueue),
-		reviewed: newTTLCache[reviewKey, verdict](clk, connectCacheLimit),
-		resolved: newTTLCache[types.NamespacedName, governedObject](clk, connectCacheLimit),
-		recorded: newTTLCache[types.UID, time.Time](clk, connectCacheLimit),
+		reviewed: NewTTLCache[reviewKey, verdict](clk, connectCacheLimit),
+		resolved: NewTTLCache[types.NamespacedName, governedObject](clk, connectCacheLimit),
+		recorded: NewTTLCache[types.UID, time.Time](clk, connectCacheLimit),
 	}
 }
 
@@ -198,28 +198,28 @@ func (c *Connections) record(ctx context.Context, conn connection) (string, erro
 		logf.FromContext(ctx).V(1).Info("connection not recorded: the user named may not make it", "pod", conn.pod, "via", conn.use.Via)
 		return "unverified", nil
 	}
-	g, ok := c.resolved.get(conn.pod)
+	g, ok := c.resolved.Get(conn.pod)
 	if !ok {
 		var err error
 		if g, err = c.resolve(ctx, conn.pod); err != nil {
 			// The connections to this Pod in the next few seconds are not
 			// recorded either, rather than each failing (and logging) alike.
-			c.resolved.put(conn.pod, governedObject{}, conn.use.At.Add(resolveRetry))
+			c.resolved.Put(conn.pod, governedObject{}, conn.use.At.Add(resolveRetry))
 			return "failed", err
 		}
-		c.resolved.put(conn.pod, g, conn.use.At.Add(resolveTTL))
+		c.resolved.Put(conn.pod, g, conn.use.At.Add(resolveTTL))
 	}
 	if g.uid == "" || g.window <= 0 {
 		return "ungoverned", nil
 	}
-	if last, ok := c.recorded.get(g.uid); ok && conn.use.At.Before(last.Add(g.window)) {
+	if last, ok := c.recorded.Get(g.uid); ok && conn.use.At.Before(last.Add(g.window)) {
 		return "throttled", nil
 	}
 	last, wrote, err := c.write(ctx, g, conn.use)
 	if err != nil {
 		return "failed", err
 	}
-	c.recorded.put(g.uid, last, last.Add(g.window))
+	c.recorded.Put(g.uid, last, last.Add(g.window))
 	if !wrote {
 		return "throttled", nil
 	}

@@ -72,7 +72,7 @@ func (c *Connections) verify(ctx context.Context, conn connection) (verdict, err
 		return unanswered, err
 	}
 	key := reviewKey(sha256.Sum256(spec))
-	if v, ok := c.reviewed.get(key); ok {
+	if v, ok := c.reviewed.Get(key); ok {
 		return v, nil
 	}
 	asked := c.Clock.Now()
@@ -83,14 +83,14 @@ func (c *Connections) verify(ctx context.Context, conn connection) (verdict, err
 		if err != nil {
 			// The same connections in the next few seconds are not asked
 			// about again, rather than each failing (and logging) alike.
-			c.reviewed.put(key, unanswered, asked.Add(resolveRetry))
+			c.reviewed.Put(key, unanswered, asked.Add(resolveRetry))
 			return unanswered, fmt.Errorf("ask whether the user named may %s pods/%s %s: %w", verb, conn.subresource, conn.pod, err)
 		}
 		if answer.Status.Allowed && !answer.Status.Denied {
-			c.reviewed.put(key, verified, asked.Add(connectReviewTTL))
+			c.reviewed.Put(key, verified, asked.Add(connectReviewTTL))
 			return verified, nil
 		}
 	}
-	c.reviewed.put(key, unverified, asked.Add(connectReviewTTL))
+	c.reviewed.Put(key, unverified, asked.Add(connectReviewTTL))
 	return unverified, nil
 }

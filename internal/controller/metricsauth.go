@@ -68,15 +68,15 @@ type scraperAuth struct {
 
 	// users are who each token belongs to, nil for a token the API server
 	// refused, by the token's hash: the token itself is kept nowhere.
-	users *ttlCache[[sha256.Size]byte, *authenticationv1.UserInfo]
+	users *TTLCache[[sha256.Size]byte, *authenticationv1.UserInfo]
 	// decisions are whether a user may use a verb on a path.
-	decisions *ttlCache[string, bool]
+	decisions *TTLCache[string, bool]
 }
 
 func newScraperAuth(tokens authenticationv1client.TokenReviewInterface, access authorizationv1client.SubjectAccessReviewInterface, c clock.PassiveClock) *scraperAuth {
 	return &scraperAuth{tokens: tokens, access: access, clock: c,
-		users:     newTTLCache[[sha256.Size]byte, *authenticationv1.UserInfo](c, maxCachedReviews),
-		decisions: newTTLCache[string, bool](c, maxCachedReviews)}
+		users:     NewTTLCache[[sha256.Size]byte, *authenticationv1.UserInfo](c, maxCachedReviews),
+		decisions: NewTTLCache[string, bool](c, maxCachedReviews)}
 }
 
 func (a *scraperAuth) serve(log logr.Logger, next http.Handler, w http.ResponseWriter, req *http.Request) {
@@ -116,7 +116,7 @@ func (a *scraperAuth) serve(log logr.Logger, next http.Handler, w http.ResponseW
 // does not accept it.
 func (a *scraperAuth) authenticate(ctx context.Context, token string) (*authenticationv1.UserInfo, error) {
 	key := sha256.Sum256([]byte(token))
-	if user, ok := a.users.get(key); ok {
+	if user, ok := a.users.Get(key); ok {
 		return user, nil
 	}
 	asked := a.clock.Now()
@@ -128,14 +128,14 @@ func (a *scraperAuth) authenticate(ctx context.Context, token string) (*authenti
 	if review.Status.Authenticated {
 		user = &review.Status.User
 	}
-	a.users.put(key, user, asked.Add(tokenReviewTTL))
+	a.users.Put(key, user, asked.Add(tokenReviewTTL))
 	return user, nil
 }
 
 // authorize reports whether user may use verb on the non-resource path.
 func (a *scraperAuth) authorize(ctx context.Context, user *authenticationv1.UserInfo, verb, path string) (bool, error) {
 	key := fmt.Sprintf("%q %q %q %q %q", user.Username, user.UID, user.Groups, verb, path)
-	if allowed, ok := a.decisions.get(key); ok {
+	if allowed, ok := a.decisions.Get(key); ok {
 		return allowed, nil
 	}
 	asked := a.clock.Now()
@@ -155,6 +155,6 @@ func (a *scraperAuth) authorize(ctx context.Context, user *authenticationv1.User
 	if allowed {
 		until = asked.Add(accessAllowTTL)
 	}
-	a.decisions.put(key, allowed, until)
+	a.decisions.Put(key, allowed, until)
 	return allowed, nil
 }

@@ -71,7 +71,7 @@ type markedWatch struct {
 
 // informer returns the informer of the marked workloads of resource.
 func (m *markedWatch) informer(resource schema.GroupVersionResource) (toolscache.SharedIndexInformer, error) {
-	inf := metadatainformer.NewFilteredMetadataInformer(m.watches.metadataClient(), resource, metav1.NamespaceAll, 0, toolscache.Indexers{},
+	inf := metadatainformer.NewFilteredMetadataInformer(m.watches.MetadataClient(), resource, metav1.NamespaceAll, 0, toolscache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = expiry.LabelAsleep }).Informer()
 	if err := inf.SetTransform(CacheTransform); err != nil {
 		return nil, err
@@ -124,10 +124,10 @@ func (m *markedWatch) unmark(uid types.UID) (done func(ok bool)) {
 // source to the object controller, the version a kind is watched at, and
 // a look at an object now.
 type workloadWatches interface {
-	metadataClient() metadata.Interface
-	watch(src source.TypedSource[Key]) error
-	watchedKind(gk schema.GroupKind) (gvk schema.GroupVersionKind, namespaced, ok bool)
-	lookNow(key Key)
+	MetadataClient() metadata.Interface
+	Watch(src source.TypedSource[Key]) error
+	WatchedKind(gk schema.GroupKind) (gvk schema.GroupVersionKind, namespaced, ok bool)
+	LookNow(key Key)
 }
 
 // newMarkedWatch returns the watch of marked workloads that joins w.
@@ -145,7 +145,7 @@ func (m *markedWatch) ensureWorkloads() error {
 	}
 	m.workloadsOnce.Lock()
 	defer m.workloadsOnce.Unlock()
-	if m.workloads || m.watches.metadataClient() == nil {
+	if m.workloads || m.watches.MetadataClient() == nil {
 		return nil
 	}
 	stores := make([]toolscache.Store, 0, len(workloadKinds))
@@ -159,7 +159,7 @@ func (m *markedWatch) ensureWorkloads() error {
 			go inf.RunWithContext(ctx)
 			return nil
 		})
-		if err := m.watches.watch(src); err != nil {
+		if err := m.watches.Watch(src); err != nil {
 			return fmt.Errorf("watch the %s a sleep scaled down: %w", resource.Resource, err)
 		}
 		stores = append(stores, inf.GetStore())
@@ -176,7 +176,7 @@ func (m *markedWatch) ensureWorkloads() error {
 func (m *markedWatch) lookAtOwners(ctx context.Context, ns string, owner types.UID) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	obj, err := m.watches.metadataClient().Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).Get(ctx, ns, metav1.GetOptions{})
+	obj, err := m.watches.MetadataClient().Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).Get(ctx, ns, metav1.GetOptions{})
 	if err != nil {
 		logf.FromContext(ctx).V(1).Info("the owners of a sleeping workload's namespace are not known", "namespace", ns, "error", err.Error())
 		return
@@ -193,9 +193,9 @@ func (m *markedWatch) lookAtOwners(ctx context.Context, ns string, owner types.U
 		if err != nil {
 			continue
 		}
-		gvk, namespaced, ok := m.watches.watchedKind(schema.GroupKind{Group: gv.Group, Kind: ref.Kind})
+		gvk, namespaced, ok := m.watches.WatchedKind(schema.GroupKind{Group: gv.Group, Kind: ref.Kind})
 		if ok && !namespaced {
-			m.watches.lookNow(Key{GVK: gvk, NamespacedName: types.NamespacedName{Name: ref.Name}})
+			m.watches.LookNow(Key{GVK: gvk, NamespacedName: types.NamespacedName{Name: ref.Name}})
 		}
 	}
 }

@@ -468,19 +468,12 @@ func (t *Traffic) write(ctx context.Context, p *v1alpha1.TimeoutPolicy, gvk sche
 }
 
 // watchedAs returns the version gk is watched at, if it is.
-func (w *watches) watchedAs(gk schema.GroupKind) (schema.GroupVersionKind, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	k, ok := w.kinds[gk]
-	return k.gvk, ok
-}
-
-// watchedAs returns the version gk is watched at, if it is.
 func (t *Traffic) watchedAs(gk schema.GroupKind) (schema.GroupVersionKind, bool) {
 	if t.watches == nil {
 		return schema.GroupVersionKind{}, false
 	}
-	return t.watches.watchedAs(gk)
+	gvk, _, ok := t.watches.WatchedKind(gk)
+	return gvk, ok
 }
 
 // Event reasons on TimeoutPolicies with spec.traffic.

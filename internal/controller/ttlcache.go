@@ -10,12 +10,12 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// ttlCache keeps answers for a while, and at most limit of them, so that
+// TTLCache keeps answers for a while, and at most limit of them, so that
 // made-up keys cannot grow it without end. Full, it forgets the answers
 // that have expired and, when none has, the one that would expire first:
 // the ones still in use stay. Like all in-memory state here, it could be
 // dropped at any moment.
-type ttlCache[K comparable, V any] struct {
+type TTLCache[K comparable, V any] struct {
 	clock clock.PassiveClock
 	limit int
 
@@ -28,15 +28,15 @@ type ttlEntry[V any] struct {
 	until time.Time
 }
 
-// newTTLCache returns an empty cache of at most limit entries (at least
+// NewTTLCache returns an empty cache of at most limit entries (at least
 // one).
-func newTTLCache[K comparable, V any](c clock.PassiveClock, limit int) *ttlCache[K, V] {
-	return &ttlCache[K, V]{clock: c, limit: max(limit, 1), entries: map[K]ttlEntry[V]{}}
+func NewTTLCache[K comparable, V any](c clock.PassiveClock, limit int) *TTLCache[K, V] {
+	return &TTLCache[K, V]{clock: c, limit: max(limit, 1), entries: map[K]ttlEntry[V]{}}
 }
 
-// get returns the value kept under k, unless there is none or it has
+// Get returns the value kept under k, unless there is none or it has
 // expired.
-func (c *ttlCache[K, V]) get(k K) (V, bool) {
+func (c *TTLCache[K, V]) Get(k K) (V, bool) {
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -48,10 +48,10 @@ func (c *ttlCache[K, V]) get(k K) (V, bool) {
 	return e.value, true
 }
 
-// put keeps v under k until the time until. The caller reckons it from
+// Put keeps v under k until the time until. The caller reckons it from
 // when it asked, not from when the answer came: an answer is never kept
 // longer than its time to live.
-func (c *ttlCache[K, V]) put(k K, v V, until time.Time) {
+func (c *TTLCache[K, V]) Put(k K, v V, until time.Time) {
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -63,7 +63,7 @@ func (c *ttlCache[K, V]) put(k K, v V, until time.Time) {
 
 // evict makes room for one entry: every expired entry goes or, when none
 // has expired, the one that would expire first.
-func (c *ttlCache[K, V]) evict(now time.Time) {
+func (c *TTLCache[K, V]) evict(now time.Time) {
 	var (
 		soonest K
 		at      time.Time

@@ -38,12 +38,12 @@ func TestTTLCache(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := clocktesting.NewFakePassiveClock(t0)
-			c := newTTLCache[string, string](clock, 3)
+			c := NewTTLCache[string, string](clock, 3)
 			for i, p := range tt.puts {
 				if i > 0 {
 					clock.SetTime(clock.Now().Add(time.Second))
 				}
-				c.put(p.key, "answer "+p.key, clock.Now().Add(p.ttl))
+				c.Put(p.key, "answer "+p.key, clock.Now().Add(p.ttl))
 			}
 			if n := len(c.entries); n > 3 {
 				t.Errorf("%d entries in a cache of 3", n)
@@ -51,7 +51,7 @@ func TestTTLCache(t *testing.T) {
 			clock.SetTime(clock.Now().Add(tt.then))
 			var got []string
 			for _, k := range slices.Sorted(maps.Keys(c.entries)) {
-				v, ok := c.get(k)
+				v, ok := c.Get(k)
 				if !ok {
 					continue
 				}

@@ -127,24 +127,24 @@ func (w *watches) ensure(gvk schema.GroupVersionKind, resource schema.GroupVersi
 	return gvk, nil
 }
 
-// metadataClient is the client the watches list and watch metadata with;
+// MetadataClient is the client the watches list and watch metadata with;
 // nil in unit tests.
-func (w *watches) metadataClient() metadata.Interface { return w.metadata }
+func (w *watches) MetadataClient() metadata.Interface { return w.metadata }
 
-// watch adds src to the object controller.
-func (w *watches) watch(src source.TypedSource[Key]) error { return w.controller.Watch(src) }
+// Watch adds src to the object controller.
+func (w *watches) Watch(src source.TypedSource[Key]) error { return w.controller.Watch(src) }
 
-// watchedKind returns the version gk is watched at and whether its
+// WatchedKind returns the version gk is watched at and whether its
 // objects are namespaced, if it is watched.
-func (w *watches) watchedKind(gk schema.GroupKind) (gvk schema.GroupVersionKind, namespaced, ok bool) {
+func (w *watches) WatchedKind(gk schema.GroupKind) (gvk schema.GroupVersionKind, namespaced, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	k, ok := w.kinds[gk]
 	return k.gvk, k.namespaced, ok
 }
 
-// lookNow asks for a look at key at once.
-func (w *watches) lookNow(key Key) { w.wakes.Now(key) }
+// LookNow asks for a look at key at once.
+func (w *watches) LookNow(key Key) { w.wakes.Now(key) }
 
 // store returns the records of kind, nil when it is not watched.
 func (w *watches) store(kind schema.GroupKind) *objectStore {
