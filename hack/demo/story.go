@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
@@ -504,9 +504,9 @@ func (s *story) onEvent(ctx context.Context, ev watch.Event, ok bool) error {
 	if r := s.role(e.Regarding.Name); r != nil {
 		who = r.title
 		switch e.Reason {
-		case controller.ReasonExpired:
+		case kube.ReasonExpired:
 			r.expiredNote = true
-		case controller.ReasonDeleted:
+		case kube.ReasonDeleted:
 			r.deletedNote = true
 		}
 	}

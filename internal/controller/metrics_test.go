@@ -9,7 +9,8 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// An alert on increase(...{result="failed"}) cannot see a series born at
+// Every job registers its metrics; the process that links them all
+// exports these. An alert on increase(...{result="failed"}) cannot see a series born at
 // 1; the series of every known label value must exist from the start.
 func TestCountersOfKnownOutcomesAreExportedFromTheStart(t *testing.T) {
 	families, err := ctrlmetrics.Registry.Gather()

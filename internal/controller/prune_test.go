@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
+
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/clock"
@@ -21,7 +23,7 @@ import (
 func TestArchiveIsPrunedAtStart(t *testing.T) {
 	dir := t.TempDir()
 	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(playbookGVK)
+	obj.SetGroupVersionKind(fixture.PlaybookGVK)
 	obj.SetName("old")
 	obj.SetUID("uid-old")
 	old, err := archive.Write(dir, obj, archive.Header{})

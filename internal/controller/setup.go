@@ -11,6 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/delivery"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/object"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/policy"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/usage"
+
 	"github.com/go-logr/logr"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -127,23 +134,23 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	}
 	// What runs on the leader is added to held, which holds it back until
 	// the API server serves the controller's own CRDs (the gate below).
-	held := &heldManager{Manager: mgr}
+	held := &policy.HeldManager{Manager: mgr}
 
 	if opts.OutboxNamespace == "" {
 		return errors.New("no outbox namespace: the expired and deleted messages need a namespace to be kept in until they are out")
 	}
 
-	secrets := secretReader{reader: mgr.GetAPIReader(), namespace: opts.SecretNamespace}
-	channels := &Channels{Reader: mgr.GetClient(), Secrets: secrets, Clock: opts.Clock, Limiter: notify.NewLimiter(opts.MaxSendsPerChannel),
-		Grants: &Grants{Reviews: reviews.SubjectAccessReviews()}}
-	owners := &Owners{Reader: mgr.GetAPIReader(), Namespace: opts.OutboxNamespace, Name: opts.OwnerAddresses, Clock: opts.Clock}
-	var links *Links
+	secrets := channelset.SecretReader{Reader: mgr.GetAPIReader(), Namespace: opts.SecretNamespace}
+	channels := &channelset.Channels{Reader: mgr.GetClient(), Secrets: secrets, Clock: opts.Clock, Limiter: notify.NewLimiter(opts.MaxSendsPerChannel),
+		Grants: &channelset.Grants{Reviews: reviews.SubjectAccessReviews()}}
+	owners := &delivery.Owners{Reader: mgr.GetAPIReader(), Namespace: opts.OutboxNamespace, Name: opts.OwnerAddresses, Clock: opts.Clock}
+	var links *delivery.Links
 	if opts.ActionsURL != "" {
-		if links, err = NewLinks(opts.ActionsURL, mgr.GetAPIReader(), mgr.GetClient(), opts.OutboxNamespace, opts.Clock); err != nil {
+		if links, err = delivery.NewLinks(opts.ActionsURL, mgr.GetAPIReader(), mgr.GetClient(), opts.OutboxNamespace, opts.Clock); err != nil {
 			return fmt.Errorf("--actions-url: %w", err)
 		}
 	}
-	objects := &ObjectReconciler{
+	objects := &object.ObjectReconciler{
 		Client:                mgr.GetClient(),
 		APIReader:             mgr.GetAPIReader(),
 		Recorder:              recorder,
@@ -166,7 +173,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	if err := objects.SetupWithManager(ctx, held, opts.Workers); err != nil {
 		return err
 	}
-	policies := &PolicyReconciler{
+	policies := &policy.PolicyReconciler{
 		Client:         mgr.GetClient(),
 		RESTMapper:     mgr.GetRESTMapper(),
 		Recorder:       recorder,
@@ -175,13 +182,13 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Channels:       channels,
 		Archive:        opts.Archive,
 		DryRun:         opts.DryRun,
-		Access:         NewAccess(reviews.SelfSubjectAccessReviews(), clock.RealClock{}),
-		watches:        objects.watches,
-		workloads:      objects.workloads(),
+		Access:         policy.NewAccess(reviews.SelfSubjectAccessReviews(), clock.RealClock{}),
+		Watches:        objects.Watches,
+		Workloads:      objects.Workloads(),
 		Owners:         owners,
 	}
-	policies.Traffic = &Traffic{Prometheus: opts.Prometheus, Client: mgr.GetClient(), Clock: opts.Clock,
-		governing: objects.governing, validate: validate, watches: objects.watches, changed: make(chan event.GenericEvent, 64)}
+	policies.Traffic = &usage.Traffic{Prometheus: opts.Prometheus, Client: mgr.GetClient(), Clock: opts.Clock,
+		Governing: objects.Governing, Validate: policy.Validate, Watches: objects.Watches, Changed: make(chan event.GenericEvent, 64)}
 	if opts.Prometheus != nil {
 		if err := held.Add(policies.Traffic); err != nil {
 			return fmt.Errorf("add the traffic queries: %w", err)
@@ -190,7 +197,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	if err := policies.SetupWithManager(held); err != nil {
 		return fmt.Errorf("create policy controller: %w", err)
 	}
-	if err := (&ChannelReconciler{Client: mgr.GetClient(), Secrets: secrets}).SetupWithManager(held); err != nil {
+	if err := (&policy.ChannelReconciler{Client: mgr.GetClient(), Secrets: secrets}).SetupWithManager(held); err != nil {
 		return fmt.Errorf("create channel controller: %w", err)
 	}
 	if opts.Archive != nil && opts.ArchiveRetention > 0 {
@@ -209,7 +216,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	})); err != nil {
 		return err
 	}
-	gate := &crdGate{mgr: mgr, mapper: mgr.GetRESTMapper(), held: held.held, log: mgr.GetLogger().WithValues("controller", "crds")}
+	gate := &policy.CrdGate{Mgr: mgr, Mapper: mgr.GetRESTMapper(), Held: held.Held, Log: mgr.GetLogger().WithValues("controller", "crds")}
 	if err := mgr.Add(gate); err != nil {
 		return fmt.Errorf("add the CRD gate: %w", err)
 	}
@@ -217,9 +224,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	// is at /readyz/<name>): the controller's own CRDs, the controllers,
 	// and the CRDs of the kinds the policies target.
 	for name, check := range map[string]healthz.Checker{
-		"crds":        crdsReadiness(mgr.GetRESTMapper()),
-		"controllers": readiness(mgr, objects.watches, &leading),
-		"targets":     targetsReadiness(mgr.GetClient(), mgr.GetRESTMapper(), &leading),
+		"crds":        policy.CrdsReadiness(mgr.GetRESTMapper()),
+		"controllers": policy.Readiness(mgr, objects.Watches, &leading),
+		"targets":     policy.TargetsReadiness(mgr.GetClient(), mgr.GetRESTMapper(), &leading),
 	} {
 		if err := mgr.AddReadyzCheck(name, check); err != nil {
 			return err
@@ -260,9 +267,9 @@ func newRecorder(ctx context.Context, mgr manager.Manager, clusterNamespace stri
 	if err != nil {
 		return nil, fmt.Errorf("create events client: %w", err)
 	}
-	b := events.NewBroadcaster(clusterScopedSink{
+	b := events.NewBroadcaster(kube.ClusterScopedSink{
 		EventSink: &events.EventSinkImpl{Interface: cs},
-		namespace: clusterNamespace,
+		Namespace: clusterNamespace,
 	})
 	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
 		return nil, fmt.Errorf("start events: %w", err)
@@ -271,5 +278,5 @@ func newRecorder(ctx context.Context, mgr manager.Manager, clusterNamespace stri
 		<-ctx.Done()
 		b.Shutdown()
 	}()
-	return noteCutter{b.NewRecorder(mgr.GetScheme(), Name)}, nil
+	return kube.NoteCutter{EventRecorder: b.NewRecorder(mgr.GetScheme(), kube.Name)}, nil
 }
