@@ -69,7 +69,7 @@ func (a *actionsOptions) run(metricsAddr string, metricsSecure bool, probeAddr s
 	cfg.UserAgent = kube.Name + "-actions"
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metrics.MetricsServerOptions(metricsAddr, metricsSecure),
+		Metrics:                metrics.ServerOptions(metricsAddr, metricsSecure),
 		HealthProbeBindAddress: probeAddr,
 		Client:                 actions.ClientOptions(),
 	})

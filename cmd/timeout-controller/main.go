@@ -183,7 +183,7 @@ func run() error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metrics.MetricsServerOptions(metricsAddr, metricsSecure),
+		Metrics:                 metrics.ServerOptions(metricsAddr, metricsSecure),
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        profileAddr,
 		LeaderElection:          leaderElect,

@@ -1,7 +1,8 @@
 // Copyright 2026 The Amphitheatre Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package controller holds the reconcilers: one for TimeoutPolicies, one for NotificationChannels, one for every governed object.
+// Package controller wires the jobs of the controller (its sub-packages) into a manager:
+// it builds each and hands it what it needs, and does nothing else.
 package controller
 
 import (
@@ -150,7 +151,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 			return fmt.Errorf("--actions-url: %w", err)
 		}
 	}
-	objects := &object.ObjectReconciler{
+	objects := &object.Reconciler{
 		Client:                mgr.GetClient(),
 		APIReader:             mgr.GetAPIReader(),
 		Recorder:              recorder,
@@ -216,7 +217,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	})); err != nil {
 		return err
 	}
-	gate := &policy.CrdGate{Mgr: mgr, Mapper: mgr.GetRESTMapper(), Held: held.Held, Log: mgr.GetLogger().WithValues("controller", "crds")}
+	gate := &policy.CRDGate{Mgr: mgr, Mapper: mgr.GetRESTMapper(), Held: held.Held, Log: mgr.GetLogger().WithValues("controller", "crds")}
 	if err := mgr.Add(gate); err != nil {
 		return fmt.Errorf("add the CRD gate: %w", err)
 	}
@@ -224,7 +225,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	// is at /readyz/<name>): the controller's own CRDs, the controllers,
 	// and the CRDs of the kinds the policies target.
 	for name, check := range map[string]healthz.Checker{
-		"crds":        policy.CrdsReadiness(mgr.GetRESTMapper()),
+		"crds":        policy.CRDsReadiness(mgr.GetRESTMapper()),
 		"controllers": policy.Readiness(mgr, objects.Watches, &leading),
 		"targets":     policy.TargetsReadiness(mgr.GetClient(), mgr.GetRESTMapper(), &leading),
 	} {

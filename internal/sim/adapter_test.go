@@ -81,7 +81,7 @@ func (n simNotifier) Send(ctx context.Context, m notify.Message, _ notify.Conten
 
 // instance is one controller process: all its in-memory state.
 type instance struct {
-	r *object.ObjectReconciler
+	r *object.Reconciler
 	// loaded is when the outbox last read the store, as its Runnable does
 	// at start and every minute.
 	loaded time.Time
@@ -97,7 +97,7 @@ const outboxKey = "~outbox"
 // controller.Setup does, with nothing in memory. As a new leader, its
 // outbox reads the entries earlier processes left.
 func start(w *world) *instance {
-	r := &object.ObjectReconciler{
+	r := &object.Reconciler{
 		Client:    w.cached,
 		APIReader: w.live,
 		Recorder:  w.recorder,

@@ -84,7 +84,7 @@ func serveMetrics(t *testing.T) string {
 	_ = l.Close()
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 testScheme,
-		Metrics:                metrics.MetricsServerOptions(addr, true),
+		Metrics:                metrics.ServerOptions(addr, true),
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})

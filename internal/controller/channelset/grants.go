@@ -101,7 +101,7 @@ func notGranted(p *v1alpha1.TimeoutPolicy, channels []string) error {
 		noun = "NotificationChannels " + list
 	}
 	grant := fmt.Sprintf("grant the verb %s on notificationchannels named %s (a ClusterRole with resourceNames, such as the shipped timeout-controller-channel-user narrowed to them, and a ClusterRoleBinding; see %s)",
-		v1alpha1.VerbUse, list, RbacDocs)
+		v1alpha1.VerbUse, list, RBACDocs)
 	author, ok := authorOf(p)
 	if !ok {
 		return fmt.Errorf("policy %s has no author stamp (annotation %s, written by the admission policy timeout-policy-author.amphitheatre.app on every write), so it may use only channels granted to every authenticated user (group %s), and %s not: "+
@@ -120,4 +120,4 @@ func isAre(names []string) string {
 }
 
 // rbacDocs is where the permissions a target kind needs are listed.
-const RbacDocs = "docs/reference/rbac.md"
+const RBACDocs = "docs/reference/rbac.md"

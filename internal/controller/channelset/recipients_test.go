@@ -13,8 +13,6 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
-var ()
-
 // recipientChannels are the channels the tests of remindsNobody name.
 func recipientChannels(t *testing.T) *Channels {
 	t.Helper()

@@ -24,7 +24,7 @@ const maxRetryDelay = 5 * time.Minute
 func (d *Deliverer) retryDelay(plan expiry.Plan, retryKeyOf func(string) retryKey, now time.Time) time.Duration {
 	var next time.Time
 	for _, name := range plan.Channels {
-		if at := d.Retries.NextAttempt(retryKeyOf(name)); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+		if at := d.retries.nextAttempt(retryKeyOf(name)); !at.IsZero() && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
 	}
@@ -53,7 +53,7 @@ type retryKey struct {
 	message, channel string
 }
 
-func NewRetryKey(k wakeup.Key, uid types.UID, expiresAt time.Time, message, channel string) retryKey {
+func newRetryKey(k wakeup.Key, uid types.UID, expiresAt time.Time, message, channel string) retryKey {
 	return retryKey{k, uid, expiresAt.UnixNano(), message, channel}
 }
 
@@ -78,11 +78,11 @@ func (r *retries) failed(rk retryKey, now time.Time) int {
 
 // due reports whether the channel may be tried at now.
 func (r *retries) due(rk retryKey, now time.Time) bool {
-	at := r.NextAttempt(rk)
+	at := r.nextAttempt(rk)
 	return at.IsZero() || !now.Before(at)
 }
 
-func (r *retries) NextAttempt(rk retryKey) time.Time {
+func (r *retries) nextAttempt(rk retryKey) time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.n[rk].next
@@ -103,4 +103,12 @@ func (r *retries) reset(rk retryKey) {
 	r.mu.Lock()
 	delete(r.n, rk)
 	r.mu.Unlock()
+}
+
+// NextAttempt is when the message of type message (a reminder stage, or
+// the type) about the object key with uid, as it expires at expiresAt, is
+// next tried on channel after it failed there; zero when it is not
+// waiting.
+func (d *Deliverer) NextAttempt(key wakeup.Key, uid types.UID, expiresAt time.Time, message, channel string) time.Time {
+	return d.retries.nextAttempt(newRetryKey(key, uid, expiresAt, message, channel))
 }

@@ -72,7 +72,7 @@ type Deliverer struct {
 	// links signs the links messages carry; nil without --actions-url.
 	Links *Links
 
-	Retries     retries
+	retries     retries
 	Pending     pendingDeliveries
 	slotWaiters slotWaiters
 	mu          sync.Mutex
@@ -86,7 +86,7 @@ func (d *Deliverer) Forget(key wakeup.Key) {
 	d.mu.Lock()
 	delete(d.recordWriteFailed, key)
 	d.mu.Unlock()
-	d.Retries.forget(key)
+	d.retries.forget(key)
 	d.Pending.forget(key)
 }
 
@@ -118,11 +118,11 @@ func (d *Deliverer) notifyChannels(ctx context.Context, ev *eval.Evaluation, pla
 	// Each channel backs off on its own: one that keeps failing must not
 	// slow down the retries of another.
 	retryKeyOf := func(channel string) retryKey {
-		return NewRetryKey(ev.Key, ev.Obj.UID, ev.Record.ExpiresAt, plan.Key, channel)
+		return newRetryKey(ev.Key, ev.Obj.UID, ev.Record.ExpiresAt, plan.Key, channel)
 	}
 	var due []string
 	for _, name := range plan.Channels {
-		if d.Retries.due(retryKeyOf(name), ev.Now) {
+		if d.retries.due(retryKeyOf(name), ev.Now) {
 			due = append(due, name)
 		}
 	}
@@ -286,7 +286,7 @@ func (d *Deliverer) recordDone(ctx context.Context, ev *eval.Evaluation, plan ex
 	}
 	d.Pending.add(ev.Key, p)
 	for _, name := range done {
-		d.Retries.reset(retryKeyOf(name))
+		d.retries.reset(retryKeyOf(name))
 	}
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kube.WriteTimeout)
 	defer cancel()
@@ -308,7 +308,7 @@ func (d *Deliverer) reportFailed(ctx context.Context, ev *eval.Evaluation, plan 
 	log := logf.FromContext(ctx)
 	var reports []string
 	for _, name := range out.failed.names() {
-		attempt := d.Retries.failed(retryKeyOf(name), now)
+		attempt := d.retries.failed(retryKeyOf(name), now)
 		reports = append(reports, expiry.FailedReport(plan.Key, name))
 		log.Error(errors.New(out.failed[name]), "notification failed", "event", plan.Event, "key", plan.Key, "channel", name, "attempt", attempt)
 	}

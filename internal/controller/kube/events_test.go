@@ -17,7 +17,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
-
 )
 
 // recordingSink is an EventSink that keeps what it is given.

@@ -158,12 +158,12 @@ func ForgetPolicyMetrics(policy string) {
 	}
 }
 
-// MetricsServerOptions serves metrics on addr, when secure (the default)
+// ServerOptions serves metrics on addr, when secure (the default)
 // over HTTPS and only to callers with a token the API server accepts and
 // allows get on /metrics: the metrics name policies and channels, and
 // scraping them costs the controller work. Without a certificate directory
 // the server makes a self-signed certificate.
-func MetricsServerOptions(addr string, secure bool) metricsserver.Options {
+func ServerOptions(addr string, secure bool) metricsserver.Options {
 	o := metricsserver.Options{BindAddress: addr, SecureServing: secure}
 	if secure {
 		o.FilterProvider = authorizeScrapers

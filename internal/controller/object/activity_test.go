@@ -81,7 +81,7 @@ func TestARestartBetweenTheActivityAndTheRecordLosesNothing(t *testing.T) {
 			h := newHarness(t, fixture.T0, idleRemindingPolicy(), cm)
 			oldExpiry := fixture.T0.Add(time.Hour)
 			restart := func() {
-				h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock,
+				h.r = &Reconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock,
 					Channels: h.channels()}
 				h.r.Outbox = h.r.NewOutbox(h.client, h.r.APIReader, "timeout-system", 0, logr.Discard())
 			}
@@ -271,7 +271,7 @@ func TestALastActiveFarAheadKeepsTheObjectOnlyIdleTTLPastItsWrite(t *testing.T) 
 	}
 
 	// A restart and an edit recorded later keep the note.
-	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
+	h.r = &Reconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
 	h.clock.SetTime(written.Add(30 * time.Minute))
 	editSpec(h, cm)
 	for range 3 {

@@ -20,7 +20,7 @@ import (
 // audit adds rec to the audit trail, filled in with the object, its policy
 // and its expiry. A record that cannot be written is counted and logged:
 // the action it is about has happened.
-func (r *ObjectReconciler) audit(ctx context.Context, ev *eval.Evaluation, recs ...audit.Record) {
+func (r *Reconciler) audit(ctx context.Context, ev *eval.Evaluation, recs ...audit.Record) {
 	object := auditObject(ev.Key, ev.Obj)
 	now := r.Clock.Now()
 	for i := range recs {
@@ -42,7 +42,7 @@ func (r *ObjectReconciler) audit(ctx context.Context, ev *eval.Evaluation, recs 
 }
 
 // writeAudit adds complete records to the audit trail.
-func (r *ObjectReconciler) writeAudit(ctx context.Context, recs ...audit.Record) {
+func (r *Reconciler) writeAudit(ctx context.Context, recs ...audit.Record) {
 	if err := r.Audit.Write(recs...); err != nil {
 		metrics.AuditFailures.Add(float64(len(recs)))
 		logf.FromContext(ctx).Error(err, "audit trail", "records", len(recs))

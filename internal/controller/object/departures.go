@@ -207,7 +207,7 @@ func namespacesOf(names []string) map[string]bool {
 // departed reports an object gone from the API server, when this process
 // deleted it: a gone record, and a reclaimed one when the namespaces it
 // owned are gone too.
-func (r *ObjectReconciler) departed(ctx context.Context, key wakeup.Key) {
+func (r *Reconciler) departed(ctx context.Context, key wakeup.Key) {
 	now := r.Clock.Now()
 	d, followed, done := r.departures.objectGone(key, now)
 	if !followed {
@@ -226,13 +226,13 @@ func (r *ObjectReconciler) departed(ctx context.Context, key wakeup.Key) {
 // namespaceGone reports a namespace gone from the API server; when it was
 // the last that a deleted object owned, and the object is gone, what it
 // held is reclaimed.
-func (r *ObjectReconciler) namespaceGone(ctx context.Context, name string) {
+func (r *Reconciler) namespaceGone(ctx context.Context, name string) {
 	if d, done := r.departures.namespaceGone(name); done {
 		r.reclaimed(ctx, d, r.Clock.Now())
 	}
 }
 
-func (r *ObjectReconciler) reclaimed(ctx context.Context, d departure, now time.Time) {
+func (r *Reconciler) reclaimed(ctx context.Context, d departure, now time.Time) {
 	lag := now.Sub(d.due)
 	metrics.GoneLag.WithLabelValues("owned").Observe(lag.Seconds())
 	r.writeAudit(ctx, d.record(now, audit.Reclaimed, fmt.Sprintf("the last of %s it owned gone %s after it fell due",
@@ -247,7 +247,7 @@ func (d departure) record(now time.Time, t audit.Type, detail string) audit.Reco
 
 // terminating follows an object in Terminating, and warns once when it
 // has been there for stuckAfter, naming the finalizers left.
-func (r *ObjectReconciler) terminating(ctx context.Context, key wakeup.Key, obj *metav1.PartialObjectMetadata) ctrl.Result {
+func (r *Reconciler) terminating(ctx context.Context, key wakeup.Key, obj *metav1.PartialObjectMetadata) ctrl.Result {
 	if !r.governed(ctx, key, obj) {
 		// Another's object: neither counted nor warned about.
 		return ctrl.Result{}
@@ -274,7 +274,7 @@ func (r *ObjectReconciler) terminating(ctx context.Context, key wakeup.Key, obj 
 // governed reports whether a policy governs obj, as it stands: for an
 // object in Terminating, whether one did when it was deleted. An error
 // reading the policies counts as no.
-func (r *ObjectReconciler) governed(ctx context.Context, key wakeup.Key, obj *metav1.PartialObjectMetadata) bool {
+func (r *Reconciler) governed(ctx context.Context, key wakeup.Key, obj *metav1.PartialObjectMetadata) bool {
 	c, err := r.Governing(ctx, key.GVK, obj)
 	return err == nil && c != nil
 }

@@ -48,7 +48,7 @@ func planOf(ev *eval.Evaluation) expiry.Plan {
 // valid policy governs obj, which is then left alone, and
 // errChannelsNotReady when the governing policy's channels cannot be
 // built.
-func (r *ObjectReconciler) decide(ctx context.Context, key wakeup.Key, obj *metav1.PartialObjectMetadata) (*eval.Evaluation, expiry.Plan, error) {
+func (r *Reconciler) decide(ctx context.Context, key wakeup.Key, obj *metav1.PartialObjectMetadata) (*eval.Evaluation, expiry.Plan, error) {
 	ev, err := r.evaluate(ctx, key, obj)
 	if err != nil || ev == nil {
 		return nil, expiry.Plan{}, err
@@ -67,7 +67,7 @@ func (r *ObjectReconciler) decide(ctx context.Context, key wakeup.Key, obj *meta
 
 // governing returns the policy that governs obj of kind gvk, nil when none
 // does.
-func (r *ObjectReconciler) Governing(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) (*match.Candidate, error) {
+func (r *Reconciler) Governing(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) (*match.Candidate, error) {
 	var policies v1alpha1.TimeoutPolicyList
 	// Read only: the evaluation keeps pointers into the list, and nothing
 	// changes them.
@@ -79,7 +79,7 @@ func (r *ObjectReconciler) Governing(ctx context.Context, gvk schema.GroupVersio
 
 // evaluate finds the policy that governs obj and what it makes of obj. It
 // returns nil when no valid policy governs obj, which is then left alone.
-func (r *ObjectReconciler) evaluate(ctx context.Context, key wakeup.Key, obj *metav1.PartialObjectMetadata) (*eval.Evaluation, error) {
+func (r *Reconciler) evaluate(ctx context.Context, key wakeup.Key, obj *metav1.PartialObjectMetadata) (*eval.Evaluation, error) {
 	gvk := key.GVK
 	if gvk.GroupKind() == outboxKind && (obj.Labels[outbox.LabelEntry] == "true" || obj.Labels[outbox.LabelDigest] == "true") {
 		// The outbox's own entries: a policy on ConfigMaps that selects
@@ -124,7 +124,7 @@ func (r *ObjectReconciler) evaluate(ctx context.Context, key wakeup.Key, obj *me
 	return ev, nil
 }
 
-func (r *ObjectReconciler) describe(ctx context.Context, obj *metav1.PartialObjectMetadata) match.Object {
+func (r *Reconciler) describe(ctx context.Context, obj *metav1.PartialObjectMetadata) match.Object {
 	return match.Object{
 		Labels:     obj.Labels,
 		Namespaced: obj.Namespace != "",

@@ -39,7 +39,7 @@ import (
 // object is needed (for the title of the last message, or the archive) it
 // is read from the API server, and the decision is made again from what
 // that read shows.
-func (r *ObjectReconciler) expire(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, error) {
+func (r *Reconciler) expire(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, error) {
 	key, obj := ev.Key, ev.Obj
 	log := logf.FromContext(ctx)
 
@@ -217,7 +217,7 @@ func (r *ObjectReconciler) expire(ctx context.Context, ev *eval.Evaluation) (ctr
 // as metadata): the delete was accepted, but the client reports that the
 // kind is not registered. That error means exactly this answer: a refused
 // delete is an API error, and nothing else is decoded with the scheme.
-func (r *ObjectReconciler) delete(ctx context.Context, obj *metav1.PartialObjectMetadata, propagation metav1.DeletionPropagation) (remains bool, err error) {
+func (r *Reconciler) delete(ctx context.Context, obj *metav1.PartialObjectMetadata, propagation metav1.DeletionPropagation) (remains bool, err error) {
 	err = r.Client.Delete(ctx, obj,
 		client.Preconditions{UID: &obj.UID, ResourceVersion: &obj.ResourceVersion},
 		client.PropagationPolicy(propagation))
@@ -230,7 +230,7 @@ func (r *ObjectReconciler) delete(ctx context.Context, obj *metav1.PartialObject
 // census reads what the namespaces the object owns hold, before it is
 // deleted. It never holds up the delete: what it cannot read is logged,
 // and the deletion reports what was read.
-func (r *ObjectReconciler) census(ctx context.Context, ev *eval.Evaluation) ([]string, *notify.Reclaimed) {
+func (r *Reconciler) census(ctx context.Context, ev *eval.Evaluation) ([]string, *notify.Reclaimed) {
 	log := logf.FromContext(ctx)
 	owned, err := kube.OwnedNamespaces(ctx, r.Client, ev.Obj.UID)
 	if err != nil {
@@ -259,7 +259,7 @@ func countReclaimed(rec *notify.Reclaimed) {
 // archive writes the object's manifest to the archive. When it cannot, it
 // says so (once per expiry) and returns an error, so that the object is
 // not deleted and is tried again with backoff.
-func (r *ObjectReconciler) archive(ctx context.Context, ev *eval.Evaluation, u *unstructured.Unstructured) error {
+func (r *Reconciler) archive(ctx context.Context, ev *eval.Evaluation, u *unstructured.Unstructured) error {
 	key, obj := ev.Key, ev.Obj
 	err := errNoArchive
 	var where string

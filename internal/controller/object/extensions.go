@@ -30,7 +30,7 @@ import (
 // whether it wrote: the watch event of the write brings the next
 // reconcile. An extension refused is reported by warnInvalid, with the
 // other problems of the annotations.
-func (r *ObjectReconciler) settleExtensions(ctx context.Context, ev *eval.Evaluation) (bool, error) {
+func (r *Reconciler) settleExtensions(ctx context.Context, ev *eval.Evaluation) (bool, error) {
 	key, obj := ev.Key, ev.Obj
 	old, has := obj.Annotations[expiry.AnnotationExtensions]
 	var value any

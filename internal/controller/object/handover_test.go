@@ -99,8 +99,8 @@ func TestANewLeaderSendsWhatTheOldOneLeftMidSend(t *testing.T) {
 			rcv := &receiver{acceptFirst: tt.accepted, entered: make(chan struct{}), release: make(chan struct{})}
 			releaseOld := sync.OnceFunc(func() { close(rcv.release) })
 			t.Cleanup(releaseOld)
-			leader := func() *ObjectReconciler {
-				r := &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock,
+			leader := func() *Reconciler {
+				r := &Reconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock,
 					Channels: &channelset.Channels{Reader: h.client, Clock: h.clock, Limiter: notify.NewLimiter(1),
 						Build: func(context.Context, []notify.Channel, notify.Secrets) ([]notify.Notifier, error) {
 							return []notify.Notifier{rcv}, nil

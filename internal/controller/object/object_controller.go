@@ -68,8 +68,8 @@ var outboxKind = schema.GroupKind{Kind: "ConfigMap"}
 // manifest, listed by label as metadata, never cached:
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;update;delete,namespace=timeout-system
 
-// ObjectReconciler deletes governed objects when they expire.
-type ObjectReconciler struct {
+// Reconciler deletes governed objects when they expire.
+type Reconciler struct {
 	// Client reads from the cache and writes to the API server.
 	Client client.Client
 	// APIReader reads from the API server, for the check before a delete.
@@ -120,7 +120,7 @@ type ObjectReconciler struct {
 // reconciles at once: one work queue for every target kind, fed by a
 // wakeup.Queue, and the watches of namespace deletions and policies. The
 // watch of each target kind starts when a policy first names it.
-func (r *ObjectReconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, workers int) error {
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, workers int) error {
 	// Built once: every WithValues copies the logger's encoder and its
 	// buffer, which for every reconcile adds up to most of what a cold
 	// start allocates.
@@ -181,14 +181,14 @@ func (r *ObjectReconciler) SetupWithManager(ctx context.Context, mgr manager.Man
 
 // caps are the deletion caps and the turns they gave, built on first use
 // from MaxDeletionsPerMinute.
-func (r *ObjectReconciler) caps() *deletionCaps {
+func (r *Reconciler) caps() *deletionCaps {
 	r.capsOnce.Do(func() { r.capsState = newDeletionCaps(r.MaxDeletionsPerMinute) })
 	return r.capsState
 }
 
 // sleeper puts objects to sleep and wakes them, built on first use from
 // the reconciler's fields, as caps is.
-func (r *ObjectReconciler) sleeper() *sleep.Sleeper {
+func (r *Reconciler) sleeper() *sleep.Sleeper {
 	r.sleepOnce.Do(func() {
 		r.sleepState = &sleep.Sleeper{Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder}
 	})
@@ -198,14 +198,14 @@ func (r *ObjectReconciler) sleeper() *sleep.Sleeper {
 // workloads is the watch of the workloads a sleep scaled down, which the
 // policy reconciler starts when a policy first puts objects to sleep; nil
 // before SetupWithManager.
-func (r *ObjectReconciler) Workloads() *sleep.MarkedWatch {
+func (r *Reconciler) Workloads() *sleep.MarkedWatch {
 	return r.sleeper().Marked
 }
 
 // delivery sends the messages and writes the records, built on first use
 // from the reconciler's fields, as caps is: they are all set before the
 // first reconcile.
-func (r *ObjectReconciler) delivery() *delivery.Deliverer {
+func (r *Reconciler) delivery() *delivery.Deliverer {
 	r.deliveryOnce.Do(func() {
 		r.deliveryState = &delivery.Deliverer{
 			Client:                r.Client,
@@ -227,14 +227,14 @@ func (r *ObjectReconciler) delivery() *delivery.Deliverer {
 
 // SlotFreed wakes the object that has waited longest for a slot of the
 // channel, now that one was given back.
-func (r *ObjectReconciler) SlotFreed(channel string) {
+func (r *Reconciler) SlotFreed(channel string) {
 	r.delivery().SlotFreed(channel)
 }
 
 // Reconcile plans the next action for one object and carries it out when
 // it is due. It reads the object from the cache, decides, records what
 // the record must hold before anything else happens, and acts.
-func (r *ObjectReconciler) Reconcile(ctx context.Context, key wakeup.Key) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, key wakeup.Key) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 
 	// Read.
@@ -328,7 +328,7 @@ func (r *ObjectReconciler) Reconcile(ctx context.Context, key wakeup.Key) (ctrl.
 // deletionTurn returns how long the object must wait for its turn under the
 // deletion caps, and says so (once per expiry) when a cap holds it back.
 // A dry run deletes nothing, so nothing waits for it.
-func (r *ObjectReconciler) deletionTurn(ctx context.Context, ev *eval.Evaluation) time.Duration {
+func (r *Reconciler) deletionTurn(ctx context.Context, ev *eval.Evaluation) time.Duration {
 	key, obj := ev.Key, ev.Obj
 	if ev.DryRun(r.DryRun) {
 		return 0
@@ -351,7 +351,7 @@ func (r *ObjectReconciler) deletionTurn(ctx context.Context, ev *eval.Evaluation
 	return expiry.After(at, ev.Now)
 }
 
-func (r *ObjectReconciler) forget(key wakeup.Key) {
+func (r *Reconciler) forget(key wakeup.Key) {
 	r.delivery().Forget(key)
 	r.caps().forget(key)
 	r.activity.Forget(key)

@@ -44,14 +44,14 @@ import (
 
 var configMaps = schema.GroupResource{Resource: "configmaps"}
 
-// harness is an ObjectReconciler over the fake client, with a fake clock
+// harness is an Reconciler over the fake client, with a fake clock
 // and recorder, that records the delete calls it makes.
 type harness struct {
 	t      *testing.T
 	client client.WithWatch
 	clock  *clocktesting.FakeClock
 	rec    *events.FakeRecorder
-	r      *ObjectReconciler
+	r      *Reconciler
 	// scripted is the harness's own channel, built for the
 	// NotificationChannel named scriptedChannel.
 	scripted *scripted
@@ -165,7 +165,7 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 			}
 		},
 	})
-	h.r = &ObjectReconciler{
+	h.r = &Reconciler{
 		Client: cached, APIReader: fresh, Recorder: h.rec, Clock: h.clock,
 		Channels: h.channels(),
 	}
@@ -241,7 +241,7 @@ func TestFakeClientServesConfigMapsAsMetadata(t *testing.T) {
 	// The reconciler reads governed objects as PartialObjectMetadata; the
 	// fake client must turn the typed ConfigMaps it stores into that, or
 	// every other test here tests nothing.
-	cm := fixture.NewConfigMap("scratch", fixture.Labelled(map[string]string{"app": "scratch"}), fixture.Ttl("10m"))
+	cm := fixture.NewConfigMap("scratch", fixture.Labelled(map[string]string{"app": "scratch"}), fixture.TTL("10m"))
 	h := newHarness(t, fixture.T0, cm)
 	got := kube.NewMetadata(fixture.ConfigMapGVK)
 	if err := h.r.Client.Get(context.Background(), client.ObjectKeyFromObject(cm), got); err != nil {
@@ -288,7 +288,7 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		{
 			name:       "waits exactly the time left before a ttl annotation expires",
 			objects:    []client.Object{fixture.Policy("configmaps")},
-			object:     fixture.NewConfigMap("scratch", fixture.Ttl("10m")),
+			object:     fixture.NewConfigMap("scratch", fixture.TTL("10m")),
 			now:        fixture.T0.Add(4*time.Minute + 30*time.Second),
 			wantResult: ctrl.Result{RequeueAfter: 5*time.Minute + 30*time.Second},
 		},
@@ -302,7 +302,7 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		{
 			name:            "deletes an object the moment its ttl expires",
 			objects:         []client.Object{fixture.Policy("configmaps", fixture.Propagation(metav1.DeletePropagationForeground))},
-			object:          fixture.NewConfigMap("scratch", fixture.Ttl("10m")),
+			object:          fixture.NewConfigMap("scratch", fixture.TTL("10m")),
 			now:             fixture.T0.Add(10 * time.Minute),
 			wantDeleted:     true,
 			wantDelete:      true,
@@ -313,7 +313,7 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		{
 			name:            "deletes an object one second after expiry, in the background when the policy names no propagation",
 			objects:         []client.Object{fixture.Policy("configmaps")},
-			object:          fixture.NewConfigMap("scratch", fixture.Ttl("10m")),
+			object:          fixture.NewConfigMap("scratch", fixture.TTL("10m")),
 			now:             fixture.T0.Add(10*time.Minute + time.Second),
 			wantDeleted:     true,
 			wantDelete:      true,
@@ -323,7 +323,7 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		{
 			name:            "deletes at an expires-at annotation, which wins over ttl",
 			objects:         []client.Object{fixture.Policy("configmaps", fixture.Propagation(metav1.DeletePropagationOrphan))},
-			object:          fixture.NewConfigMap("scratch", fixture.Ttl("10m"), fixture.ExpiresAt(fixture.T0.Add(5*time.Minute))),
+			object:          fixture.NewConfigMap("scratch", fixture.TTL("10m"), fixture.ExpiresAt(fixture.T0.Add(5*time.Minute))),
 			now:             fixture.T0.Add(5 * time.Minute),
 			wantDeleted:     true,
 			wantDelete:      true,
@@ -333,25 +333,25 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		{
 			name:    "keeps an object annotated keep=true",
 			objects: []client.Object{fixture.Policy("configmaps")},
-			object:  fixture.NewConfigMap("scratch", fixture.Ttl("10m"), fixture.Annotated(expiry.AnnotationKeep, "true")),
+			object:  fixture.NewConfigMap("scratch", fixture.TTL("10m"), fixture.Annotated(expiry.AnnotationKeep, "true")),
 			now:     fixture.T0.Add(1000 * time.Hour),
 		},
 		{
 			name:    "leaves alone an object no policy selects",
 			objects: []client.Object{fixture.Policy("scratch", fixture.Selecting(map[string]string{"app": "scratch"}))},
-			object:  fixture.NewConfigMap("db", fixture.Labelled(map[string]string{"app": "db"}), fixture.Ttl("1s")),
+			object:  fixture.NewConfigMap("db", fixture.Labelled(map[string]string{"app": "db"}), fixture.TTL("1s")),
 			now:     fixture.T0.Add(1000 * time.Hour),
 		},
 		{
 			name:    "leaves alone an object when no policy exists",
-			object:  fixture.NewConfigMap("scratch", fixture.Ttl("1s")),
+			object:  fixture.NewConfigMap("scratch", fixture.TTL("1s")),
 			now:     fixture.T0.Add(1000 * time.Hour),
 			objects: []client.Object{fixture.Policy("secrets", fixture.Target("v1", "Secret"))},
 		},
 		{
 			name:    "leaves alone an object that is being deleted, until it would be stuck",
 			objects: []client.Object{fixture.Policy("configmaps")},
-			object:  fixture.NewConfigMap("scratch", fixture.Ttl("1s"), deletingSince),
+			object:  fixture.NewConfigMap("scratch", fixture.TTL("1s"), deletingSince),
 			now:     fixture.T0.Add(time.Minute + stuckAfter - time.Second),
 			// Looked at again when it would be stuck.
 			wantResult: ctrl.Result{RequeueAfter: time.Second},
@@ -359,20 +359,20 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		{
 			name:    "says nothing about an object no policy governs that is stuck in Terminating",
 			objects: []client.Object{fixture.Policy("dev", fixture.InNamespaces(dev)), fixture.NewNamespace("team-a", map[string]string{"env": "prod"})},
-			object:  fixture.NewConfigMap("scratch", fixture.Ttl("1s"), deletingSince),
+			object:  fixture.NewConfigMap("scratch", fixture.TTL("1s"), deletingSince),
 			now:     fixture.T0.Add(1000 * time.Hour),
 		},
 		{
 			name:       "warns that an object in Terminating for longer than stuckAfter is stuck, and deletes nothing",
 			objects:    []client.Object{fixture.Policy("configmaps")},
-			object:     fixture.NewConfigMap("scratch", fixture.Ttl("1s"), deletingSince),
+			object:     fixture.NewConfigMap("scratch", fixture.TTL("1s"), deletingSince),
 			now:        fixture.T0.Add(1000 * time.Hour),
 			wantEvents: []string{"Warning DeletionStuck"},
 		},
 		{
 			name:            "deletes an object in a namespace the namespace selector selects",
 			objects:         []client.Object{fixture.Policy("dev", fixture.InNamespaces(dev)), fixture.NewNamespace("team-a", dev)},
-			object:          fixture.NewConfigMap("scratch", fixture.Ttl("10m")),
+			object:          fixture.NewConfigMap("scratch", fixture.TTL("10m")),
 			now:             fixture.T0.Add(time.Hour),
 			wantDeleted:     true,
 			wantDelete:      true,
@@ -382,13 +382,13 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		{
 			name:    "leaves alone an object in a namespace the namespace selector does not select",
 			objects: []client.Object{fixture.Policy("dev", fixture.InNamespaces(dev)), fixture.NewNamespace("team-a", map[string]string{"env": "prod"})},
-			object:  fixture.NewConfigMap("scratch", fixture.Ttl("10m")),
+			object:  fixture.NewConfigMap("scratch", fixture.TTL("10m")),
 			now:     fixture.T0.Add(time.Hour),
 		},
 		{
 			name:    "returns an error when the namespace of a namespace selector cannot be read",
 			objects: []client.Object{fixture.Policy("dev", fixture.InNamespaces(dev))},
-			object:  fixture.NewConfigMap("scratch", fixture.Ttl("10m")),
+			object:  fixture.NewConfigMap("scratch", fixture.TTL("10m")),
 			now:     fixture.T0.Add(time.Hour),
 			wantErr: apierrors.IsNotFound,
 		},
@@ -442,7 +442,7 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		{
 			name:            "returns the error and warns DeletionFailed when the delete is forbidden",
 			objects:         []client.Object{fixture.Policy("configmaps")},
-			object:          fixture.NewConfigMap("scratch", fixture.Ttl("10m")),
+			object:          fixture.NewConfigMap("scratch", fixture.TTL("10m")),
 			now:             fixture.T0.Add(time.Hour),
 			deleteErr:       forbidden,
 			wantErr:         apierrors.IsForbidden,
@@ -453,7 +453,7 @@ func TestObjectReconcilerReconcile(t *testing.T) {
 		{
 			name:            "does nothing more when the object is already gone at delete",
 			objects:         []client.Object{fixture.Policy("configmaps")},
-			object:          fixture.NewConfigMap("scratch", fixture.Ttl("10m")),
+			object:          fixture.NewConfigMap("scratch", fixture.TTL("10m")),
 			now:             fixture.T0.Add(time.Hour),
 			deleteErr:       apierrors.NewNotFound(configMaps, "scratch"),
 			wantDelete:      true,
@@ -516,7 +516,7 @@ func checkDeleteOptions(t *testing.T, o client.DeleteOptions, obj *corev1.Config
 }
 
 func TestObjectReconcilerEventMessages(t *testing.T) {
-	cm := fixture.NewConfigMap("scratch", fixture.Ttl("10m"))
+	cm := fixture.NewConfigMap("scratch", fixture.TTL("10m"))
 	h := newHarness(t, fixture.T0.Add(10*time.Minute+1500*time.Millisecond), fixture.Policy("configmaps"), cm)
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
@@ -565,7 +565,7 @@ func TestObjectReconcilerLosesToWritesTheCacheHasNotSeen(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cm := fixture.NewConfigMap("scratch", fixture.Ttl("10m"), fixture.Labelled(map[string]string{"app": "scratch"}))
+			cm := fixture.NewConfigMap("scratch", fixture.TTL("10m"), fixture.Labelled(map[string]string{"app": "scratch"}))
 			h := newHarness(t, fixture.T0.Add(15*time.Minute), fixture.Policy("scratch", fixture.Selecting(map[string]string{"app": "scratch"})), cm)
 			cached := h.stored(cm)
 			tt.write(h, cm)
@@ -657,7 +657,7 @@ func TestObjectReconcilerRechecksWithTheAPIServer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cm := fixture.NewConfigMap("scratch", fixture.Ttl("10m"), fixture.Labelled(map[string]string{"app": "scratch"}))
+			cm := fixture.NewConfigMap("scratch", fixture.TTL("10m"), fixture.Labelled(map[string]string{"app": "scratch"}))
 			idle := func(p *v1alpha1.TimeoutPolicy) { p.Spec.IdleTTL = tt.idleTTL }
 			h := newHarness(t, fixture.T0.Add(15*time.Minute), fixture.Policy("scratch", fixture.Selecting(map[string]string{"app": "scratch"}), fixture.Archiving, idle), cm)
 			h.r.Archive = archive.Dir(t.TempDir())
@@ -683,7 +683,7 @@ func TestObjectReconcilerRechecksWithTheAPIServer(t *testing.T) {
 	}
 
 	t.Run("returns an error when the API server cannot be read", func(t *testing.T) {
-		cm := fixture.NewConfigMap("scratch", fixture.Ttl("10m"))
+		cm := fixture.NewConfigMap("scratch", fixture.TTL("10m"))
 		h := newHarness(t, fixture.T0.Add(15*time.Minute), fixture.Policy("configmaps", fixture.Archiving), cm)
 		h.r.Archive = archive.Dir(t.TempDir())
 		h.freshView = func(*metav1.PartialObjectMetadata) error {
@@ -721,7 +721,7 @@ func TestObjectReconcilerDeleteConflicts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cm := fixture.NewConfigMap("scratch", fixture.Ttl("10m"))
+			cm := fixture.NewConfigMap("scratch", fixture.TTL("10m"))
 			h := newHarness(t, fixture.T0.Add(time.Hour), fixture.Policy("configmaps"), cm)
 			h.deleteErr = tt.deleteErr
 			h.cacheView = tt.cacheView
@@ -796,7 +796,7 @@ func runSteps(t *testing.T, h *harness, cm *corev1.ConfigMap, steps []step) {
 }
 
 func TestObjectReconcilerDryRun(t *testing.T) {
-	cm := fixture.NewConfigMap("scratch", fixture.Ttl("10m"))
+	cm := fixture.NewConfigMap("scratch", fixture.TTL("10m"))
 	h := newHarness(t, fixture.T0, fixture.Policy("careful", fixture.DryRun), cm)
 	runSteps(t, h, cm, []step{
 		{
@@ -853,7 +853,7 @@ func TestObjectReconcilerDryRun(t *testing.T) {
 }
 
 func TestObjectReconcilerInvalidAnnotation(t *testing.T) {
-	cm := fixture.NewConfigMap("scratch", fixture.Ttl("3 days"))
+	cm := fixture.NewConfigMap("scratch", fixture.TTL("3 days"))
 	h := newHarness(t, fixture.T0, fixture.Policy("configmaps", fixture.DefaultTTL("1h")), cm)
 	runSteps(t, h, cm, []step{
 		{
@@ -941,7 +941,7 @@ func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
 		{
 			name:   "forgets an invalid value once the controller deletes the object",
 			policy: fixture.Policy("configmaps"),
-			object: fixture.NewConfigMap("scratch", fixture.Ttl("3 days")),
+			object: fixture.NewConfigMap("scratch", fixture.TTL("3 days")),
 			first:  fixture.T0.Add(time.Minute),
 			then: func(h *harness, cm *corev1.ConfigMap) {
 				h.clock.SetTime(fixture.T0.Add(2 * time.Hour))
@@ -956,7 +956,7 @@ func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
 		{
 			name:   "forgets an invalid value once it is fixed",
 			policy: fixture.Policy("configmaps"),
-			object: fixture.NewConfigMap("scratch", fixture.Ttl("3 days")),
+			object: fixture.NewConfigMap("scratch", fixture.TTL("3 days")),
 			first:  fixture.T0.Add(time.Minute),
 			then: func(h *harness, cm *corev1.ConfigMap) {
 				h.annotate(cm, expiry.AnnotationTTL, "3d")
@@ -983,7 +983,7 @@ func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
 	}
 
 	t.Run("remembers nothing about an object with nothing to report", func(t *testing.T) {
-		cm := fixture.NewConfigMap("scratch", fixture.Ttl("10m"))
+		cm := fixture.NewConfigMap("scratch", fixture.TTL("10m"))
 		h := newHarness(t, fixture.T0.Add(time.Minute), fixture.Policy("configmaps"), cm)
 		for _, at := range []time.Time{fixture.T0.Add(time.Minute), fixture.T0.Add(10 * time.Minute)} {
 			h.clock.SetTime(at)
@@ -1000,7 +1000,7 @@ func TestObjectReconcilerForgetsWhatItReported(t *testing.T) {
 func TestObjectReconcilerRecreatedObject(t *testing.T) {
 	// The watch may fold a delete and a create under the same name into
 	// one reconcile: the new object is a new object, warned about afresh.
-	cm := fixture.NewConfigMap("scratch", fixture.Ttl("3 days"))
+	cm := fixture.NewConfigMap("scratch", fixture.TTL("3 days"))
 	h := newHarness(t, fixture.T0.Add(time.Minute), fixture.Policy("configmaps"), cm)
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
@@ -1011,7 +1011,7 @@ func TestObjectReconcilerRecreatedObject(t *testing.T) {
 	if err := h.client.Delete(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
-	again := fixture.NewConfigMap("scratch", fixture.Ttl("3 days"), func(cm *corev1.ConfigMap) { cm.UID = "uid-scratch-2" })
+	again := fixture.NewConfigMap("scratch", fixture.TTL("3 days"), func(cm *corev1.ConfigMap) { cm.UID = "uid-scratch-2" })
 	if err := h.client.Create(context.Background(), again); err != nil {
 		t.Fatal(err)
 	}
@@ -1048,7 +1048,7 @@ func TestObjectReconcilerClusterScoped(t *testing.T) {
 }
 
 func TestObjectReconcilerGlobalDryRun(t *testing.T) {
-	cm := fixture.NewConfigMap("scratch", fixture.Ttl("10m"))
+	cm := fixture.NewConfigMap("scratch", fixture.TTL("10m"))
 	h := newHarness(t, fixture.T0, fixture.Policy("plain"), cm)
 	var trail bytes.Buffer
 	h.r.DryRun, h.r.Audit = true, audit.New(&trail)
@@ -1081,8 +1081,8 @@ func TestObjectReconcilerGlobalDryRun(t *testing.T) {
 }
 
 func TestObjectReconcilerWaitsForItsTurnUnderACap(t *testing.T) {
-	first := fixture.NewConfigMap("first", fixture.Ttl("10m"))
-	second := fixture.NewConfigMap("second", fixture.Ttl("10m"))
+	first := fixture.NewConfigMap("first", fixture.TTL("10m"))
+	second := fixture.NewConfigMap("second", fixture.TTL("10m"))
 	h := newHarness(t, fixture.T0, fixture.Policy("capped", func(p *v1alpha1.TimeoutPolicy) { p.Spec.Deletion.MaxPerMinute = 2 }), first, second)
 	h.clock.SetTime(fixture.T0.Add(10 * time.Minute))
 

@@ -41,7 +41,7 @@ func (h *harness) sendOutbox() {
 }
 
 func TestTheExpiredAndDeletedMessagesWaitInTheOutboxForAChannelThatRefusesThem(t *testing.T) {
-	cm := fixture.NewConfigMap("scratch", fixture.Ttl("10m"))
+	cm := fixture.NewConfigMap("scratch", fixture.TTL("10m"))
 	h := newHarness(t, fixture.T0.Add(time.Hour), told(), cm)
 	h.scripted.set(nil, errors.New("451 try again later"))
 
@@ -78,7 +78,7 @@ func TestADeleteThatFailsLeavesNoOutboxEntry(t *testing.T) {
 		{"is refused", apierrors.NewForbidden(configMaps, "scratch", errors.New("no"))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cm := fixture.NewConfigMap("scratch", fixture.Ttl("10m"))
+			cm := fixture.NewConfigMap("scratch", fixture.TTL("10m"))
 			h := newHarness(t, fixture.T0.Add(time.Hour), told(), cm)
 			h.deleteErr = c.err
 
@@ -101,7 +101,7 @@ func TestADeleteThatFailsLeavesNoOutboxEntry(t *testing.T) {
 // A policy on ConfigMaps whose selector takes in the outbox's own entries
 // leaves them alone: deleting one would lose the messages it holds.
 func TestAPolicyOnConfigMapsNeverDeletesTheOutboxEntries(t *testing.T) {
-	entry := fixture.NewConfigMap("timeout-outbox-uid-gone", fixture.Ttl("10m"), func(cm *corev1.ConfigMap) {
+	entry := fixture.NewConfigMap("timeout-outbox-uid-gone", fixture.TTL("10m"), func(cm *corev1.ConfigMap) {
 		cm.Namespace = "timeout-system"
 		cm.Labels = map[string]string{outbox.LabelEntry: "true"}
 	})
@@ -115,7 +115,7 @@ func TestAPolicyOnConfigMapsNeverDeletesTheOutboxEntries(t *testing.T) {
 }
 
 func TestTheDeletionFailedMessageWaitsInTheOutboxForAChannelThatRefusesItOnce(t *testing.T) {
-	cm := fixture.NewConfigMap("scratch", fixture.Ttl("10m"))
+	cm := fixture.NewConfigMap("scratch", fixture.TTL("10m"))
 	h := newHarness(t, fixture.T0.Add(time.Hour), told(), cm)
 	h.scripted.set(nil, errors.New("451 try again later"))
 	h.deleteErr = apierrors.NewForbidden(configMaps, "scratch", errors.New("no"))

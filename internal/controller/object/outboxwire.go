@@ -28,7 +28,7 @@ import (
 // in namespace, written through c, with objects and entries read from the
 // API server through live, and the policies' channels as r builds them.
 // Setup, the tests and the simulation wire it the same way.
-func (r *ObjectReconciler) NewOutbox(c client.Client, live client.Reader, namespace string, giveUpAfter time.Duration, log logr.Logger) *outbox.Outbox {
+func (r *Reconciler) NewOutbox(c client.Client, live client.Reader, namespace string, giveUpAfter time.Duration, log logr.Logger) *outbox.Outbox {
 	return &outbox.Outbox{
 		Store:       &outbox.Store{Client: c, Reader: live, Namespace: namespace},
 		Deliverer:   delivery.OutboxDeliverer{Reader: r.Client, Channels: r.Channels, Links: r.Links},
@@ -44,7 +44,7 @@ func (r *ObjectReconciler) NewOutbox(c client.Client, live client.Reader, namesp
 
 // lifetimeOf is the expiry the reconcile would give obj now, for the
 // digest marker.
-func (r *ObjectReconciler) lifetimeOf(ctx context.Context, key wakeup.Key, obj *metav1.PartialObjectMetadata) (time.Time, bool) {
+func (r *Reconciler) lifetimeOf(ctx context.Context, key wakeup.Key, obj *metav1.PartialObjectMetadata) (time.Time, bool) {
 	ev, err := r.evaluate(ctx, key, obj)
 	if err != nil || ev == nil || ev.Life.Keep {
 		return time.Time{}, false
@@ -54,7 +54,7 @@ func (r *ObjectReconciler) lifetimeOf(ctx context.Context, key wakeup.Key, obj *
 
 // digestsOn reports whether owners' reminders go out as digests: the
 // outbox that sends them has a Marker to write their records with.
-func (r *ObjectReconciler) digestsOn() bool {
+func (r *Reconciler) digestsOn() bool {
 	return r.Outbox != nil && r.Outbox.Marker != nil
 }
 
@@ -62,7 +62,7 @@ func (r *ObjectReconciler) digestsOn() bool {
 // its reminders reach the owner in a digest: the policy tells owners, an
 // e-mail channel of it carries reminders, and the owner has an address.
 // Empty otherwise: the owner, if told at all, is told per object.
-func (r *ObjectReconciler) digestOwner(ctx context.Context, ev *eval.Evaluation) string {
+func (r *Reconciler) digestOwner(ctx context.Context, ev *eval.Evaluation) string {
 	owner := strings.TrimSpace(ev.Obj.Annotations[notify.AnnotationOwner])
 	if !r.digestsOn() || !ev.Policy.Spec.Notifications.Owner || owner == "" || ev.Channels == nil || len(ev.Channels.EmailReminders) == 0 {
 		return ""
@@ -77,7 +77,7 @@ func (r *ObjectReconciler) digestOwner(ctx context.Context, ev *eval.Evaluation)
 // digestCandidates are the objects, from the cache, of the kind of ev
 // with the same owner under the same policy whose reminder stage has not
 // reached the owner, evaluated as their own reconcile evaluates them.
-func (r *ObjectReconciler) digestCandidates(ctx context.Context, ev *eval.Evaluation, stage string) ([]outbox.Member, error) {
+func (r *Reconciler) digestCandidates(ctx context.Context, ev *eval.Evaluation, stage string) ([]outbox.Member, error) {
 	lead, err := expiry.ParseDuration(stage)
 	if err != nil {
 		return nil, err

@@ -112,7 +112,7 @@ func TestADeleteThatLeavesTheObjectInTerminatingIsAcceptedNotFailed(t *testing.T
 					return tt.deleteErr
 				},
 			})
-			r := &ObjectReconciler{Client: c}
+			r := &Reconciler{Client: c}
 			obj := kube.NewMetadata(gvk)
 			obj.Name, obj.UID, obj.ResourceVersion, obj.Finalizers = "pb", "uid", "1", tt.finalizers
 			propagation := tt.propagation

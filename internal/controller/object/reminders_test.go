@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/delivery"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 
 	"github.com/go-logr/logr"
@@ -283,7 +282,7 @@ func TestLeavingTheGlobalDryRunGivesTheMinimumNoticeAgain(t *testing.T) {
 
 	live := fixture.T0.Add(90 * time.Minute)
 	h.clock.SetTime(live)
-	h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
+	h.r = &Reconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
 	if _, err := h.reconcile(cm); err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +328,7 @@ func TestARestartAtAnyStepRepeatsAndLosesNothing(t *testing.T) {
 		h.clock.SetTime(fixture.T0.Add(at))
 		for range times {
 			// Everything in memory is dropped.
-			h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
+			h.r = &Reconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
 			h.r.Outbox = h.r.NewOutbox(h.client, h.r.APIReader, "timeout-system", 0, logr.Discard())
 			if _, err := h.reconcile(cm); err != nil && !strings.Contains(err.Error(), "conflict") {
 				t.Fatal(err)
@@ -456,7 +455,7 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 			}
 			mustReconcile(t, h, cm)
 			last := h.clock.Now()
-			old := h.r.delivery().Retries.NextAttempt(delivery.NewRetryKey(keyOf(cm), cm.UID, fixture.T0.Add(time.Hour), "30m", scriptedChannel))
+			old := h.r.delivery().NextAttempt(keyOf(cm), cm.UID, fixture.T0.Add(time.Hour), "30m", scriptedChannel)
 			h.scripted.set(nil, nil)
 			// Extended so that the new date's 30m stage falls due in a
 			// minute, before the old stage's next attempt.
@@ -635,13 +634,13 @@ func TestRemindersWhenDeliveryOrItsRecordFails(t *testing.T) {
 // values stay wrong, however often the controller restarts: the record on
 // the object says they were given.
 func TestARestartBeforeEveryPassRepeatsNoWarningAboutTheAnnotations(t *testing.T) {
-	cm := fixture.NewConfigMap("restarted", fixture.Ttl("3 days"), fixture.Annotated(notify.AnnotationNotify, "not-an-address"))
+	cm := fixture.NewConfigMap("restarted", fixture.TTL("3 days"), fixture.Annotated(notify.AnnotationNotify, "not-an-address"))
 	h := newHarness(t, fixture.T0, remindingPolicy("1h"), cm)
 	var all []string
 	for _, at := range []time.Duration{time.Minute, 2 * time.Minute, 31 * time.Minute, 32 * time.Minute, 40 * time.Minute} {
 		h.clock.SetTime(fixture.T0.Add(at))
 		// Everything in memory is dropped.
-		h.r = &ObjectReconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
+		h.r = &Reconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
 		h.r.Outbox = h.r.NewOutbox(h.client, h.r.APIReader, "timeout-system", 0, logr.Discard())
 		if _, err := h.reconcile(cm); err != nil && !strings.Contains(err.Error(), "conflict") {
 			t.Fatal(err)

@@ -29,7 +29,7 @@ import (
 
 // warnInvalid emits one InvalidTimeout Event per invalid annotation value,
 // and again only when the values change.
-func (r *ObjectReconciler) warnInvalid(ctx context.Context, ev *eval.Evaluation) {
+func (r *Reconciler) warnInvalid(ctx context.Context, ev *eval.Evaluation) {
 	key, obj := ev.Key, ev.Obj
 	life := ev.Life
 	var sig strings.Builder

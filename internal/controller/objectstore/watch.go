@@ -55,7 +55,7 @@ type Watches struct {
 }
 
 type Watched struct {
-	Gvk        schema.GroupVersionKind
+	GVK        schema.GroupVersionKind
 	Namespaced bool
 }
 
@@ -72,7 +72,7 @@ func (w *Watches) Ensure(gvk schema.GroupVersionKind, resource schema.GroupVersi
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if k, ok := w.Kinds[gvk.GroupKind()]; ok {
-		return k.Gvk, nil
+		return k.GVK, nil
 	}
 	var (
 		reflector *toolscache.Reflector
@@ -125,7 +125,7 @@ func (w *Watches) Ensure(gvk schema.GroupVersionKind, resource schema.GroupVersi
 	if w.Kinds == nil {
 		w.Kinds = map[schema.GroupKind]Watched{}
 	}
-	w.Kinds[gvk.GroupKind()] = Watched{Gvk: gvk, Namespaced: namespaced}
+	w.Kinds[gvk.GroupKind()] = Watched{GVK: gvk, Namespaced: namespaced}
 	return gvk, nil
 }
 
@@ -142,7 +142,7 @@ func (w *Watches) WatchedKind(gk schema.GroupKind) (gvk schema.GroupVersionKind,
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	k, ok := w.Kinds[gk]
-	return k.Gvk, k.Namespaced, ok
+	return k.GVK, k.Namespaced, ok
 }
 
 // LookNow asks for a look at key at once.
@@ -173,7 +173,7 @@ func (w *Watches) enqueueKind(ctx context.Context, gvk schema.GroupVersionKind) 
 	k, ok := w.Kinds[gvk.GroupKind()]
 	w.mu.Unlock()
 	if ok {
-		w.enqueueList(ctx, k.Gvk, "")
+		w.enqueueList(ctx, k.GVK, "")
 	}
 }
 
@@ -182,7 +182,7 @@ func (w *Watches) enqueueNamespace(ctx context.Context, namespace string) {
 	var kinds []schema.GroupVersionKind
 	for _, k := range w.Kinds {
 		if k.Namespaced {
-			kinds = append(kinds, k.Gvk)
+			kinds = append(kinds, k.GVK)
 		}
 	}
 	w.mu.Unlock()

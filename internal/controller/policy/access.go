@@ -169,7 +169,7 @@ func (f forbidden) message(consequence string) string {
 		parts = append(parts, fmt.Sprintf("%s %s in namespace %s", strings.Join(where[k], ", "), f.resource, listSome(f.in[where[k][0]], 3)))
 	}
 	return fmt.Sprintf("The API server does not let the controller %s, so %s: grant its ServiceAccount %s on %s (see %s); checked again every %s",
-		strings.Join(parts, ", nor "), consequence, strings.Join(targetVerbs, ", "), f.resource, channelset.RbacDocs, targetRetry)
+		strings.Join(parts, ", nor "), consequence, strings.Join(targetVerbs, ", "), f.resource, channelset.RBACDocs, targetRetry)
 }
 
 // listSome joins the first n of names and says how many more there are.

@@ -230,7 +230,7 @@ func TestAPolicyForAKindTheControllerMayNotUseIsForbiddenUntilGranted(t *testing
 		{
 			name:        "may not patch or delete where its objects are",
 			grants:      []string{"get configmaps", "list configmaps", "watch configmaps", "patch configmaps other", "delete configmaps other"},
-			objects:     []client.Object{fixture.NewConfigMap("a", fixture.Ttl("10m"))},
+			objects:     []client.Object{fixture.NewConfigMap("a", fixture.TTL("10m"))},
 			wantMessage: []string{"does not let the controller patch, delete configmaps in namespace team-a, so this policy's objects are not reminded and deleted"},
 			// Watched, to find the namespaces its objects are in.
 			wantWatched: 2,

@@ -98,7 +98,7 @@ func (m *HeldManager) Add(r manager.Runnable) error {
 // crdGate adds the held runnables to the manager once the API server
 // serves the controller's own CRDs. It runs on every replica: a standby
 // says what is missing too, and its held runnables wait for the election.
-type CrdGate struct {
+type CRDGate struct {
 	Mgr    manager.Manager
 	Mapper meta.RESTMapper
 	Held   []manager.Runnable
@@ -108,11 +108,11 @@ type CrdGate struct {
 }
 
 // NeedLeaderElection is false: the gate only looks and says.
-func (g *CrdGate) NeedLeaderElection() bool { return false }
+func (g *CRDGate) NeedLeaderElection() bool { return false }
 
 // Start looks until the CRDs are served, saying once what is missing (and
 // again only when that changes), then hands the held runnables over.
-func (g *CrdGate) Start(ctx context.Context) error {
+func (g *CRDGate) Start(ctx context.Context) error {
 	interval := g.interval
 	if interval <= 0 {
 		interval = crdRetry
@@ -187,7 +187,7 @@ func Readiness(mgr manager.Manager, w *objectstore.Watches, leading *atomic.Bool
 
 // crdsReadiness fails, naming them, while the API server does not serve
 // the controller's own CRDs.
-func CrdsReadiness(mapper meta.RESTMapper) healthz.Checker {
+func CRDsReadiness(mapper meta.RESTMapper) healthz.Checker {
 	return func(*http.Request) error {
 		missing, err := unserved(mapper, ownKinds)
 		if err != nil {

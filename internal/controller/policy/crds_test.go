@@ -96,7 +96,7 @@ func TestReadinessNamesTheCRDsThatAreNotInstalled(t *testing.T) {
 		{name: "is ready with both CRDs", served: []schema.GroupVersionKind{policyGVK, channelGVK}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := CrdsReadiness(newServedKinds(tt.served...))(probe)
+			err := CRDsReadiness(newServedKinds(tt.served...))(probe)
 			if len(tt.want) == 0 {
 				if err != nil {
 					t.Fatalf("not ready: %v", err)
@@ -204,7 +204,7 @@ func TestTheControllersWaitForTheCRDsAndStartWhenTheyAreInstalled(t *testing.T) 
 			t.Fatal(err)
 		}
 	}
-	gate := &CrdGate{Mgr: mgr, Mapper: served, Held: held.Held, Log: log, interval: time.Millisecond}
+	gate := &CRDGate{Mgr: mgr, Mapper: served, Held: held.Held, Log: log, interval: time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -250,7 +250,7 @@ func TestTheGateSaysNothingWhenTheCRDsAreThere(t *testing.T) {
 	mgr := &addRecorder{}
 	var lines int
 	log := funcr.New(func(string, string) { lines++ }, funcr.Options{})
-	gate := &CrdGate{Mgr: mgr, Mapper: newServedKinds(policyGVK, channelGVK), Log: log,
+	gate := &CRDGate{Mgr: mgr, Mapper: newServedKinds(policyGVK, channelGVK), Log: log,
 		Held: []manager.Runnable{manager.RunnableFunc(func(context.Context) error { return nil })}}
 	if err := gate.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -152,7 +152,7 @@ func TestPolicyReconcilerReconcile(t *testing.T) {
 		{
 			name: "watches the target kind and its namespaces, and reports what it governs",
 			objects: []client.Object{
-				fixture.NewConfigMap("a", fixture.Ttl("10m")),
+				fixture.NewConfigMap("a", fixture.TTL("10m")),
 				fixture.NewConfigMap("b", fixture.Annotated(expiry.AnnotationKeep, "true")),
 			},
 			policy:          fixture.Policy("configmaps"),
@@ -412,7 +412,7 @@ func TestPolicyReconcilerCount(t *testing.T) {
 			objects: []client.Object{
 				fixture.Policy("configmaps", fixture.DefaultTTL("2h")),
 				fixture.NewConfigMap("default", fixture.InNamespace("team-b")),
-				fixture.NewConfigMap("later", fixture.Ttl("1d")),
+				fixture.NewConfigMap("later", fixture.TTL("1d")),
 			},
 			policy:          "configmaps",
 			wantTracked:     2,
@@ -435,9 +435,9 @@ func TestPolicyReconcilerCount(t *testing.T) {
 				fixture.Policy("dev", fixture.InNamespaces(map[string]string{"env": "dev"})),
 				fixture.NewNamespace("team-a", map[string]string{"env": "dev"}),
 				fixture.NewNamespace("team-b", map[string]string{"env": "prod"}),
-				fixture.NewConfigMap("a1", fixture.Ttl("1d")),
-				fixture.NewConfigMap("a2", fixture.Ttl("2d")),
-				fixture.NewConfigMap("b1", fixture.Ttl("1h"), fixture.InNamespace("team-b")),
+				fixture.NewConfigMap("a1", fixture.TTL("1d")),
+				fixture.NewConfigMap("a2", fixture.TTL("2d")),
+				fixture.NewConfigMap("b1", fixture.TTL("1h"), fixture.InNamespace("team-b")),
 			},
 			policy:          "dev",
 			wantTracked:     2,
@@ -449,7 +449,7 @@ func TestPolicyReconcilerCount(t *testing.T) {
 			objects: []client.Object{
 				fixture.Policy("configmaps"),
 				fixture.Policy("urgent", fixture.Priority(10), fixture.Selecting(urgent), fixture.DefaultTTL("10m")),
-				fixture.NewConfigMap("plain", fixture.Ttl("1d")),
+				fixture.NewConfigMap("plain", fixture.TTL("1d")),
 				fixture.NewConfigMap("urgent-1", fixture.Labelled(urgent)),
 				fixture.NewConfigMap("urgent-2", fixture.Labelled(urgent)),
 			},
@@ -464,7 +464,7 @@ func TestPolicyReconcilerCount(t *testing.T) {
 			objects: []client.Object{
 				fixture.Policy("beta"),
 				fixture.Policy("alpha"),
-				fixture.NewConfigMap("shared", fixture.Ttl("1d")),
+				fixture.NewConfigMap("shared", fixture.TTL("1d")),
 			},
 			policy:           "beta",
 			wantOverlapping:  metav1.ConditionTrue,
@@ -475,7 +475,7 @@ func TestPolicyReconcilerCount(t *testing.T) {
 			objects: []client.Object{
 				fixture.Policy("configmaps"),
 				fixture.Policy("urgent", fixture.Priority(10), fixture.Selecting(urgent), fixture.DefaultTTL("2h")),
-				fixture.NewConfigMap("plain", fixture.Ttl("1d")),
+				fixture.NewConfigMap("plain", fixture.TTL("1d")),
 				fixture.NewConfigMap("urgent-1", fixture.Labelled(urgent)),
 			},
 			policy:          "urgent",
@@ -499,8 +499,8 @@ func TestPolicyReconcilerCount(t *testing.T) {
 			name: "counts nothing as expiring soon when the policy has no reminders, even an object past its expiry",
 			objects: []client.Object{
 				fixture.Policy("careful", fixture.DryRun),
-				fixture.NewConfigMap("expired", fixture.Ttl("10m")),
-				fixture.NewConfigMap("later", fixture.Ttl("1d")),
+				fixture.NewConfigMap("expired", fixture.TTL("10m")),
+				fixture.NewConfigMap("later", fixture.TTL("1d")),
 			},
 			policy:          "careful",
 			wantTracked:     2,

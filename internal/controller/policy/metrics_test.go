@@ -22,11 +22,11 @@ func TestPolicyStatusCountsExpiriesAheadByHorizon(t *testing.T) {
 	now := fixture.T0.Add(time.Hour)
 	h := newPolicyHarness(t, now,
 		fixture.Policy("horizons"),
-		fixture.NewConfigMap("overdue", fixture.Ttl("10m")),
-		fixture.NewConfigMap("in-half-an-hour", fixture.Ttl("90m")),
-		fixture.NewConfigMap("in-five-hours", fixture.Ttl("6h")),
-		fixture.NewConfigMap("in-three-days", fixture.Ttl("3d")),
-		fixture.NewConfigMap("in-ten-days", fixture.Ttl("10d")),
+		fixture.NewConfigMap("overdue", fixture.TTL("10m")),
+		fixture.NewConfigMap("in-half-an-hour", fixture.TTL("90m")),
+		fixture.NewConfigMap("in-five-hours", fixture.TTL("6h")),
+		fixture.NewConfigMap("in-three-days", fixture.TTL("3d")),
+		fixture.NewConfigMap("in-ten-days", fixture.TTL("10d")),
 		fixture.NewConfigMap("kept", fixture.Annotated(expiry.AnnotationKeep, "true")),
 	)
 	p := &v1alpha1.TimeoutPolicy{}

@@ -90,7 +90,7 @@ func TestAPolicyWhoseObjectsHaveNobodyToRemindIsNotReady(t *testing.T) {
 		{
 			name:       "is ready when no reminder's lead fits the object's lifetime, so none is owed",
 			policy:     fixture.Policy("mail", remindsByMail(v1alpha1.ChannelReference{Name: "mail"})),
-			objects:    []client.Object{fixture.NewConfigMap("brief", fixture.Ttl("10m"))},
+			objects:    []client.Object{fixture.NewConfigMap("brief", fixture.TTL("10m"))},
 			wantReason: v1alpha1.ReasonActive,
 		},
 		{

@@ -41,7 +41,7 @@ func TestTrafficWritesUseOfTheGovernedObjectsItNames(t *testing.T) {
 	quiet := fixture.NewConfigMap("quiet", fixture.InNamespace("amp-quiet"), team("a"), firstGeneration)
 	h := newHarness(t, t0, pol, other, busy, recent, kept, othersOwn, quiet,
 		fixture.NewNamespace("amp-busy", nil), fixture.NewNamespace("amp-quiet", nil))
-	w := &objectstore.Watches{Reader: h.client, Kinds: map[schema.GroupKind]objectstore.Watched{fixture.ConfigMapGVK.GroupKind(): {Gvk: fixture.ConfigMapGVK, Namespaced: true}}}
+	w := &objectstore.Watches{Reader: h.client, Kinds: map[schema.GroupKind]objectstore.Watched{fixture.ConfigMapGVK.GroupKind(): {GVK: fixture.ConfigMapGVK, Namespaced: true}}}
 	tr := &usage.Traffic{Client: h.r.Client, Clock: h.clock, Governing: h.r.Governing, Validate: policy.Validate, Watches: w,
 		Prometheus: fixture.FakeAPI{Vector: model.Vector{fixture.Sample(2, "namespace", "amp-busy"), fixture.Sample(0, "namespace", "amp-quiet")}}}
 
@@ -91,7 +91,7 @@ func TestTrafficUnderASleepByAgeWakesOnlyWhatSleeps(t *testing.T) {
 	sleeping := fixture.NewConfigMap("sleeping", fixture.InNamespace("amp-a"), firstGeneration, fixture.Annotated(expiry.AnnotationSleep, asleep.String()))
 	awake := fixture.NewConfigMap("awake", fixture.InNamespace("amp-a"), firstGeneration)
 	h := newHarness(t, t0, pol, sleeping, awake, fixture.NewNamespace("amp-a", nil))
-	w := &objectstore.Watches{Reader: h.client, Kinds: map[schema.GroupKind]objectstore.Watched{fixture.ConfigMapGVK.GroupKind(): {Gvk: fixture.ConfigMapGVK, Namespaced: true}}}
+	w := &objectstore.Watches{Reader: h.client, Kinds: map[schema.GroupKind]objectstore.Watched{fixture.ConfigMapGVK.GroupKind(): {GVK: fixture.ConfigMapGVK, Namespaced: true}}}
 	tr := &usage.Traffic{Client: h.r.Client, Clock: h.clock, Governing: h.r.Governing, Validate: policy.Validate, Watches: w, Prometheus: fixture.FakeAPI{Vector: model.Vector{fixture.Sample(1, "namespace", "amp-a")}}}
 
 	tr.Evaluate(context.Background(), pol, usage.TrafficQuery{Query: "q", Interval: time.Minute}, t0)
