@@ -44,6 +44,8 @@ var DefaultTargets = []string{
 	"internal/outbox",
 	"internal/notify/recipients.go",
 	"internal/rules/evaluate.go",
+	"internal/controller/sleep",
+	"internal/controller/usage",
 }
 
 // AlsoTestedBy names, for a target package, the packages whose tests
@@ -52,6 +54,12 @@ var DefaultTargets = []string{
 // plugin's tests (its explain goldens among them) hold it.
 var AlsoTestedBy = map[string][]string{
 	"internal/rules": {"internal/plugin"},
+	// A sleep and a wake are carried out for the object reconciler, and
+	// its tests drive them through it, as they drive the activity and the
+	// traffic it reads; the policy reconciler's tests hold the validation
+	// of spec.traffic.
+	"internal/controller/sleep": {"internal/controller/object"},
+	"internal/controller/usage": {"internal/controller/object", "internal/controller/policy"},
 }
 
 // testPackages are the packages whose tests run against a mutant of pkg.

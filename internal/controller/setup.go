@@ -38,7 +38,7 @@ import (
 // The role's rules that no one controller owns: the Events every
 // controller records, and who scrapes the metrics, which is checked with
 // the API server. The rules of each controller stand beside it, in
-// <kind>_controller.go.
+// its package (object, policy, sleep, usage).
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // Whether a policy's author may use the channels it names is checked
 // with the API server too.

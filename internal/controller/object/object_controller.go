@@ -51,8 +51,8 @@ var outboxKind = schema.GroupKind{Kind: "ConfigMap"}
 // The rules the object controller needs for Playbooks, its default
 // target. Each further target kind needs get, list, watch, patch (for the
 // reminder record) and delete on its resource. The census of what a
-// deleted object owned (reclaim.go) and sleep (sleep.go) keep theirs
-// beside their code.
+// deleted object owned (reclaim.go) and sleep (internal/controller/sleep)
+// keep theirs beside their code.
 // +kubebuilder:rbac:groups=amphitheatre.app,resources=playbooks,verbs=get;list;watch;patch;delete
 // Who may write the reminders record annotation, which the admission
 // policy (config/admission) lets no one else write: a verb on a resource
