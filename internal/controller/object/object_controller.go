@@ -168,7 +168,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr manager.Manager, 
 	if err != nil {
 		return fmt.Errorf("create the metadata client: %w", err)
 	}
-	r.Watches = &objectstore.Watches{Cache: mgr.GetCache(), Reader: mgr.GetClient(), Metadata: md, Controller: c, Wakes: wakes}
+	r.Watches = objectstore.NewWatches(mgr.GetCache(), mgr.GetClient(), md, c, wakes)
 	// Governed objects are read from their records, not from the cache.
 	r.Client = objectstore.RecordReader{Client: r.Client, Watches: r.Watches}
 	// Built after the client it reads through.

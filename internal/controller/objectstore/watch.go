@@ -34,29 +34,38 @@ import (
 
 type Queue = workqueue.TypedRateLimitingInterface[wakeup.Key]
 
-// watches starts a metadata-only watch on each target kind the first time a
+// Watches starts a metadata-only watch on each target kind the first time a
 // policy names it, feeding the one object controller. A watch stays until
 // the process exits: objects no policy governs are simply left alone.
 type Watches struct {
-	Cache  cache.Cache
-	Reader client.Reader
+	cache  cache.Cache
+	reader client.Reader
 	// metadata lists and watches the governed kinds' metadata; nil in
 	// unit tests, which read governed objects through reader.
-	Metadata   metadata.Interface
-	Controller controller.TypedController[wakeup.Key]
+	metadata   metadata.Interface
+	controller controller.TypedController[wakeup.Key]
 	// wakes is where the objects' looks are queued.
-	Wakes *wakeup.Queue
+	wakes *wakeup.Queue
 
 	mu sync.Mutex
 	// kinds maps each watched kind to the version it is watched at.
-	Kinds      map[schema.GroupKind]Watched
+	kinds      map[schema.GroupKind]watched
 	stores     map[schema.GroupKind]*objectStore
 	namespaces bool
 }
 
-type Watched struct {
-	GVK        schema.GroupVersionKind
-	Namespaced bool
+type watched struct {
+	gvk        schema.GroupVersionKind
+	namespaced bool
+}
+
+// NewWatches returns the watches that feed controller, whose looks are
+// queued in wakes. The watches list and watch the governed kinds' metadata
+// through md, and read what they do not hold from reader and cache; md,
+// cache and wakes may be nil in unit tests, which read governed objects
+// through reader.
+func NewWatches(cache cache.Cache, reader client.Reader, md metadata.Interface, controller controller.TypedController[wakeup.Key], wakes *wakeup.Queue) *Watches {
+	return &Watches{cache: cache, reader: reader, metadata: md, controller: controller, wakes: wakes}
 }
 
 // listTimeout bounds a read from the cache: an informer that cannot sync
@@ -71,19 +80,19 @@ const ListTimeout = 30 * time.Second
 func (w *Watches) Ensure(gvk schema.GroupVersionKind, resource schema.GroupVersionResource, namespaced bool) (schema.GroupVersionKind, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if k, ok := w.Kinds[gvk.GroupKind()]; ok {
-		return k.GVK, nil
+	if k, ok := w.kinds[gvk.GroupKind()]; ok {
+		return k.gvk, nil
 	}
 	var (
 		reflector *toolscache.Reflector
 		synced    <-chan struct{}
 	)
-	if w.Metadata != nil {
+	if w.metadata != nil {
 		s := newObjectStore(gvk, resource.GroupResource(), func(name types.NamespacedName) {
-			w.Wakes.Now(wakeup.Key{GVK: gvk, NamespacedName: name})
+			w.wakes.Now(wakeup.Key{GVK: gvk, NamespacedName: name})
 		})
-		reflector = s.reflector(metadataListWatch(w.Metadata, resource))
-		w.Wakes.Locate(gvk, s.wakeOf)
+		reflector = s.reflector(metadataListWatch(w.metadata, resource))
+		w.wakes.Locate(gvk, s.wakeOf)
 		synced = s.synced
 		if w.stores == nil {
 			w.stores = map[schema.GroupKind]*objectStore{}
@@ -102,14 +111,14 @@ func (w *Watches) Ensure(gvk schema.GroupVersionKind, resource schema.GroupVersi
 		}
 		return nil
 	})
-	if err := w.Controller.Watch(src); err != nil {
+	if err := w.controller.Watch(src); err != nil {
 		delete(w.stores, gvk.GroupKind())
 		return gvk, fmt.Errorf("watch %s: %w", gvk, err)
 	}
 	if namespaced && !w.namespaces {
 		// Namespace selectors read namespace labels: when they change, the
 		// objects in that namespace may change policy.
-		ns := source.TypedKind(w.Cache, kube.NewMetadata(corev1.SchemeGroupVersion.WithKind("Namespace")),
+		ns := source.TypedKind(w.cache, kube.NewMetadata(corev1.SchemeGroupVersion.WithKind("Namespace")),
 			handler.TypedFuncs[*metav1.PartialObjectMetadata, wakeup.Key]{
 				UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*metav1.PartialObjectMetadata], _ Queue) {
 					if !maps.Equal(e.ObjectOld.Labels, e.ObjectNew.Labels) {
@@ -117,36 +126,36 @@ func (w *Watches) Ensure(gvk schema.GroupVersionKind, resource schema.GroupVersi
 					}
 				},
 			})
-		if err := w.Controller.Watch(ns); err != nil {
+		if err := w.controller.Watch(ns); err != nil {
 			return gvk, fmt.Errorf("watch namespaces: %w", err)
 		}
 		w.namespaces = true
 	}
-	if w.Kinds == nil {
-		w.Kinds = map[schema.GroupKind]Watched{}
+	if w.kinds == nil {
+		w.kinds = map[schema.GroupKind]watched{}
 	}
-	w.Kinds[gvk.GroupKind()] = Watched{GVK: gvk, Namespaced: namespaced}
+	w.kinds[gvk.GroupKind()] = watched{gvk: gvk, namespaced: namespaced}
 	return gvk, nil
 }
 
 // MetadataClient is the client the watches list and watch metadata with;
 // nil in unit tests.
-func (w *Watches) MetadataClient() metadata.Interface { return w.Metadata }
+func (w *Watches) MetadataClient() metadata.Interface { return w.metadata }
 
 // Watch adds src to the object controller.
-func (w *Watches) Watch(src source.TypedSource[wakeup.Key]) error { return w.Controller.Watch(src) }
+func (w *Watches) Watch(src source.TypedSource[wakeup.Key]) error { return w.controller.Watch(src) }
 
 // WatchedKind returns the version gk is watched at and whether its
 // objects are namespaced, if it is watched.
 func (w *Watches) WatchedKind(gk schema.GroupKind) (gvk schema.GroupVersionKind, namespaced, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	k, ok := w.Kinds[gk]
-	return k.GVK, k.Namespaced, ok
+	k, ok := w.kinds[gk]
+	return k.gvk, k.namespaced, ok
 }
 
 // LookNow asks for a look at key at once.
-func (w *Watches) LookNow(key wakeup.Key) { w.Wakes.Now(key) }
+func (w *Watches) LookNow(key wakeup.Key) { w.wakes.Now(key) }
 
 // store returns the records of kind, nil when it is not watched.
 func (w *Watches) store(kind schema.GroupKind) *objectStore {
@@ -170,19 +179,19 @@ func (w *Watches) Synced() bool {
 // enqueueKind queues every object of gvk's kind, when it is watched.
 func (w *Watches) enqueueKind(ctx context.Context, gvk schema.GroupVersionKind) {
 	w.mu.Lock()
-	k, ok := w.Kinds[gvk.GroupKind()]
+	k, ok := w.kinds[gvk.GroupKind()]
 	w.mu.Unlock()
 	if ok {
-		w.enqueueList(ctx, k.GVK, "")
+		w.enqueueList(ctx, k.gvk, "")
 	}
 }
 
 func (w *Watches) enqueueNamespace(ctx context.Context, namespace string) {
 	w.mu.Lock()
 	var kinds []schema.GroupVersionKind
-	for _, k := range w.Kinds {
-		if k.Namespaced {
-			kinds = append(kinds, k.GVK)
+	for _, k := range w.kinds {
+		if k.namespaced {
+			kinds = append(kinds, k.gvk)
 		}
 	}
 	w.mu.Unlock()
@@ -195,7 +204,7 @@ func (w *Watches) enqueueNamespace(ctx context.Context, namespace string) {
 // not empty.
 func (w *Watches) enqueueList(ctx context.Context, gvk schema.GroupVersionKind, namespace string) {
 	err := w.EachCached(ctx, gvk, namespace, func(o *metav1.PartialObjectMetadata) error {
-		w.Wakes.Now(wakeup.Key{GVK: gvk, NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
+		w.wakes.Now(wakeup.Key{GVK: gvk, NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
 		return nil
 	})
 	if err != nil {
@@ -215,7 +224,7 @@ func (w *Watches) EachCached(ctx context.Context, gvk schema.GroupVersionKind, n
 	ctx, cancel := context.WithTimeout(ctx, ListTimeout)
 	defer cancel()
 	list := kube.NewMetadataList(gvk)
-	if err := w.Reader.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+	if err := w.reader.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list %s from cache: %w", gvk.Kind, err)
 	}
 	for i := range list.Items {

@@ -93,7 +93,7 @@ func newPolicyHarness(t *testing.T, now time.Time, objs ...client.Object) *polic
 			Clock:          clocktesting.NewFakePassiveClock(now),
 			StatusInterval: 30 * time.Second,
 			Channels:       &channelset.Channels{Clock: clocktesting.NewFakePassiveClock(now)},
-			Watches:        &objectstore.Watches{Reader: c, Controller: fc},
+			Watches:        objectstore.NewWatches(nil, c, nil, fc, nil),
 		},
 	}
 }
@@ -570,7 +570,7 @@ func TestPolicyReconcilerCount(t *testing.T) {
 			fixture.NewConfigMap("a1"), fixture.NewConfigMap("a2"), fixture.NewConfigMap("a3"),
 		).Build()
 		counting := countingGets{WithWatch: c, gets: &gets}
-		r := &PolicyReconciler{Client: counting, Clock: clocktesting.NewFakePassiveClock(now), Watches: &objectstore.Watches{Reader: counting}}
+		r := &PolicyReconciler{Client: counting, Clock: clocktesting.NewFakePassiveClock(now), Watches: objectstore.NewWatches(nil, counting, nil, nil, nil)}
 		p := fixture.Policy("dev", fixture.InNamespaces(map[string]string{"env": "dev"}))
 		if _, err := r.count(context.Background(), p, fixture.ConfigMapGVK, true, nil); err != nil {
 			t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/objectstore"
 
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
@@ -195,13 +194,21 @@ type Traffic struct {
 	// its Ready condition does.
 	Governing func(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) (*match.Candidate, error)
 	Validate  func(p *v1alpha1.TimeoutPolicy) error
-	Watches   *objectstore.Watches
+	Watches   governedObjects
 	// changed receives a policy whose condition changed, for its status.
 	Changed chan event.GenericEvent
 
 	mu sync.Mutex
 	// results is a cache: lost at a restart, each query is due at once.
 	results map[string]trafficResult
+}
+
+// governedObjects is what the traffic queries read of the object
+// controller's watches: the cached objects of a kind, and the version a
+// kind is watched at.
+type governedObjects interface {
+	EachCached(ctx context.Context, gvk schema.GroupVersionKind, namespace string, fn func(*metav1.PartialObjectMetadata) error) error
+	WatchedKind(gk schema.GroupKind) (gvk schema.GroupVersionKind, namespaced, ok bool)
 }
 
 // NewPrometheus returns the client of the Prometheus HTTP API at address,
@@ -304,7 +311,7 @@ func (t *Traffic) pass(ctx context.Context) {
 			continue
 		}
 		r = trafficResult{generation: p.Generation, next: now.Add(q.Interval)}
-		r.reason, r.message = t.Evaluate(logf.IntoContext(ctx, log.WithValues("policy", p.Name)), p, q, now)
+		r.reason, r.message = t.evaluate(logf.IntoContext(ctx, log.WithValues("policy", p.Name)), p, q, now)
 		t.record(p, r)
 	}
 	t.mu.Lock()
@@ -340,7 +347,7 @@ func (t *Traffic) record(p *v1alpha1.TimeoutPolicy, r trafficResult) {
 
 // evaluate runs p's query and writes use of the governed objects it names.
 // It returns the condition's reason and message.
-func (t *Traffic) Evaluate(ctx context.Context, p *v1alpha1.TimeoutPolicy, q TrafficQuery, now time.Time) (reason, message string) {
+func (t *Traffic) evaluate(ctx context.Context, p *v1alpha1.TimeoutPolicy, q TrafficQuery, now time.Time) (reason, message string) {
 	log := logf.FromContext(ctx)
 	qctx, cancel := context.WithTimeout(ctx, q.timeout())
 	defer cancel()
