@@ -30,18 +30,18 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/notify/webhook"
 )
 
-// channelKinds are the kinds of channel the controller sends through, one
+// ChannelKinds are the kinds of channel the controller sends through, one
 // for each of NotificationChannelSpec's email, slack and webhook.
 var ChannelKinds = notify.Kinds{email.Kind, slack.Kind, webhook.Kind}
 
-// channelsTTL is how long a policy's channels are reused before they are
+// ChannelsTTL is how long a policy's channels are reused before they are
 // built again, which picks up rotated Secrets. A change of a
 // NotificationChannel, or of the policy's labels, rebuilds them at once.
 const ChannelsTTL = time.Minute
 
-// channelSet is a policy's notifiers, by name, and its templates.
+// ChannelSet is a policy's notifiers, by name, and its templates.
 type ChannelSet struct {
-	// names are, per recorded message type, the channels that carry it, or
+	// Names are, per recorded message type, the channels that carry it, or
 	// notify.EventsChannel when none does.
 	Names     map[v1alpha1.EventType][]string
 	Notifiers map[string]notify.Notifier
@@ -54,12 +54,12 @@ type ChannelSet struct {
 	// names, the allowed domains of each of them (nil for any domain);
 	// nil when some channel reaches someone whatever the object says.
 	remindersByAnnotation [][]string
-	// emailReminders are the e-mail channels that carry reminders: those
+	// EmailReminders are the e-mail channels that carry reminders: those
 	// an owner's digest may go out over.
 	EmailReminders []string
 }
 
-// remindsNobody reports whether nobody can be reminded of an object with
+// RemindsNobody reports whether nobody can be reminded of an object with
 // these annotations, which is then never deleted while the policy owes
 // notice: every channel that carries reminders is an e-mail channel the
 // policy gives no "to" (a NotificationChannel names no recipients of its
@@ -89,7 +89,7 @@ func (s *ChannelSet) RemindsNobody(annotations map[string]string, owner string) 
 	return true
 }
 
-// remindsOnlyWhomObjectsName reports whether the policy's reminders reach
+// RemindsOnlyWhomObjectsName reports whether the policy's reminders reach
 // only the addresses each object names (remindersByAnnotation).
 func (s *ChannelSet) RemindsOnlyWhomObjectsName() bool {
 	return s != nil && len(s.remindersByAnnotation) > 0
@@ -109,7 +109,7 @@ func byAnnotationOnly(names []string, resolved []notify.Channel) [][]string {
 	return out
 }
 
-// allowedEmailDomains is what ParseRecipients checks the notify annotation
+// AllowedEmailDomains is what ParseRecipients checks the notify annotation
 // against. Each e-mail channel checks its own domains again when it sends.
 func (s *ChannelSet) AllowedEmailDomains() []string {
 	if s == nil {
@@ -164,7 +164,7 @@ type channelError struct {
 func (e *channelError) Error() string { return e.err.Error() }
 func (e *channelError) Unwrap() error { return e.err }
 
-// channelReason is the Ready reason for err, an error of Channels.get.
+// ChannelReason is the Ready reason for err, an error of Channels.get.
 func ChannelReason(err error) string {
 	if ce, ok := errors.AsType[*channelError](err); ok {
 		return ce.reason
@@ -172,7 +172,7 @@ func ChannelReason(err error) string {
 	return v1alpha1.ReasonChannelsNotReady
 }
 
-// get returns the channels policy p names. Its error says what is wrong
+// Get returns the channels policy p names. Its error says what is wrong
 // with them, without secrets.
 func (c *Channels) Get(ctx context.Context, p *v1alpha1.TimeoutPolicy) (*ChannelSet, error) {
 	now := c.Clock.Now()
@@ -358,7 +358,7 @@ type configMapReader interface {
 	ConfigMap(ctx context.Context, namespace, name, key string) ([]byte, error)
 }
 
-// channelTLS is how channel ch verifies its server, or nil for the
+// ChannelTLS is how channel ch verifies its server, or nil for the
 // defaults. Its CA bundle is trusted for this channel only.
 func ChannelTLS(ctx context.Context, ch *v1alpha1.NotificationChannel, secrets notify.Secrets) (*tls.Config, error) {
 	spec := ch.Spec.TLS
@@ -405,7 +405,7 @@ func ChannelTLS(ctx context.Context, ch *v1alpha1.NotificationChannel, secrets n
 	return tc, nil
 }
 
-// secretReader reads Secrets, and the ConfigMaps that hold CA bundles,
+// SecretReader reads Secrets, and the ConfigMaps that hold CA bundles,
 // straight from the API server: the controller neither caches nor watches
 // them, so it needs get on the named ones only. With a namespace set, it
 // reads nothing outside it.
@@ -454,7 +454,7 @@ func (s SecretReader) ConfigMap(ctx context.Context, namespace, name, key string
 	return nil, fmt.Errorf("configmap %s/%s has no key %q", namespace, name, key)
 }
 
-// reserve takes a slot of each named channel for the message about to be
+// Reserve takes a slot of each named channel for the message about to be
 // sent, so that a worker whose channels are all busy costs the API server
 // nothing (the title's read comes after). It returns the set to send
 // with, in which the reserved channels give their slot back when they

@@ -13,7 +13,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
-// busyRetry is how soon a message is tried again after its channels were
+// BusyRetry is how soon a message is tried again after its channels were
 // busy (notify.ErrBusy), before a jitter of as much again, when nothing
 // wakes the object as a slot frees (the reconciler without Wake, as the
 // simulation and unit tests drive it): soon, since nothing failed and a
@@ -23,7 +23,7 @@ import (
 // message was not sent, so it cannot be sent twice.
 const BusyRetry = 250 * time.Millisecond
 
-// busyFallback is the same when a freed slot wakes the object: then it is
+// BusyFallback is the same when a freed slot wakes the object: then it is
 // only the safety net for a slot given back to an object that no longer
 // needed it, and a long one saves a look a second at every waiting
 // message (with 1,000 waiting, 2,700 looks a second at busyRetry).
@@ -51,7 +51,7 @@ func (d *Deliverer) orBusy(res ctrl.Result, key wakeup.Key, busy []string) ctrl.
 	return res
 }
 
-// slotFreed wakes the object that has waited longest for a slot of the
+// SlotFreed wakes the object that has waited longest for a slot of the
 // channel, now that one was given back.
 func (d *Deliverer) SlotFreed(channel string) {
 	if d.Wake == nil {

@@ -37,39 +37,39 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
 )
 
-// deliverer sends the messages about governed objects and records on each
+// Deliverer sends the messages about governed objects and records on each
 // object what went out, for the object reconciler that holds it. What it
 // keeps in memory is what a restart may lose without a message going out
 // twice or late: the backoff of the channels that failed, the deliveries
 // the cache does not show yet, and the objects waiting for a slot of a
 // busy channel.
 type Deliverer struct {
-	// client writes the records, and the Events that are messages; reader
+	// Client writes the records, and the Events that are messages; reader
 	// reads an object from the API server: its title, or its record again
 	// after a conflict.
 	Client   client.Client
 	Reader   client.Reader
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
-	// audit adds records about the object of an evaluation to the
+	// Audit adds records about the object of an evaluation to the
 	// reconciler's audit trail.
 	Audit func(ctx context.Context, ev *eval.Evaluation, recs ...audit.Record)
-	// dryRun is the controller's --dry-run, which the messages of a
+	// DryRun is the controller's --dry-run, which the messages of a
 	// rehearsal name.
 	DryRun bool
-	// clusterEventNamespace is where the Events about cluster-scoped
+	// ClusterEventNamespace is where the Events about cluster-scoped
 	// objects go.
 	ClusterEventNamespace string
-	// owners gives the address of an object's owner.
+	// Owners gives the address of an object's owner.
 	Owners *Owners
-	// outbox sends the owners' digests; candidates picks the members of a
+	// Outbox sends the owners' digests; candidates picks the members of a
 	// new one (see digestCandidates).
 	Outbox     *outbox.Outbox
 	Candidates func(ctx context.Context, ev *eval.Evaluation, stage string) ([]outbox.Member, error)
-	// wake, when set, asks for an object to be looked at at once: for a
+	// Wake, when set, asks for an object to be looked at at once: for a
 	// message that found its channel busy, when a slot frees.
 	Wake func(wakeup.Key)
-	// links signs the links messages carry; nil without --actions-url.
+	// Links signs the links messages carry; nil without --actions-url.
 	Links *Links
 
 	retries     retries
@@ -81,7 +81,7 @@ type Deliverer struct {
 	recordWriteFailed map[wakeup.Key]types.UID
 }
 
-// forget drops what the deliverer remembers about key.
+// Forget drops what the deliverer remembers about key.
 func (d *Deliverer) Forget(key wakeup.Key) {
 	d.mu.Lock()
 	delete(d.recordWriteFailed, key)
@@ -90,7 +90,7 @@ func (d *Deliverer) Forget(key wakeup.Key) {
 	d.Pending.forget(key)
 }
 
-// notify sends the message plan says is due to the channels that have not
+// Notify sends the message plan says is due to the channels that have not
 // accepted it yet, and records on the object which ones did; a reminder
 // due to the owner goes to the owner's digest.
 func (d *Deliverer) Notify(ctx context.Context, ev *eval.Evaluation, plan expiry.Plan) (ctrl.Result, error) {

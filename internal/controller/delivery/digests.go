@@ -33,12 +33,12 @@ import (
 // owner's digest: "@" keeps it apart from every NotificationChannel name.
 const OwnerChannel = "@owner"
 
-// digestMarker reads and writes the records of the members of owners'
+// DigestMarker reads and writes the records of the members of owners'
 // digests, from the API server.
 type DigestMarker struct {
 	Client client.Client
 	Reader client.Reader
-	// expiry, when set, is the expiry an object's policy and annotations
+	// Expiry, when set, is the expiry an object's policy and annotations
 	// give it now, and false when none governs it: a member whose lifetime
 	// changed since the digest listed it is not told of the old one.
 	Expiry func(ctx context.Context, key wakeup.Key, obj *metav1.PartialObjectMetadata) (time.Time, bool)
@@ -130,7 +130,7 @@ func (dm DigestMarker) Mark(ctx context.Context, d *outbox.Digest, m outbox.Memb
 // first.
 const digestPoll = 30 * time.Second
 
-// reminderChannels are the channels a reminder about the object of ev is
+// ReminderChannels are the channels a reminder about the object of ev is
 // due on: the policy's, and OwnerChannel when its owner is told in a
 // digest. E-mail channels that would reach nobody but the owner are left
 // to the digest.
@@ -227,7 +227,7 @@ func (d *Deliverer) recordedFresh(ctx context.Context, ev *eval.Evaluation, stag
 	return err == nil && rec != nil && rec.ExpiresAt.Equal(ev.Record.ExpiresAt) && slices.Contains(rec.Sent[stage].Channels, OwnerChannel)
 }
 
-// digestMember is the object of ev as a member of a digest of stage.
+// DigestMember is the object of ev as a member of a digest of stage.
 func DigestMember(ev *eval.Evaluation, stage string) outbox.Member {
 	apiVersion, kind := ev.Key.GVK.ToAPIVersionAndKind()
 	return outbox.Member{

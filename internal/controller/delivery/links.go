@@ -46,7 +46,7 @@ type Links struct {
 	readAt time.Time
 }
 
-// linkLifetime bounds how long a link works: no longer than the object
+// LinkLifetime bounds how long a link works: no longer than the object
 // lives, and no more than a week, whatever a reminder's lead.
 const LinkLifetime = 7 * expiry.Day
 

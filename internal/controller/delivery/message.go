@@ -145,7 +145,7 @@ func (d *Deliverer) title(ctx context.Context, key wakeup.Key) string {
 	return TitleOf(u)
 }
 
-// titleOf returns a Playbook's spec.title, cut to what the record keeps.
+// TitleOf returns a Playbook's spec.title, cut to what the record keeps.
 func TitleOf(u *unstructured.Unstructured) string {
 	t := decide.Title(u)
 	// The title goes into the record annotation: keep it small, and whole
@@ -153,7 +153,7 @@ func TitleOf(u *unstructured.Unstructured) string {
 	return kube.CutUTF8(t, MaxTitle)
 }
 
-// maxTitle caps the bytes of a title kept in the record.
+// MaxTitle caps the bytes of a title kept in the record.
 const MaxTitle = 200
 
 func describeMessage(p expiry.Plan) string {

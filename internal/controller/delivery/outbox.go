@@ -27,7 +27,7 @@ import (
 // deleted, through the outbox.
 var farewells = []v1alpha1.EventType{v1alpha1.EventExpired, v1alpha1.EventDeleted}
 
-// farewell is the outbox entry holding the expired and deleted messages
+// Farewell is the outbox entry holding the expired and deleted messages
 // about obj, over the channels of its policy that carry them; nil when
 // none does.
 func (d *Deliverer) Farewell(ctx context.Context, ev *eval.Evaluation, reclaimed *notify.Reclaimed) *outbox.Entry {
@@ -42,7 +42,7 @@ func (d *Deliverer) Farewell(ctx context.Context, ev *eval.Evaluation, reclaimed
 	return e
 }
 
-// outboxEntry is the outbox entry holding the messages of types about
+// OutboxEntry is the outbox entry holding the messages of types about
 // obj, with detail, over the channels of its policy that carry them; nil
 // when none does. about tells apart an entry that is not about a deletion.
 func (d *Deliverer) OutboxEntry(ctx context.Context, ev *eval.Evaluation, messageTypes []v1alpha1.EventType, about, detail string) *outbox.Entry {
@@ -68,12 +68,12 @@ func (d *Deliverer) OutboxEntry(ctx context.Context, ev *eval.Evaluation, messag
 	return e
 }
 
-// outboxDeliverer sends the outbox's messages over the channels of their
+// OutboxDeliverer sends the outbox's messages over the channels of their
 // policy as it is now: a rotated Secret or a fixed URL is picked up.
 type OutboxDeliverer struct {
 	Reader   client.Reader
 	Channels *channelset.Channels
-	// links signs the links of owners' digests; nil without --actions-url.
+	// Links signs the links of owners' digests; nil without --actions-url.
 	Links *Links
 }
 

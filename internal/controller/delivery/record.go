@@ -26,7 +26,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
 
-// record applies update to the object's record and writes it with
+// Record applies update to the object's record and writes it with
 // a merge patch locked on the resourceVersion. On a conflict it reads the
 // object again and applies the update to the fresh record, as long as that
 // record is about the same expiry: a delivery is never lost to a race.
@@ -114,7 +114,7 @@ func (p *pendingDeliveries) add(k wakeup.Key, d pendingDelivery) {
 	p.m[k] = append(p.m[k], d)
 }
 
-// carry returns rec (the record as the object shows it, nil when it shows
+// Carry returns rec (the record as the object shows it, nil when it shows
 // none) with the deliveries this process made about an expiry other than
 // expiresAt and has not written yet: when an extension is about to replace
 // the record, they must come along, for the notice and the extension
@@ -139,7 +139,7 @@ func (p *pendingDeliveries) Carry(k wakeup.Key, uid types.UID, rec *expiry.Recor
 	return rec
 }
 
-// apply adds to rec, the record that planning goes on from, the
+// Apply adds to rec, the record that planning goes on from, the
 // deliveries this process made about rec's expiry that are missing from
 // shown, the record as the object shows it. It reports whether there were
 // any: they still have to be written. It drops the deliveries that are no
@@ -183,7 +183,7 @@ func (p *pendingDeliveries) forget(k wakeup.Key) {
 	p.mu.Unlock()
 }
 
-// writeFailed reports a record that could not be written, once per object:
+// WriteFailed reports a record that could not be written, once per object:
 // the deliveries stay in memory meanwhile, and planning goes on from them.
 //
 // That it was reported is kept in memory, not in the record: the record
@@ -209,7 +209,7 @@ func (d *Deliverer) WriteFailed(ev *eval.Evaluation, err error) error {
 	return err
 }
 
-// reportOnce records on the object that the warnings whats are being said
+// ReportOnce records on the object that the warnings whats are being said
 // about its current expiry, and returns those that had not been said
 // before: only they are said, and only once the record holds them, so that
 // neither a retry nor a restart says them again. When the record cannot be
@@ -244,7 +244,7 @@ func (d *Deliverer) ReportOnce(ctx context.Context, ev *eval.Evaluation, whats .
 	return said
 }
 
-// warnOnce reports whether the warning kind about the values summed up in
+// WarnOnce reports whether the warning kind about the values summed up in
 // sig is to be given now: sig is not empty, and differs from what the
 // record says was last given. It records sig on the object first, so that
 // neither a retry nor a restart gives the warning again; when the record

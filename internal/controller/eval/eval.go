@@ -16,7 +16,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
 
-// evaluation is what the controller makes of an object at one moment:
+// Evaluation is what the controller makes of an object at one moment:
 // the shared decision (internal/decide) and what only the controller
 // knows, its channels, its clock and its deliveries not written yet.
 //
@@ -25,45 +25,45 @@ import (
 // list. It does not outlive the pass.
 type Evaluation struct {
 	Key wakeup.Key
-	// obj is the object as the decision read it: from the cache, or fresh
+	// Obj is the object as the decision read it: from the cache, or fresh
 	// from the API server before a delete.
 	Obj *metav1.PartialObjectMetadata
 	decide.Decision
 	Policy *v1alpha1.TimeoutPolicy
-	// unwritten is set when Record holds deliveries the object does not
+	// Unwritten is set when Record holds deliveries the object does not
 	// show: the cache lags, or writing them failed.
 	Unwritten bool
 	Channels  *channelset.ChannelSet
 	Now       time.Time
-	// rehearse says deletions are only rehearsed: the policy's dryRun or
+	// Rehearse says deletions are only rehearsed: the policy's dryRun or
 	// the controller's --dry-run.
 	Rehearse bool
-	// wokeExternally says that what woke the sleeping object (WokeBy) was
+	// WokeExternally says that what woke the sleeping object (WokeBy) was
 	// someone else scaling a workload up.
 	WokeExternally bool
-	// owner is the address of the object's owner when its reminders
+	// Owner is the address of the object's owner when its reminders
 	// reach the owner in a digest (OwnerChannel), else empty.
 	Owner string
 }
 
-// dryRun reports whether the object's expiry deletes nothing.
+// DryRun reports whether the object's expiry deletes nothing.
 func (ev *Evaluation) DryRun(global bool) bool {
 	return global || ev.Policy.Spec.Deletion.DryRun
 }
 
-// archives reports whether the object's manifest is archived before it is
+// Archives reports whether the object's manifest is archived before it is
 // deleted.
 func (ev *Evaluation) Archives(globalDryRun bool) bool {
 	return ev.Policy.Spec.Deletion.Archive && !ev.DryRun(globalDryRun)
 }
 
-// needsTitle reports whether a message about the object would lack its
+// NeedsTitle reports whether a message about the object would lack its
 // title: a Playbook none of whose messages has read it yet.
 func (ev *Evaluation) NeedsTitle(key wakeup.Key) bool {
 	return ev.Record.Title == "" && decide.HasTitle(key.GVK.GroupKind()) && len(ev.Channels.Notifiers) > 0
 }
 
-// changedBy is who last changed the object's lifetime, and how, as its
+// ChangedBy is who last changed the object's lifetime, and how, as its
 // changed-by stamp says; empty when it has none.
 func ChangedBy(annotations map[string]string) expiry.ChangedBy {
 	c, _ := expiry.ParseChangedBy(annotations)

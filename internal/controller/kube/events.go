@@ -76,7 +76,7 @@ const (
 	ActionNotify   = "Notify"
 )
 
-// clusterScopedSink writes the Events of cluster-scoped objects to a chosen
+// ClusterScopedSink writes the Events of cluster-scoped objects to a chosen
 // namespace; client-go would put them in "default". The API server accepts
 // only "default" and "kube-system" for them.
 type ClusterScopedSink struct {
@@ -114,7 +114,7 @@ const maxNote = 1024
 // cutMark ends a note that was cut.
 const cutMark = "…"
 
-// noteCutter cuts every note to what the API server accepts, so that a
+// NoteCutter cuts every note to what the API server accepts, so that a
 // long value (an invalid annotation, the errors of several channels) is
 // never the reason a Warning is not recorded. The logs and the audit
 // trail keep the whole text.
@@ -126,7 +126,7 @@ func (r NoteCutter) Eventf(regarding, related runtime.Object, eventtype, reason,
 	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, "%s", CutNote(fmt.Sprintf(note, args...)))
 }
 
-// cutNote returns note as valid UTF-8 of at most maxNote bytes. Invalid
+// CutNote returns note as valid UTF-8 of at most maxNote bytes. Invalid
 // bytes are replaced first: JSON would turn each into a three-byte U+FFFD
 // after the note was measured.
 func CutNote(note string) string {
@@ -137,7 +137,7 @@ func CutNote(note string) string {
 	return CutUTF8(note, maxNote-len(cutMark)) + cutMark
 }
 
-// cutUTF8 returns the longest prefix of s of at most n bytes that does not
+// CutUTF8 returns the longest prefix of s of at most n bytes that does not
 // split a character.
 func CutUTF8(s string, n int) string {
 	if len(s) <= n {

@@ -23,11 +23,11 @@ import (
 // Name is the controller's name in Events and logs.
 const Name = "timeout-controller"
 
-// conflictRetry is how soon an object is looked at again after a delete
+// ConflictRetry is how soon an object is looked at again after a delete
 // lost a race with a write to it.
 const ConflictRetry = 100 * time.Millisecond
 
-// freshRead reads the whole object from the API server through reader,
+// FreshRead reads the whole object from the API server through reader,
 // and its metadata from the same response.
 func FreshRead(ctx context.Context, reader client.Reader, key wakeup.Key) (*metav1.PartialObjectMetadata, *unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
@@ -74,10 +74,10 @@ func NamespaceLabels(ctx context.Context, c client.Reader, name string) (map[str
 	return ns.Labels, nil
 }
 
-// writeTimeout bounds a write of the controller's annotations on a
+// WriteTimeout bounds a write of the controller's annotations on a
 // governed object: short, so that a write under way at SIGTERM is done
 // before the Lease is released (deliver.go's sendTimeout).
 const WriteTimeout = 5 * time.Second
 
-// reviewTimeout bounds each review request.
+// ReviewTimeout bounds each review request.
 const ReviewTimeout = 10 * time.Second

@@ -14,15 +14,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// ownerIndex indexes cached namespaces by the UIDs of their owners, so that
+// OwnerIndex indexes cached namespaces by the UIDs of their owners, so that
 // the namespaces a deleted object owns (a Playbook's amp-<id>) are found
 // without listing every namespace.
 const OwnerIndex = "timeout.amphitheatre.app/owner-uid"
 
-// namespaceKind is the kind namespaces are cached as: metadata only.
+// NamespaceKind is the kind namespaces are cached as: metadata only.
 var NamespaceKind = corev1.SchemeGroupVersion.WithKind("Namespace")
 
-// ownedNamespaces returns the names of the cached namespaces that uid
+// OwnedNamespaces returns the names of the cached namespaces that uid
 // owns, sorted.
 func OwnedNamespaces(ctx context.Context, c client.Reader, uid types.UID) ([]string, error) {
 	list := NewMetadataList(NamespaceKind)
@@ -37,7 +37,7 @@ func OwnedNamespaces(ctx context.Context, c client.Reader, uid types.UID) ([]str
 	return names, nil
 }
 
-// indexOwners is the ownerIndex's function.
+// IndexOwners is the ownerIndex's function.
 func IndexOwners(o client.Object) []string {
 	refs := o.GetOwnerReferences()
 	uids := make([]string, 0, len(refs))
@@ -47,7 +47,7 @@ func IndexOwners(o client.Object) []string {
 	return uids
 }
 
-// podRequests returns a Pod's CPU (millicores) and memory (bytes)
+// PodRequests returns a Pod's CPU (millicores) and memory (bytes)
 // requests: the sum of its containers', or its largest init container's
 // when that is larger, plus its overhead.
 func PodRequests(p *corev1.Pod) (cpuMillis, memBytes int64) {

@@ -110,7 +110,7 @@ var (
 	})
 )
 
-// horizons are the windows of timeout_controller_objects_expiring: what
+// Horizons are the windows of timeout_controller_objects_expiring: what
 // an operator plans for, the next hour, day and week.
 var Horizons = []struct {
 	Label string
@@ -147,7 +147,7 @@ func init() {
 	}
 }
 
-// forgetPolicyMetrics drops the series of a deleted policy.
+// ForgetPolicyMetrics drops the series of a deleted policy.
 func ForgetPolicyMetrics(policy string) {
 	ObjectsTracked.DeleteLabelValues(policy)
 	ObjectsKept.DeleteLabelValues(policy)

@@ -65,7 +65,7 @@ func (r *Reconciler) decide(ctx context.Context, key wakeup.Key, obj *metav1.Par
 	return ev, plan, nil
 }
 
-// governing returns the policy that governs obj of kind gvk, nil when none
+// Governing returns the policy that governs obj of kind gvk, nil when none
 // does.
 func (r *Reconciler) Governing(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) (*match.Candidate, error) {
 	var policies v1alpha1.TimeoutPolicyList

@@ -103,7 +103,7 @@ type Reconciler struct {
 	// --actions-url. Set before NewOutbox, which hands them on.
 	Links *delivery.Links
 
-	// watches start the watch of each target kind that a policy names,
+	// Watches start the watch of each target kind that a policy names,
 	// set by SetupWithManager for the policy reconciler.
 	Watches       *objectstore.Watches
 	deliveryOnce  sync.Once
@@ -195,7 +195,7 @@ func (r *Reconciler) sleeper() *sleep.Sleeper {
 	return r.sleepState
 }
 
-// workloads is the watch of the workloads a sleep scaled down, which the
+// Workloads is the watch of the workloads a sleep scaled down, which the
 // policy reconciler starts when a policy first puts objects to sleep; nil
 // before SetupWithManager.
 func (r *Reconciler) Workloads() *sleep.MarkedWatch {

@@ -318,7 +318,7 @@ func (s *objectStore) each(ctx context.Context, namespace string, fn func(*metav
 	return nil
 }
 
-// recordReader reads governed objects' metadata from their records, and
+// RecordReader reads governed objects' metadata from their records, and
 // everything else through the client it wraps.
 type RecordReader struct {
 	client.Client

@@ -68,11 +68,11 @@ func NewWatches(cache cache.Cache, reader client.Reader, md metadata.Interface, 
 	return &Watches{cache: cache, reader: reader, metadata: md, controller: controller, wakes: wakes}
 }
 
-// listTimeout bounds a read from the cache: an informer that cannot sync
+// ListTimeout bounds a read from the cache: an informer that cannot sync
 // (no list permission on a kind) must not hang a handler or a reconcile.
 const ListTimeout = 30 * time.Second
 
-// ensure starts watching gvk's kind, served as resource, unless it is
+// Ensure starts watching gvk's kind, served as resource, unless it is
 // watched already, and returns the version it is watched at: the first
 // one a policy named. The kind's objects are kept as records
 // (objectStore), which bring a look at each object added, deleted or
@@ -164,7 +164,7 @@ func (w *Watches) store(kind schema.GroupKind) *objectStore {
 	return w.stores[kind]
 }
 
-// synced reports whether every watched kind's first list is in.
+// Synced reports whether every watched kind's first list is in.
 func (w *Watches) Synced() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -212,7 +212,7 @@ func (w *Watches) enqueueList(ctx context.Context, gvk schema.GroupVersionKind, 
 	}
 }
 
-// eachCached calls fn with each watched object of gvk's kind, in
+// EachCached calls fn with each watched object of gvk's kind, in
 // namespace when it is not empty, until fn fails. What fn gets is valid
 // during the call only, and read only: at 100,000 objects, a copy of each
 // would be megabytes of garbage for each policy's status refresh.
@@ -235,7 +235,7 @@ func (w *Watches) EachCached(ctx context.Context, gvk schema.GroupVersionKind, n
 	return nil
 }
 
-// policyChanges re-plans the objects of the kinds a policy names (before
+// PolicyChanges re-plans the objects of the kinds a policy names (before
 // and after an edit) when its spec changes, it appears or it goes away.
 func (w *Watches) PolicyChanges() handler.TypedEventHandler[*v1alpha1.TimeoutPolicy, wakeup.Key] {
 	return handler.TypedFuncs[*v1alpha1.TimeoutPolicy, wakeup.Key]{

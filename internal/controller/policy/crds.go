@@ -78,7 +78,7 @@ func errNotServed(kinds []schema.GroupVersionKind) error {
 		"the controllers start once %s served, without a restart", strings.Join(names, ", "), crd, strings.Join(crds, ", "), it)
 }
 
-// heldManager is the manager as Setup hands it to the controllers, the
+// HeldManager is the manager as Setup hands it to the controllers, the
 // outbox and what else runs on the leader: what they add is held back
 // until the API server serves the controller's own CRDs. Started without
 // them, controller-runtime would retry each watch every 10 s, logging "no
@@ -161,7 +161,7 @@ func (g *CRDGate) Start(ctx context.Context) error {
 	}
 }
 
-// readiness is ready once the caches have synced, the governed objects
+// Readiness is ready once the caches have synced, the governed objects
 // are listed and, on the leader, the controllers' group has started. A standby holds no watch until it leads,
 // so it is ready as soon as it runs.
 func Readiness(mgr manager.Manager, w *objectstore.Watches, leading *atomic.Bool) healthz.Checker {
@@ -200,7 +200,7 @@ func CRDsReadiness(mapper meta.RESTMapper) healthz.Checker {
 	}
 }
 
-// targetsReadiness fails, on the leader, while a TimeoutPolicy targets a
+// TargetsReadiness fails, on the leader, while a TimeoutPolicy targets a
 // kind the API server does not serve: the kind's CRD is not installed
 // (Amphitheatre's, for the default target amphitheatre.app/v1 Playbook).
 // The policy says so too, in its Ready condition (TargetNotFound). A

@@ -83,7 +83,7 @@ type PolicyReconciler struct {
 	Traffic *usage.Traffic
 
 	Watches *objectstore.Watches
-	// workloads is the watch of the workloads a sleep scaled down, started
+	// Workloads is the watch of the workloads a sleep scaled down, started
 	// when a policy first puts objects to sleep; nil starts none.
 	Workloads *sleep.MarkedWatch
 	// said holds, per policy, the Ready reason and message this process
@@ -239,7 +239,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	return ctrl.Result{RequeueAfter: r.StatusInterval}, r.patchStatus(ctx, orig, policy, "")
 }
 
-// validate reports what the CRD's schema cannot check: the durations'
+// Validate reports what the CRD's schema cannot check: the durations'
 // values and the selectors' semantics.
 func Validate(p *v1alpha1.TimeoutPolicy) error {
 	_, err := expiry.NewSchedule(p.Spec)

@@ -68,7 +68,7 @@ func init() {
 	ctrlmetrics.Registry.MustRegister(sleeps, wakes)
 }
 
-// sleeper puts governed objects to sleep and wakes them: it scales the
+// Sleeper puts governed objects to sleep and wakes them: it scales the
 // workloads in the namespaces they own to zero and back, and sees, through
 // its watch of the workloads it scaled down, someone else scaling one up.
 // The object reconciler decides when; the sleeper carries it out.
@@ -78,7 +78,7 @@ type Sleeper struct {
 	Client    client.Client
 	APIReader client.Reader
 	Recorder  events.EventRecorder
-	// marked is the watch of the workloads a sleep scaled down; nil until
+	// Marked is the watch of the workloads a sleep scaled down; nil until
 	// the object controller runs (unit tests: none).
 	Marked *MarkedWatch
 }
@@ -265,7 +265,7 @@ func patchWorkload(ctx context.Context, c client.Client, w workload, replicas in
 	return c.Patch(ctx, w.obj, client.RawPatch(types.MergePatchType, patch))
 }
 
-// observeWake says what woke a sleeping object that its annotations do
+// ObserveWake says what woke a sleeping object that its annotations do
 // not show: a spec edit, or a workload someone else scaled up (Argo CD,
 // an HPA, a person, Amphitheatre re-applying an Actor's Deployment).
 // Either is use; the second is reported as external. A sleep under way
@@ -337,7 +337,7 @@ func (r *Sleeper) markUnmarked(ctx context.Context, uid types.UID, ws []workload
 	}
 }
 
-// sleep puts the object to sleep, or completes a sleep under way.
+// Sleep puts the object to sleep, or completes a sleep under way.
 //
 // The order makes a crash at any point leave what the next leader
 // completes: first the object says Sleeping (with when, and for an object
@@ -501,7 +501,7 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 	return ctrl.Result{}, nil
 }
 
-// wake restores what the sleep changed, or completes a wake under way.
+// Wake restores what the sleep changed, or completes a wake under way.
 //
 // The order mirrors sleep's: first the object says Waking (with when and
 // why, which restarts its idle clock), then each workload that carries

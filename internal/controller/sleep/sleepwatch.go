@@ -47,7 +47,7 @@ func init() {
 	}))
 }
 
-// markedWatch watches, as metadata, the workloads that carry the sleep's
+// MarkedWatch watches, as metadata, the workloads that carry the sleep's
 // label (expiry.LabelAsleep): the API server sends it those alone, so that
 // what it holds and costs grows with the workloads asleep, not with the
 // cluster's. A new generation of one (its spec changed: someone scaled it
@@ -133,14 +133,14 @@ type workloadWatches interface {
 	LookNow(key wakeup.Key)
 }
 
-// newMarkedWatch returns the watch of marked workloads that joins w.
+// NewMarkedWatch returns the watch of marked workloads that joins w.
 func NewMarkedWatch(w workloadWatches) *MarkedWatch {
 	m := &MarkedWatch{watches: w}
 	m.look = m.lookAtOwners
 	return m
 }
 
-// ensureWorkloads starts, the first time a policy puts objects to sleep,
+// EnsureWorkloads starts, the first time a policy puts objects to sleep,
 // the watch of the workloads a sleep scaled down.
 func (m *MarkedWatch) EnsureWorkloads() error {
 	if m == nil {

@@ -35,7 +35,7 @@ func init() {
 	ctrlmetrics.Registry.MustRegister(activityWrites)
 }
 
-// activity remembers, per object, when this process first saw its latest
+// Activity remembers, per object, when this process first saw its latest
 // generation and when it last recorded one. It is a cache: lost at a
 // restart, an unrecorded change counts from when it is seen again, which
 // is later than it happened and so never shortens a lifetime.
@@ -86,7 +86,7 @@ func (a *Activity) Forget(key wakeup.Key) {
 	a.mu.Unlock()
 }
 
-// recordActivity persists a change of the object's generation, which
+// RecordActivity persists a change of the object's generation, which
 // counts as use under a policy with idleTTL, in the activity annotation.
 // It writes at most once per ActivityWindow (idleTTL/20) per object, the
 // changes in between wait for the end of the window, and returns when
@@ -132,7 +132,7 @@ func (a *Activity) RecordActivity(ctx context.Context, c client.Client, ev *eval
 	return time.Time{}, true, nil
 }
 
-// settleActivity notes on the object a time of use ahead of the clock
+// SettleActivity notes on the object a time of use ahead of the clock
 // (expiry.Settle): until it is noted it counts from now at every look,
 // which would put the expiry off for ever. It writes at once, before
 // anything is decided from the lifetime, and says whether it wrote: the

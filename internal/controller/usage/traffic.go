@@ -63,7 +63,7 @@ const (
 	trafficTick = time.Second
 )
 
-// trafficQuery is a policy's spec.traffic, parsed.
+// TrafficQuery is a policy's spec.traffic, parsed.
 type TrafficQuery struct {
 	Query     string
 	threshold float64
@@ -71,7 +71,7 @@ type TrafficQuery struct {
 	nameLabel string
 }
 
-// parseTraffic reads spec.traffic; the error names the field that is
+// ParseTraffic reads spec.traffic; the error names the field that is
 // wrong. The CRD's schema checks most of it: this is for what it cannot
 // (the duration's value) and for a policy written before it did.
 func ParseTraffic(spec v1alpha1.TimeoutPolicySpec) (TrafficQuery, error) {
@@ -189,13 +189,13 @@ type Traffic struct {
 	Client     client.Client
 	Clock      clock.PassiveClock
 
-	// governing tells which policy governs an object, as the object
+	// Governing tells which policy governs an object, as the object
 	// reconciler decides; validate says what is wrong with a policy, as
 	// its Ready condition does.
 	Governing func(ctx context.Context, gvk schema.GroupVersionKind, obj *metav1.PartialObjectMetadata) (*match.Candidate, error)
 	Validate  func(p *v1alpha1.TimeoutPolicy) error
 	Watches   governedObjects
-	// changed receives a policy whose condition changed, for its status.
+	// Changed receives a policy whose condition changed, for its status.
 	Changed chan event.GenericEvent
 
 	mu sync.Mutex
@@ -242,7 +242,7 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
-// condition is the Traffic condition of p: nil when p asks for no
+// Condition is the Traffic condition of p: nil when p asks for no
 // traffic.
 func (t *Traffic) Condition(p *v1alpha1.TimeoutPolicy) *metav1.Condition {
 	if p.Spec.Traffic == nil {
