@@ -12,13 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/delivery"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/object"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/policy"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/usage"
-
 	"github.com/go-logr/logr"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +25,12 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/delivery"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/object"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/policy"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/usage"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 

@@ -9,13 +9,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 )
 
 // everyone is the group every authenticated user is in: a channel granted

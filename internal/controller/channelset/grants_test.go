@@ -10,14 +10,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
-
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // rbacGrants answers SubjectAccessReviews from grants: user or group to

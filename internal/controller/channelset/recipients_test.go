@@ -7,10 +7,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
-
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // recipientChannels are the channels the tests of remindsNobody name.

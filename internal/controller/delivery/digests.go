@@ -12,10 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/eval"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,9 +20,12 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/eval"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 // OwnerChannel is the channel name, in a record's deliveries, of an

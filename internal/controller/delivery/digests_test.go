@@ -10,10 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
-	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,9 +20,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 func TestDigestMarker(t *testing.T) {

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -21,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 func TestOwnersReadTheMappingAndKeepItThroughAFailedRead(t *testing.T) {

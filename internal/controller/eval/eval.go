@@ -6,14 +6,13 @@ package eval
 import (
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
-	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
 	"github.com/amphitheatre-app/timeout-controller/internal/decide"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 // Evaluation is what the controller makes of an object at one moment:

@@ -11,12 +11,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
-
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // recordingSink is an EventSink that keeps what it is given.

@@ -9,15 +9,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 // Name is the controller's name in Events and logs.

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
-
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 func TestTTLCache(t *testing.T) {

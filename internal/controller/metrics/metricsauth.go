@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-
 	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -22,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 )
 
 // How long the API server's answers about a scraper are reused: a

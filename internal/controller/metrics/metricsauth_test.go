@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
-
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // countedTokenReviews accepts the one token it is told of and counts the

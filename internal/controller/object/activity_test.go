@@ -12,17 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
-
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // idleRemindingPolicy reminds 30 minutes before a one-hour default TTL

@@ -8,15 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/delivery"
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
-	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/delivery"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 func TestAReminderToABusyChannelFreesTheWorkerAndIsSentOnceLater(t *testing.T) {

@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
-
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 func TestTheAuditOfAnIdleExpiryNamesTheLastUse(t *testing.T) {

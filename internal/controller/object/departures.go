@@ -12,17 +12,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/metrics"
-	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/metrics"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 // stuckAfter is how long an object may stay in Terminating before the

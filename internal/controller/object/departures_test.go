@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller/metrics"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
-
-	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestDeparturesFollowADeletionUntilEverythingItOwnedIsGone(t *testing.T) {

@@ -9,12 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/delivery"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/eval"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/metrics"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +21,11 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/delivery"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/eval"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/metrics"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
-	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
-
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 func capKey(i int) wakeup.Key {

@@ -4,13 +4,6 @@
 package object
 
 import (
-	"github.com/go-logr/logr"
-
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
-	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -21,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,7 +33,11 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 var configMaps = schema.GroupResource{Resource: "configmaps"}

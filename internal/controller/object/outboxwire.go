@@ -10,18 +10,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/delivery"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/eval"
-	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
-
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/delivery"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/eval"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 // NewOutbox builds the outbox that keeps r's expired and deleted messages

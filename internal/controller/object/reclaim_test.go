@@ -8,9 +8,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 func TestPodRequestsCountWhatTheSchedulerReserves(t *testing.T) {

@@ -7,12 +7,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
 

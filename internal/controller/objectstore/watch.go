@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -28,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 	"github.com/amphitheatre-app/timeout-controller/internal/match"
 	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )

@@ -8,15 +8,15 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/metrics"
-
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/metrics"
 )
 
 // The verbs the controller uses on a target kind: list and watch follow

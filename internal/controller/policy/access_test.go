@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/metrics"
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
-
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -27,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/metrics"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // rbac answers SelfSubjectAccessReviews as an authorizer holding the

@@ -7,8 +7,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
-
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 

@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
-	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -20,8 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // An e-mail channel that reaches nobody holds every deletion owed notice:

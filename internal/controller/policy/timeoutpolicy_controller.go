@@ -13,14 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/delivery"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/metrics"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/objectstore"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/sleep"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/usage"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,6 +34,13 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/delivery"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/metrics"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/objectstore"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/sleep"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/usage"
 	"github.com/amphitheatre-app/timeout-controller/internal/decide"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/match"

@@ -8,9 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 )
 
 // Event reasons on TimeoutPolicies with spec.traffic.

@@ -11,10 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/eval"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
-
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -31,7 +27,10 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/eval"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 // Sleep RBAC: the workloads in the namespaces a sleeping object owns are

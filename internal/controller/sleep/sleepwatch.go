@@ -10,9 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/objectstore"
-	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
-
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +22,9 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/objectstore"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 // markedStores are the stores of the running process's watches of marked

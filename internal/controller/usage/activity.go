@@ -10,10 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/eval"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
-
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,7 +17,10 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/eval"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 // activityWrites counts the writes of observed activity, so that the

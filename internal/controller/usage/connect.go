@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -26,6 +24,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
 

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +17,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 	"github.com/amphitheatre-app/timeout-controller/internal/decide"
 	"github.com/amphitheatre-app/timeout-controller/internal/match"
 )

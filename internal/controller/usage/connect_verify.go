@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
-
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 )
 
 // connectReviewTTL is how long the API server's answer about a user's
