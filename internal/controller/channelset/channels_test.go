@@ -36,7 +36,7 @@ func (s *slowSecrets) Get(context.Context, string, string, string) ([]byte, erro
 // channelsWith returns Channels reading chans from a fake API server.
 func channelsWith(t *testing.T, secrets notify.Secrets, chans ...*v1alpha1.NotificationChannel) *Channels {
 	t.Helper()
-	b := fake.NewClientBuilder().WithScheme(fixture.TestScheme(t))
+	b := fake.NewClientBuilder().WithScheme(fixture.Scheme(t))
 	for _, ch := range chans {
 		b = b.WithObjects(ch)
 	}

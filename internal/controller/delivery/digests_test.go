@@ -67,7 +67,7 @@ func TestDigestMarker(t *testing.T) {
 			gvk := schema.GroupVersionKind{Group: "amphitheatre.app", Version: "v1", Kind: "Playbook"}
 			mapper := meta.NewDefaultRESTMapper(nil)
 			mapper.Add(gvk, meta.RESTScopeNamespace)
-			b := fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).WithRESTMapper(mapper)
+			b := fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithRESTMapper(mapper)
 			if tc.record != nil || tc.bare {
 				pb := &unstructured.Unstructured{}
 				pb.SetGroupVersionKind(gvk)

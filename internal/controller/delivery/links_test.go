@@ -59,7 +59,7 @@ func TestParseActionsURL(t *testing.T) {
 // https://timeout.example.com, with its keyring Secret kept through c.
 func newLinks(t *testing.T, c *fake.ClientBuilder, clk *clocktesting.FakeClock) (*Links, func() *corev1.Secret) {
 	t.Helper()
-	cl := c.WithScheme(fixture.TestScheme(t)).Build()
+	cl := c.WithScheme(fixture.Scheme(t)).Build()
 	l, err := NewLinks("https://timeout.example.com", cl, cl, "timeout-system", clk)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func newLinks(t *testing.T, c *fake.ClientBuilder, clk *clocktesting.FakeClock) 
 func TestTheKeyringIsCreatedAndReadAgain(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(fixture.T0)
-	cl := fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).Build()
+	cl := fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).Build()
 	l, err := NewLinks("https://timeout.example.com", cl, cl, "timeout-system", clk)
 	if err != nil {
 		t.Fatal(err)

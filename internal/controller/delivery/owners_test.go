@@ -31,7 +31,7 @@ func TestOwnersReadTheMappingAndKeepItThroughAFailedRead(t *testing.T) {
 	}
 	var failing atomic.Bool
 	var reads atomic.Int32
-	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).WithObjects(cm).Build(), interceptor.Funcs{
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithObjects(cm).Build(), interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			reads.Add(1)
 			if failing.Load() {
@@ -97,7 +97,7 @@ func TestOwnersReportAMappingThatDoesNotParse(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "timeout-system", Name: "owners"},
 		Data:       map[string]string{notify.OwnerAddressesKey: "- alice@example.com"},
 	}
-	o := &Owners{Reader: fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).WithObjects(cm).Build(),
+	o := &Owners{Reader: fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithObjects(cm).Build(),
 		Namespace: "timeout-system", Name: "owners", Clock: clocktesting.NewFakePassiveClock(time.Now())}
 	_, err := o.Address(context.Background(), "oidc:bob", nil)
 	if err == nil || !strings.Contains(err.Error(), "the owner addresses ConfigMap timeout-system/owners, key addresses: expected a YAML map") {

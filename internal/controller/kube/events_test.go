@@ -155,7 +155,7 @@ func TestClusterScopedSinkWithBroadcaster(t *testing.T) {
 	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
 		t.Fatal(err)
 	}
-	recorder := b.NewRecorder(fixture.TestScheme(t), Name)
+	recorder := b.NewRecorder(fixture.Scheme(t), Name)
 	policy := fixture.Policy("broken")
 	policy.UID = "uid-broken"
 	for range 2 {

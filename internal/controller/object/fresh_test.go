@@ -32,7 +32,7 @@ func TestFreshRead(t *testing.T) {
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(gvk, meta.RESTScopeRoot)
 	gets := 0
-	reader := interceptor.NewClient(fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).WithRESTMapper(mapper).WithObjects(pb).Build(),
+	reader := interceptor.NewClient(fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithRESTMapper(mapper).WithObjects(pb).Build(),
 		interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			gets++
 			return c.Get(ctx, key, obj, opts...)

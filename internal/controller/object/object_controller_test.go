@@ -73,7 +73,7 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 	h := &harness{t: t, clock: clocktesting.NewFakeClock(now), rec: events.NewFakeRecorder(100), scripted: &scripted{}}
 	objs = append(objs, &v1alpha1.NotificationChannel{ObjectMeta: metav1.ObjectMeta{Name: scriptedChannel}})
 	// Namespaces are found by their owners, as the cache's index finds them.
-	h.client = fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).WithObjects(objs...).
+	h.client = fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithObjects(objs...).
 		WithIndex(&corev1.Namespace{}, kube.OwnerIndex, kube.IndexOwners).Build()
 	cached := interceptor.NewClient(h.client, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {

@@ -68,7 +68,7 @@ func TestCensusCountsWhatTheNamespacesHoldAndSkipsKindsNotServed(t *testing.T) {
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("256Mi")}},
 		}}}}
 	}
-	c := fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).WithRESTMapper(mapper).WithObjects(
+	c := fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithRESTMapper(mapper).WithObjects(
 		pod("amp-a", "web-1"), pod("amp-a", "web-2"), pod("amp-b", "db-0"), pod("elsewhere", "other"),
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "amp-a", Name: "web"}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "amp-a", Name: "web"}},
@@ -107,7 +107,7 @@ func TestADeleteThatLeavesTheObjectInTerminatingIsAcceptedNotFailed(t *testing.T
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).Build(), interceptor.Funcs{
+			c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).Build(), interceptor.Funcs{
 				Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error {
 					return tt.deleteErr
 				},

@@ -121,7 +121,7 @@ func TestReadinessNamesTheCRDsThatAreNotInstalled(t *testing.T) {
 
 func TestReadinessNamesTheTargetKindsThatAreNotServed(t *testing.T) {
 	probe := httptest.NewRequest("GET", "/readyz/targets", nil)
-	reader := fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).WithObjects(
+	reader := fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithObjects(
 		fixture.Policy("playbooks", fixture.Target("amphitheatre.app/v1", "Playbook")),
 		fixture.Policy("more-playbooks", fixture.Target("amphitheatre.app/v1", "Playbook")),
 		fixture.Policy("configmaps"),

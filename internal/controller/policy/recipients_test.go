@@ -158,7 +158,7 @@ func TestAPolicyWhoseObjectsHaveNobodyToRemindIsNotReady(t *testing.T) {
 // the policy reconciler builds them.
 func readinessChannels(t *testing.T) *channelset.Channels {
 	t.Helper()
-	b := fake.NewClientBuilder().WithScheme(fixture.TestScheme(t))
+	b := fake.NewClientBuilder().WithScheme(fixture.Scheme(t))
 	for _, ch := range []*v1alpha1.NotificationChannel{fixture.Channel("mail", fixture.MailSpec), fixture.Channel("team-mail", fixture.TeamMailSpec), fixture.Channel("ops", fixture.HookSpec), fixture.Channel("slack", fixture.SlackSpec)} {
 		b = b.WithObjects(ch)
 	}

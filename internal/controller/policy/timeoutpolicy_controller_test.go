@@ -76,7 +76,7 @@ type policyHarness struct {
 
 func newPolicyHarness(t *testing.T, now time.Time, objs ...client.Object) *policyHarness {
 	t.Helper()
-	c := fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).
+	c := fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).
 		WithStatusSubresource(&v1alpha1.TimeoutPolicy{}).
 		WithObjects(objs...).Build()
 	fc := &fakeController{}
@@ -563,7 +563,7 @@ func TestPolicyReconcilerCount(t *testing.T) {
 
 	t.Run("reads each namespace's labels once", func(t *testing.T) {
 		var gets int
-		c := fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).WithObjects(
+		c := fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithObjects(
 			fixture.Policy("dev", fixture.InNamespaces(map[string]string{"env": "dev"})),
 			fixture.NewNamespace("team-a", map[string]string{"env": "dev"}),
 			fixture.NewConfigMap("a1"), fixture.NewConfigMap("a2"), fixture.NewConfigMap("a3"),

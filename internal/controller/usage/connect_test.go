@@ -129,7 +129,7 @@ func TestConnectionsResolveTheGovernedOwner(t *testing.T) {
 		{"finds nothing without a policy", nil, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).WithObjects(append(chain(), tc.policies...)...).Build()
+			c := fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithObjects(append(chain(), tc.policies...)...).Build()
 			conns := NewConnections(c, c, c, nil, clocktesting.NewFakeClock(fixture.T0))
 			g, err := conns.resolve(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "web-1"})
 			if err != nil {
@@ -144,7 +144,7 @@ func TestConnectionsResolveTheGovernedOwner(t *testing.T) {
 	t.Run("stops at an owner that is gone", func(t *testing.T) {
 		objs := chain()
 		policy := fixture.Policy("deploys", fixture.Target("apps/v1", "Deployment"), fixture.Idle("20m"))
-		c := fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).WithObjects(objs[0], objs[2], objs[3], policy).Build()
+		c := fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithObjects(objs[0], objs[2], objs[3], policy).Build()
 		g, err := NewConnections(c, c, c, nil, clocktesting.NewFakeClock(fixture.T0)).resolve(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "web-1"})
 		if err != nil || g.uid != "" {
 			t.Errorf("resolved %+v, %v; want nothing", g, err)
@@ -156,7 +156,7 @@ func TestConnectionsRecordUseOncePerWindow(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(fixture.T0)
 	policy := fixture.Policy("deploys", fixture.Target("apps/v1", "Deployment"), fixture.Idle("20m"))
-	c := fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).WithObjects(append(chain(), policy)...).Build()
+	c := fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithObjects(append(chain(), policy)...).Build()
 	conns := NewConnections(c, c, c, (&connectRBAC{}).reviews(), clk)
 	pod := types.NamespacedName{Namespace: "team-a", Name: "web-1"}
 	deploy := func() *appsv1.Deployment {
@@ -263,7 +263,7 @@ func connectionBy(user authenticationv1.UserInfo, pod, subresource string, at ti
 // clock, in a fake API server, and a reader of the Deployment's last use.
 func governedChain(t *testing.T) (client.Client, func() (expiry.Use, bool)) {
 	t.Helper()
-	c := fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).
+	c := fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).
 		WithObjects(append(chain(), fixture.Policy("deploys", fixture.Target("apps/v1", "Deployment"), fixture.Idle("20m")))...).Build()
 	return c, func() (expiry.Use, bool) {
 		t.Helper()

@@ -233,7 +233,7 @@ type trafficHarness struct {
 func newTrafficHarness(t *testing.T, now time.Time, objs ...client.Object) *trafficHarness {
 	t.Helper()
 	return &trafficHarness{t: t, clock: clocktesting.NewFakeClock(now),
-		client: fake.NewClientBuilder().WithScheme(fixture.TestScheme(t)).WithObjects(objs...).Build()}
+		client: fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithObjects(objs...).Build()}
 }
 
 // traffic returns the traffic queries answered by prom, with the policy
