@@ -232,7 +232,7 @@ mutate: ## Flip comparisons and clamps, drop operands of && and ||, and force bo
 	nice -n 10 go run ./hack/mutate -min 95 $(MUTATE_FLAGS)
 
 .PHONY: demo
-demo: ## Start a local control plane (with kube-controller-manager) and watch Playbooks expire and their namespaces go (Ctrl-C stops it).
+demo: ## Start a local control plane (with kube-controller-manager) and tell the product's story scene by scene: reminders, an extension, sleep and wake, reclaim, a digest, the archive, use, links (Ctrl-C stops it).
 	assets=$(ASSETS) && KUBEBUILDER_ASSETS="$$assets" go run ./hack/demo
 
 .PHONY: bench

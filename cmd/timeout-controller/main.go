@@ -84,6 +84,7 @@ func run() error {
 	flag.DurationVar(&shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long in-flight work may take to finish after SIGTERM before the process exits; the Lease is released either way.")
 	flag.BoolVar(&opts.DryRun, "dry-run", false, "Delete nothing: record a WouldDelete Event and audit record at each expiry instead, whatever the policies say.")
 	flag.IntVar(&opts.MaxDeletionsPerMinute, "max-deletions-per-minute", 0, "Cap on deletions per minute across all policies; expiries beyond it wait their turn. 0 means no cap.")
+	flag.IntVar(&opts.SleepsPerSecond, "sleeps-per-second", 10, "Sleeps that may begin each second, across all policies; the others wait their turn, so that many objects falling idle at once never hold back deletions, reminders and wakes. Wakes are never held back. 0 means no cap.")
 	flag.StringVar(&auditDest, "audit-log", "-", `Where the audit trail (JSON Lines) goes: "-" for standard output, or a file that records are appended and fsynced to.`)
 	flag.StringVar(&archiveTo, "archive", "", `Where policies with deletion.archive keep each object's manifest before deleting it: "cluster" (a Secret per object in the controller's namespace), "s3://BUCKET/PREFIX", or a directory (on a volume); empty turns archiving off.`)
 	flag.StringVar(&archiveDir, "archive-dir", "", "Directory to archive to; the same as --archive=DIR, kept for existing installs.")

@@ -41,6 +41,12 @@ func TestSmoke(t *testing.T) {
 		if d.Early != 0 || d.Duplicates != 0 {
 			t.Errorf("deletion: %d early, %d duplicate DELETED events; want none", d.Early, d.Duplicates)
 		}
+		// The controller's part, read from its log, is part of the lag.
+		late, took := rep.DeletionLate, rep.DeletionTook
+		if late.Observed != 150 || took.Observed != 150 || took.Max <= 0 || late.P50+took.P50 > d.Max {
+			t.Errorf("the controller's part: %d and %d observed, wait p50 %.1f ms and work p50 %.1f ms against a lag of at most %.1f ms; want 150 each, within the lag",
+				late.Observed, took.Observed, late.P50, took.P50, d.Max)
+		}
 	})
 	t.Run("reminds every expiring Playbook once and not early", func(t *testing.T) {
 		r := rep.Reminder
@@ -124,6 +130,48 @@ func TestSmoke(t *testing.T) {
 		}
 	})
 	t.Run("with -owned, measures when each expiring Playbook's namespace is gone", checkOwned)
+}
+
+// TestSleepersSmoke runs the bench with a few sleepers: each falls asleep
+// (its three workloads at zero, one write each), four are used at once
+// and two alone, half by last-active and half by an exec through the
+// connection webhook, and each wakes with one write to each workload and
+// no fight. It checks no timing.
+func TestSleepersSmoke(t *testing.T) {
+	cfg := config{
+		N: 10, Expiring: 5, Window: 4 * time.Second, Reminders: 2 * time.Second,
+		Margin: 6 * time.Second, Grace: 20 * time.Second, Settle: time.Second,
+		Characters: 3, Creators: 4, Log: filepath.Join(t.TempDir(), "controller.log"),
+		Sleepers: 6, Wakes: 4, WakeWindow: time.Second, SingleWakes: 2,
+	}
+	rep, out := runBench(t, cfg)
+	w := rep.Wake
+	if w == nil {
+		t.Fatal("no report of the sleepers")
+	}
+	if s := w.Sleep; s.Expected != 6 || s.Observed != 6 || s.Early != 0 {
+		t.Errorf("sleep: expected %d, observed %d, early %d; want 6, 6, 0", s.Expected, s.Observed, s.Early)
+	}
+	for name, l := range map[string]lagStats{"burst": w.Burst, "by last-active": w.LastActive, "by exec": w.Exec, "one alone": w.Single} {
+		if l.Missing != 0 || l.Observed == 0 {
+			t.Errorf("wake %s: observed %d, missing %d; want all", name, l.Observed, l.Missing)
+		}
+	}
+	if w.Burst.Observed != 4 || w.Single.Observed != 2 || w.Exec.Observed != 2 {
+		t.Errorf("wakes: %d in the burst (%d by exec), %d alone; want 4 (2), 2", w.Burst.Observed, w.Exec.Observed, w.Single.Observed)
+	}
+	if w.MaxWorkloadWritesPerSleep != 1 || w.MaxWorkloadWritesPerWake != 1 || w.Fights != 0 {
+		t.Errorf("at most %d writes to a workload per sleep, %d per wake, %d fights; want 1, 1, 0",
+			w.MaxWorkloadWritesPerSleep, w.MaxWorkloadWritesPerWake, w.Fights)
+	}
+	if w.RequestsPerSleep["PATCH deployments"] != 2 || w.RequestsPerSleep["PATCH statefulsets"] != 1 {
+		t.Errorf("requests per sleep %v: want 2 PATCH deployments and 1 PATCH statefulsets", w.RequestsPerSleep)
+	}
+	for _, want := range []string{"sleepers", "writes per sleep", "wake, burst", "by exec", "wake, one alone"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table has no %q", want)
+		}
+	}
 }
 
 // checkOwned runs the bench with -owned and checks what it reports of the

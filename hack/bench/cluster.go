@@ -28,6 +28,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -67,6 +68,7 @@ type cluster struct {
 	client  client.Client
 	dynamic dynamic.Interface
 	meta    metadata.Interface
+	kube    kubernetes.Interface
 	rest    rest.Interface
 	// stopFinalizer stops the stand-in for Amphitheatre's controller and
 	// waits for it.
@@ -125,6 +127,9 @@ func startCluster(ctx context.Context, root, tmp string) (*cluster, error) {
 		return cl, err
 	}
 	if cl.meta, err = metadata.NewForConfig(cfg); err != nil {
+		return cl, err
+	}
+	if cl.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return cl, err
 	}
 	rc, err := rest.UnversionedRESTClientFor(withNegotiatedSerializer(cfg))
@@ -205,6 +210,9 @@ func (cl *cluster) createPolicy(ctx context.Context, cfg config, rc *receiver) e
 	var others []metav1.LabelSelectorRequirement
 	if cfg.Slow > 0 {
 		others = append(others, metav1.LabelSelectorRequirement{Key: slowLabel, Operator: metav1.LabelSelectorOpDoesNotExist})
+	}
+	if cfg.Sleepers > 0 {
+		others = append(others, metav1.LabelSelectorRequirement{Key: sleeperLabel, Operator: metav1.LabelSelectorOpDoesNotExist})
 	}
 	if cfg.Touch > 0 {
 		others = append(others, metav1.LabelSelectorRequirement{Key: usedLabel, Operator: metav1.LabelSelectorOpDoesNotExist})
@@ -533,7 +541,8 @@ func (cl *cluster) apiMetrics(ctx context.Context) (apiSnapshot, error) {
 
 // relevant are the resources the controller uses. The API server's own
 // requests (leases, endpoints) would only blur the picture.
-var relevant = map[string]bool{"playbooks": true, "timeoutpolicies": true, "events": true, "secrets": true, "namespaces": true}
+var relevant = map[string]bool{"playbooks": true, "timeoutpolicies": true, "events": true, "secrets": true, "namespaces": true,
+	"deployments": true, "statefulsets": true}
 
 // counts maps "VERB resource[/subresource]" to a number of requests.
 type counts map[string]float64

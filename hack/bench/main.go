@@ -22,6 +22,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/amphitheatre-app/timeout-controller/hack/internal/repo"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 )
 
@@ -99,6 +100,15 @@ type config struct {
 	// server must not grow with them.
 	SleepingPolicy   bool `json:"sleepingPolicy,omitempty"`
 	OtherDeployments int  `json:"otherDeployments,omitempty"`
+	// Sleepers more Playbooks, made as Amphitheatre makes them with two
+	// Deployments and a StatefulSet each, fall asleep over the same window
+	// as the expiring ones expire; then Wakes of them are used within
+	// WakeWindow, half by last-active and half by exec through the
+	// connection webhook, and SingleWakes more one at a time (wake.go).
+	Sleepers    int           `json:"sleepers,omitempty"`
+	Wakes       int           `json:"wakes,omitempty"`
+	WakeWindow  time.Duration `json:"wakeWindow,omitempty"`
+	SingleWakes int           `json:"singleWakes,omitempty"`
 	// Peer, when set, is the binary of another TTL controller, run in
 	// place of timeout-controller on the same objects:
 	// TwiN/k8s-ttl-controller's, whose annotation each Playbook then
@@ -141,12 +151,22 @@ func main() {
 	flag.StringVar(&cfg.Peer, "peer", "", "Run the TwiN/k8s-ttl-controller binary at this path in place of timeout-controller, on the same Playbooks, each also annotated with its TTL, and report its idle and peak RSS, first pass, CPU and API requests (no reminders, no metrics of its own). Its passes are 5 minutes apart: the run waits until the expiring ones are deleted or a pass that started after the last expiry has ended (docs/dev/bench.md).")
 	flag.BoolVar(&cfg.SleepingPolicy, "sleeping-policy", false, "Add a policy with spec.sleep that selects none of the Playbooks, so that the controller watches the workloads a sleep scaled down (none here).")
 	flag.IntVar(&cfg.OtherDeployments, "other-deployments", 0, "Create this many Deployments of no Playbook (0 replicas, 100 to a namespace) before the controller starts; implies -sleeping-policy. Compare with -sleeping-policy alone: the controller's memory and API requests must not grow with them.")
+	flag.IntVar(&cfg.Sleepers, "sleepers", 0, "More Playbooks, each with its namespace of two Deployments and a StatefulSet at one replica, created over -window and put to sleep over the window the expiring ones expire in; then -wakes of them are used and the wake lag measured. Needs kube-controller-manager's time: give -timeout room.")
+	flag.IntVar(&cfg.Wakes, "wakes", -1, "With -sleepers, how many are used at once, within -wake-window, half by a last-active write and half by an exec through the connection webhook (half the sleepers when negative).")
+	flag.DurationVar(&cfg.WakeWindow, "wake-window", 10*time.Second, "The window the -wakes uses are spread over.")
+	flag.IntVar(&cfg.SingleWakes, "single-wakes", 20, "With -sleepers, how many more are used one at a time after the burst, on a quiet cluster, alternately by last-active and by exec.")
 	jsonPath := flag.String("json", "", "Write the report as JSON to this path.")
 	timeout := flag.Duration("timeout", 20*time.Minute, "Give up, clean up and fail after this long.")
 	flag.Parse()
 	cfg.ControllerArgs, cfg.ControllerEnv = extra, env
 	if cfg.Expiring < 0 {
 		cfg.Expiring = cfg.N
+	}
+	if cfg.Wakes < 0 {
+		cfg.Wakes = cfg.Sleepers / 2
+	}
+	if cfg.Sleepers == 0 {
+		cfg.Wakes, cfg.SingleWakes, cfg.WakeWindow = 0, 0, 0
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -196,6 +216,10 @@ func (c config) validate() error {
 		return errors.New("-touch-every must be positive")
 	case c.OtherDeployments < 0:
 		return errors.New("-other-deployments must not be negative")
+	case c.Sleepers < 0 || c.Wakes < 0 || c.SingleWakes < 0 || c.Wakes+c.SingleWakes > c.Sleepers:
+		return fmt.Errorf("-wakes %d and -single-wakes %d must not be negative, nor together more than -sleepers %d", c.Wakes, c.SingleWakes, c.Sleepers)
+	case c.Sleepers > 0 && c.Peer != "":
+		return errors.New("-sleepers measures this controller's sleep: not with -peer")
 	case c.Creators < 1:
 		return errors.New("-creators must be at least 1")
 	case c.OwnedGrace < 0:
@@ -287,6 +311,14 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	if cfg.Owned {
 		owned = fmt.Sprintf(", the %d expiring with their namespaces and %d actors", cfg.Expiring, len(testenv.DefaultActors))
 	}
+	var sp *sleeperPop
+	if cfg.Sleepers > 0 {
+		p.say("creating %d sleepers over %s, each with its namespace, two Deployments and a StatefulSet", cfg.Sleepers, cfg.Window)
+		if sp, err = cl.createSleepers(ctx, cfg.Sleepers, cfg.Creators, cfg.Window); err != nil {
+			return nil, err
+		}
+		p.say("created them in %s", sp.took.Round(time.Millisecond))
+	}
 	p.say("creating %d Playbooks with %d characters each%s, %d parallel", cfg.N, cfg.Characters, owned, cfg.Creators)
 	pop, err := cl.populate(ctx, cfg)
 	if err != nil {
@@ -294,13 +326,34 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	}
 	p.say("created them in %s (%.0f/s); the first due moment is %s after", pop.took.Round(time.Millisecond),
 		float64(cfg.N)/pop.took.Seconds(), time.Until(pop.firstDue).Round(time.Second))
+	m := &measurement{cfg: cfg, pop: pop, cl: cl, rc: rc, p: p, idle: idle, sleepers: sp}
+	if sp != nil {
+		// The sleeps fall due from the first expiry on, over the window.
+		if err := cl.createSleeperPolicy(ctx, sp, m.firstExpiry()); err != nil {
+			return nil, err
+		}
+		p.say("the sleepers' afterIdle is %s: their sleeps fall due from %s on", expiry.FormatDuration(sp.afterIdle),
+			time.Until(m.firstExpiry()).Round(time.Second))
+		if m.sleeperLog, err = cl.watchSleepers(ctx, sp); err != nil {
+			return nil, err
+		}
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		certDir := filepath.Join(tmp, "webhook")
+		if err := cl.connectWebhook(ctx, root, certDir, port); err != nil {
+			return nil, err
+		}
+		cfg.ControllerArgs = append(cfg.ControllerArgs, fmt.Sprintf("--webhook-port=%d", port), "--webhook-cert-dir="+certDir)
+	}
 
 	w, err := cl.watchDeletions(ctx, playbooks, "Playbooks", len(pop.expiring))
 	if err != nil {
 		return nil, err
 	}
 	defer w.stop()
-	m := &measurement{cfg: cfg, pop: pop, cl: cl, rc: rc, w: w, p: p, idle: idle}
+	m.w = w
 	if cfg.Owned {
 		if m.ns, err = cl.watchDeletions(ctx, corev1.SchemeGroupVersion.WithResource("namespaces"), "namespaces", len(pop.expiring)); err != nil {
 			return nil, err

@@ -48,6 +48,15 @@ type measurement struct {
 	// the controller's metrics are.
 	touch    *touchReport
 	ctrlAddr string
+	// sleepers are the -sleepers and what was seen of them; asleep and
+	// atAsleep the API server's counts and the controller's process when
+	// all were asleep; burstTook how long the burst of uses took to send.
+	sleepers   *sleeperPop
+	sleeperLog *sleeperLog
+	asleep     apiSnapshot
+	atAsleep   procStat
+	burstTook  time.Duration
+	burst      []string
 }
 
 // poll is how often the bench looks at the controller's metrics before
@@ -80,7 +89,7 @@ func (m *measurement) measure(ctx context.Context, c *controllerProc, before api
 	// mean listing and evaluating every object each second.
 	for {
 		cm, err := scrapeController(ctx, c.metricsAddr)
-		if err == nil && cm.Reconciles >= float64(m.cfg.N+m.cfg.Slow) && cm.depth == 0 && cm.active == 0 {
+		if err == nil && cm.Reconciles >= float64(m.cfg.N+m.cfg.Slow+m.cfg.Sleepers) && cm.depth == 0 && cm.active == 0 {
 			m.trackedAt, m.ctrlAtSync = time.Now(), cm
 			break
 		}
@@ -124,6 +133,11 @@ func (m *measurement) measure(ctx context.Context, c *controllerProc, before api
 	stopTouching()
 	if err := m.waitOwned(ctx, c, tick); err != nil {
 		return err
+	}
+	if m.sleepers != nil {
+		if err := m.sleepPhase(ctx, c, tick); err != nil {
+			return err
+		}
 	}
 	// Anything sent twice would come within moments.
 	settle := time.Now().Add(m.cfg.Settle)
@@ -293,7 +307,14 @@ type report struct {
 	HeadroomSeconds  float64 `json:"headroomSeconds"`
 
 	Deletion lagStats `json:"deletion"`
-	Reminder lagStats `json:"reminder"`
+	// DeletionLate and DeletionTook split the controller's part of each
+	// deletion, as its log says: from the deletion due to the start of
+	// the reconcile that deleted (the wake-up and the queue), and from
+	// then to the DELETE accepted (its reads and writes). The rest of
+	// Deletion is the API server's watch to the bench.
+	DeletionLate lagStats `json:"deletionLate"`
+	DeletionTook lagStats `json:"deletionTook"`
+	Reminder     lagStats `json:"reminder"`
 	// Owned is, with -owned, from each expiring Playbook's expiry to its
 	// namespace amp-<id> gone (DELETED): the last object it owned gone.
 	// Its Missing are the namespaces still there at the end.
@@ -349,6 +370,8 @@ type report struct {
 
 	// Touch is the run with activity (-touch), when there was one.
 	Touch *touchReport `json:"touch,omitempty"`
+	// Wake is the run with sleepers (-sleepers), when there was one.
+	Wake *wakeReport `json:"wake,omitempty"`
 
 	Controller       ctrlMetrics `json:"controller"`
 	ControllerAtSync ctrlMetrics `json:"controllerAtSync"`
@@ -409,6 +432,7 @@ func (m *measurement) report() *report {
 
 	expiring := m.expiringSet()
 	r.Deletion = m.deletionLags(expiring)
+	r.DeletionLate, r.DeletionTook = deletionParts(m.log, expiring)
 	if m.ns != nil {
 		r.Owned = m.ownedLags()
 	}
@@ -443,6 +467,9 @@ func (m *measurement) report() *report {
 	m.rc.mu.Unlock()
 	if m.cfg.Reminders > 0 {
 		r.Reminder.fill(len(m.pop.expiring), lags)
+	}
+	if m.sleepers != nil {
+		r.Wake = m.wakeReport()
 	}
 	return r
 }
@@ -559,6 +586,38 @@ func thisMachine() machine {
 	return m
 }
 
+// deletionParts reads, from the controller's log, the two parts of each
+// expiring Playbook's deletion it logged: the wait for its reconcile to
+// start and the reconcile's work until the DELETE was accepted.
+func deletionParts(logPath string, expiring map[string]bool) (late, took lagStats) {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var lates, tooks []time.Duration
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Msg    string `json:"msg"`
+			Object struct {
+				Name string `json:"name"`
+			} `json:"object"`
+			Late *float64 `json:"late"`
+			Took *float64 `json:"took"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) != nil || line.Msg != "deleted" || !expiring[line.Object.Name] || line.Late == nil || line.Took == nil {
+			continue
+		}
+		lates = append(lates, time.Duration(*line.Late*float64(time.Second)))
+		tooks = append(tooks, time.Duration(*line.Took*float64(time.Second)))
+	}
+	late.fill(len(expiring), lates)
+	took.fill(len(expiring), tooks)
+	return late, took
+}
+
 // startFlags reads the values the controller logged at its start: the
 // effective ones, defaults included.
 func startFlags(logPath string) map[string]any {
@@ -626,10 +685,13 @@ func (r *report) print(out io.Writer) {
 		fact("", "%.0f activity writes: %.1f per object per hour, %.2f at a one-day idleTTL", t.Writes, t.WritesPerObjectHour, t.AtOneDayIdleTTL)
 	}
 
-	printLags(out, []namedLags{{"deletion", r.Deletion}, {"owned gone (namespace)", deref(r.Owned)}, {"reminder", r.Reminder}, {"reminder, slow SMTP", deref(r.SlowReminder)}})
+	printLags(out, []namedLags{{"deletion", r.Deletion}, {"  due to reconcile (log)", r.DeletionLate}, {"  reconcile to accepted", r.DeletionTook}, {"owned gone (namespace)", deref(r.Owned)}, {"reminder", r.Reminder}, {"reminder, slow SMTP", deref(r.SlowReminder)}})
 	printRequests(out, [2]string{"initial sync", "after sync"}, r.API.InitialSync, r.API.AfterSync, r.API.Watches, c.Expiring)
 	if c.Owned {
 		fmt.Fprintln(out, "(with -owned these include kube-controller-manager's requests: garbage collection and namespace deletion)")
+	}
+	if r.Wake != nil {
+		r.Wake.print(out)
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintln(out, "problem:", p)

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/emersion/go-smtp"
@@ -49,10 +50,12 @@ type message struct {
 
 	// By mail: the envelope recipients (blind copies included), sorted,
 	// and the decoded subject; links are the URLs its text part lists, by
-	// what they do (extend, wake, delete, page), when it has any.
+	// what they do (extend, wake, delete, page), when it has any; text
+	// is its text part.
 	to      []string
 	subject string
 	links   map[string]string
+	text    string
 
 	// By webhook: the CloudEvent's data.
 	title     string
@@ -78,16 +81,22 @@ type receivers struct {
 	secret string
 	key    []byte
 
+	// messages are those about no Playbook routed elsewhere.
 	messages chan message
-	quit     chan struct{}
-	mail     *smtp.Server
-	web      *http.Server
+	// routes take the messages about the Playbooks of a scene played
+	// alongside to that scene, by metadata.name.
+	mu     sync.Mutex
+	routes map[string]chan message
+	quit   chan struct{}
+	mail   *smtp.Server
+	web    *http.Server
 }
 
 func startReceivers() (*receivers, error) {
 	rc := &receivers{
 		key:      make([]byte, 32),
 		messages: make(chan message, 256),
+		routes:   map[string]chan message{},
 		quit:     make(chan struct{}),
 	}
 	_, _ = rand.Read(rc.key)
@@ -134,10 +143,46 @@ func (rc *receivers) stop() {
 	_ = rc.web.Close()
 }
 
-// keep hands m to the story, unless the demo is over.
+// route sends the messages about the named Playbooks to to, from now on.
+func (rc *receivers) route(to chan message, names ...string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, n := range names {
+		rc.routes[n] = to
+	}
+}
+
+// unroute sends the messages about the named Playbooks to the story
+// again, where the end of the demo gathers them, and returns those to
+// had and nobody read.
+func (rc *receivers) unroute(to chan message, names ...string) []message {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, n := range names {
+		delete(rc.routes, n)
+	}
+	var left []message
+	for {
+		select {
+		case m := <-to:
+			left = append(left, m)
+		default:
+			return left
+		}
+	}
+}
+
+// keep hands m to the scene its Playbook is in, or to the story, unless
+// the demo is over.
 func (rc *receivers) keep(m message) {
+	rc.mu.Lock()
+	to, ok := rc.routes[m.name]
+	rc.mu.Unlock()
+	if !ok {
+		to = rc.messages
+	}
 	select {
-	case rc.messages <- m:
+	case to <- m:
 	case <-rc.quit:
 	}
 }
@@ -161,7 +206,7 @@ func (s *mailSession) Data(r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	links, err := mailLinks(m)
+	links, text, err := mailText(m)
 	if err != nil {
 		return err
 	}
@@ -178,6 +223,7 @@ func (s *mailSession) Data(r io.Reader) error {
 		to:      slices.Sorted(slices.Values(s.to)),
 		subject: subject,
 		links:   links,
+		text:    text,
 	})
 	return nil
 }
@@ -191,32 +237,33 @@ var linkLines = map[string]*regexp.Regexp{
 	"page":   regexp.MustCompile(`(?m)^See it: (\S+)$`),
 }
 
-// mailLinks reads the body of m and returns the links its text part
-// lists, nil when it has none.
-func mailLinks(m *mail.Message) (map[string]string, error) {
+// mailText reads the body of m and returns its text part and the links
+// it lists, nil when it has none.
+func mailText(m *mail.Message) (map[string]string, string, error) {
 	mediaType, params, err := mime.ParseMediaType(m.Header.Get("Content-Type"))
 	if err != nil || !strings.HasPrefix(mediaType, "multipart/") {
-		_, err := io.Copy(io.Discard, m.Body)
-		return nil, err
+		body, err := io.ReadAll(m.Body)
+		return nil, strings.ReplaceAll(string(body), "\r\n", "\n"), err
 	}
 	var links map[string]string
+	var text string
 	mr := multipart.NewReader(m.Body, params["boundary"])
 	for {
 		p, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
-			return links, nil
+			return links, text, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		body, err := io.ReadAll(p)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if ct, _, _ := mime.ParseMediaType(p.Header.Get("Content-Type")); ct != "text/plain" {
 			continue
 		}
-		text := strings.ReplaceAll(string(body), "\r\n", "\n")
+		text = strings.ReplaceAll(string(body), "\r\n", "\n")
 		for what, re := range linkLines {
 			if l := re.FindStringSubmatch(text); l != nil {
 				if links == nil {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -22,8 +23,28 @@ import (
 type kubectl struct {
 	n     *narrator
 	flags *genericclioptions.ConfigFlags
-	// runs are the commands run so far and how each exited.
+	// log holds the commands run so far and how each exited, shared by
+	// every scene's plugin.
+	log *pluginLog
+}
+
+// pluginLog is the commands run, in order, with their exit codes.
+type pluginLog struct {
+	mu   sync.Mutex
 	runs []pluginRun
+}
+
+// runs returns the commands run so far.
+func (k *kubectl) runs() []pluginRun {
+	k.log.mu.Lock()
+	defer k.log.mu.Unlock()
+	return append([]pluginRun(nil), k.log.runs...)
+}
+
+// narrating returns the plugin that prints where n narrates: a scene
+// played alongside tells its commands in its turn.
+func (k *kubectl) narrating(n *narrator) *kubectl {
+	return &kubectl{n: n, flags: k.flags, log: k.log}
 }
 
 // pluginRun is one command of the plugin and its exit code.
@@ -40,7 +61,7 @@ func newKubectl(n *narrator, kubeconfig, cacheDir string) *kubectl {
 	flags := genericclioptions.NewConfigFlags(true)
 	flags.KubeConfig = &kubeconfig
 	flags.CacheDir = &cacheDir
-	return &kubectl{n: n, flags: flags}
+	return &kubectl{n: n, flags: flags, log: &pluginLog{}}
 }
 
 // run prints the command line and what the command wrote, under the
@@ -88,6 +109,8 @@ func (k *kubectl) exec(ctx context.Context, out, errOut *bytes.Buffer, args []st
 		IOStreams:   genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut},
 		ConfigFlags: k.flags,
 	})
-	k.runs = append(k.runs, pluginRun{args: args, code: code})
+	k.log.mu.Lock()
+	k.log.runs = append(k.log.runs, pluginRun{args: args, code: code})
+	k.log.mu.Unlock()
 	return code
 }

@@ -1,7 +1,12 @@
 // Copyright 2026 The Amphitheatre Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Command demo starts a local control plane, the timeout controller, a mail inbox and a webhook receiver, and narrates the reminders people get, the Playbooks expiring on time, what kubectl timeout shows and changes, the audit trail and a restore from the archive.
+// Command demo starts a local control plane, the timeout controller, a
+// mail inbox and a webhook receiver, and tells the product's story scene
+// by scene (scenes in story.go, a file each): reminders and deletion, an
+// extension, sleep and wake, the namespaces reclaimed, an owner's digest,
+// the audit trail and a restore, lifetimes that follow use, acting from a
+// message. It fails on anything early, late, missing or doubled.
 package main
 
 import (
@@ -13,10 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -147,7 +149,18 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 	}()
 	n.say("mail inbox (SMTP, no TLS, no auth) at %s; webhook receiver at %s", rc.mailAddr(), rc.webhookURL)
 
-	c, err := startController(w)
+	// The admission webhook that counts an exec into a Pod as use, as
+	// config/webhook ships it, pointed at the controller on loopback.
+	hook, err := testenv.FreeAddr()
+	if err != nil {
+		return err
+	}
+	if err := registerConnectWebhook(ctx, cfg, hook); err != nil {
+		return err
+	}
+	s.hook = hook
+
+	c, err := startController(w, hook)
 	if err != nil {
 		return err
 	}
@@ -166,161 +179,9 @@ func stage(ctx context.Context, n *narrator, s *story) (err error) {
 	}()
 	s.facts.pid = c.cmd.Process.Pid
 	n.say("controller running (pid %d), logging to %s", c.cmd.Process.Pid, w.log)
+	n.more("its admission webhook, which counts an exec into a Pod as use, at https://%s (ValidatingWebhookConfiguration %s)", hook, connectWebhook)
 	n.more("audit trail: %s; archive: %s", w.audit, w.archive)
 
 	s.kubectl = newKubectl(n, w.kubeconfig, w.cache)
 	return s.play(ctx, cfg, c, rc)
-}
-
-// workdir is the demo's temporary directory and the files in it; the
-// demo removes all of it when it ends.
-type workdir struct {
-	dir        string
-	bin        string
-	kubeconfig string
-	// log is the controller's log, audit its audit trail (JSON Lines) and
-	// archive the directory it writes manifests to before deleting.
-	log     string
-	audit   string
-	archive string
-	// cache is the plugin's discovery cache.
-	cache string
-}
-
-func newWorkdir(dir string) *workdir {
-	return &workdir{
-		dir:        dir,
-		bin:        filepath.Join(dir, "timeout-controller"),
-		kubeconfig: filepath.Join(dir, "kubeconfig"),
-		log:        filepath.Join(dir, "controller.log"),
-		audit:      filepath.Join(dir, "audit.jsonl"),
-		archive:    filepath.Join(dir, "archive"),
-		cache:      filepath.Join(dir, "kube-cache"),
-	}
-}
-
-// proc is the timeout-controller process.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-func startController(w *workdir, extra ...string) (*proc, error) {
-	c := &proc{}
-	return c, c.start(w.bin, w.log, controllerArgs(w, extra...)...)
-}
-
-func controllerArgs(w *workdir, extra ...string) []string {
-	return append([]string{
-		"--kubeconfig", w.kubeconfig,
-		"--audit-log", w.audit,
-		"--archive-dir", w.archive,
-		"--metrics-bind-address=0",
-		"--health-probe-bind-address=0",
-		// The demo has no node to exec into: no webhook, and no port to hold.
-		"--webhook-port=0",
-		"--cluster-event-namespace", eventNamespace,
-		// Where the controller would run; the webhook's Secret is there.
-		"--secret-namespace", secretNamespace,
-	}, extra...)
-}
-
-// start runs bin with args as c, appending its output to the file at
-// logPath.
-func (c *proc) start(bin, logPath string, args ...string) error {
-	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	// Its own process group: Ctrl-C in the terminal reaches only the demo,
-	// which then stops the controller before the control plane.
-	cmd.SysProcAttr = ownProcessGroup()
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return fmt.Errorf("start %s %s: %w", bin, strings.Join(args, " "), err)
-	}
-	done := make(chan struct{})
-	c.cmd, c.done, c.err = cmd, done, nil
-	go func() {
-		err := cmd.Wait()
-		log.Close()
-		c.err = err
-		close(done)
-	}()
-	return nil
-}
-
-// restart stops the controller and starts it again with the extra flags,
-// as c: whoever stops c stops the new process.
-func (c *proc) restart(w *workdir, extra ...string) error {
-	if err := c.stop(); err != nil {
-		return err
-	}
-	return c.start(w.bin, w.log, controllerArgs(w, extra...)...)
-}
-
-func (c *proc) stop() error {
-	select {
-	case <-c.done:
-		return nil
-	default:
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-		return nil
-	case <-time.After(10 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-		return errors.New("did not stop within 10s of SIGTERM; killed it")
-	}
-}
-
-// narrator writes lines stamped with the time since the demo started.
-type narrator struct {
-	out   io.Writer
-	start time.Time
-}
-
-func (n *narrator) say(format string, args ...any) {
-	fmt.Fprintf(n.out, "[%6.1fs] %s\n", time.Since(n.start).Seconds(), fmt.Sprintf(format, args...))
-}
-
-// more continues the previous line, aligned under its text.
-func (n *narrator) more(format string, args ...any) {
-	fmt.Fprintf(n.out, "%10s%s\n", "", fmt.Sprintf(format, args...))
-}
-
-// table writes tab-separated rows as aligned columns under the last line.
-func (n *narrator) table(rows []string) {
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	for _, r := range rows {
-		fmt.Fprintln(w, r)
-	}
-	w.Flush()
-	for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
-		n.more("%s", line)
-	}
-}
-
-// at is a moment as an offset from the start, the unit of the narration.
-func (n *narrator) at(t time.Time) string {
-	return fmt.Sprintf("+%.1fs", t.Sub(n.start).Seconds())
-}
-
-func (n *narrator) tail(path string, lines int) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return
-	}
-	last := strings.Split(strings.TrimSpace(string(data)), "\n")
-	last = last[max(0, len(last)-lines):]
-	n.say("last lines of the controller log:")
-	for _, l := range last {
-		n.more("%s", l)
-	}
 }

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
@@ -21,9 +22,9 @@ import (
 // receivers and what the plugin showed. TestDemo checks these, not the
 // narration, so that rewording a line breaks nothing.
 type results struct {
-	// playbooks are the Playbooks of both acts, in the order created.
+	// playbooks are the Playbooks of every scene, scene by scene.
 	playbooks []playbookFacts
-	// trail is the controller's audit trail, read once both acts were over.
+	// trail is the controller's audit trail, read once every scene was over.
 	trail []audit.Record
 	// messages are all that reached the mail inbox and the webhook
 	// receiver, in the order they arrived: duplicates and refused
@@ -35,8 +36,8 @@ type results struct {
 	plugin []pluginRun
 	// listed and explained are `kubectl timeout list` and `explain
 	// short-notice` as JSON, taken just after the printed ones at the
-	// start; finalList is the list at the end of act one, after the
-	// restore.
+	// start; finalList is the list in the scene of the archive, after
+	// the restore.
 	listed, finalList plugin.ItemList
 	explained         plugin.Explanation
 	// workdir is the temporary directory and pid the controller's process:
@@ -45,16 +46,21 @@ type results struct {
 	pid     int
 	// reclaimed is what the deleted Playbooks' namespaces held.
 	reclaimed reclaimed
-	// link is what the third act did with a reminder's links.
+	// link is what the scene on links did with a reminder's links.
 	link linkFacts
+	// sleep and digest are what the scenes of sleep and of the owner's
+	// digest saw.
+	sleep  *sleepFacts
+	digest *digestFacts
 }
 
 // playbookFacts is one Playbook of the demo.
 type playbookFacts struct {
 	title string
-	// act is 1, 2 or 3: the second act's Playbooks are under the policy
-	// usePolicy, the third's under linksPolicy.
-	act int
+	// scene is the number of the scene it plays in (see scenes): 1 under
+	// the policy policyName, sceneUse under usePolicy, sceneLinks under
+	// linksPolicy, sceneSleep and sceneDigest under theirs.
+	scene int
 	// obj is the Playbook as the API server returned it when created (its
 	// name, UID, creation time and annotations), or, once extended, as
 	// read after the extension.
@@ -68,21 +74,37 @@ type playbookFacts struct {
 func (s *story) results() *results {
 	r := s.facts
 	for _, c := range s.cast {
-		r.playbooks = append(r.playbooks, playbookFacts{title: c.title, act: 1, obj: c.obj, deletedAt: c.deletedAt})
+		r.playbooks = append(r.playbooks, playbookFacts{title: c.title, scene: 1, obj: c.obj, deletedAt: c.deletedAt})
+	}
+	if f := s.facts.sleep; f != nil && f.obj != nil {
+		r.playbooks = append(r.playbooks, playbookFacts{title: sleepTitle, scene: sceneSleep, obj: f.obj, deletedAt: f.deletedAt})
+	}
+	if f := s.facts.digest; f != nil {
+		for _, c := range f.cast {
+			r.playbooks = append(r.playbooks, playbookFacts{title: c.title, scene: sceneDigest, obj: c.obj, deletedAt: c.deletedAt})
+		}
 	}
 	for _, c := range s.useCast {
-		r.playbooks = append(r.playbooks, playbookFacts{title: c.title, act: 2, obj: c.obj, deletedAt: c.deletedAt})
+		r.playbooks = append(r.playbooks, playbookFacts{title: c.title, scene: sceneUse, obj: c.obj, deletedAt: c.deletedAt})
 	}
 	for _, c := range s.linkCast {
-		r.playbooks = append(r.playbooks, playbookFacts{title: c.title, act: 3, obj: c.obj, deletedAt: c.deletedAt})
+		r.playbooks = append(r.playbooks, playbookFacts{title: c.title, scene: sceneLinks, obj: c.obj, deletedAt: c.deletedAt})
+	}
+	// The scenes played alongside kept theirs: all of them count.
+	r.messages = slices.Clone(r.messages)
+	if f := s.facts.sleep; f != nil {
+		r.messages = append(r.messages, f.messages...)
+	}
+	if f := s.facts.digest; f != nil {
+		r.messages = append(r.messages, f.mails...)
 	}
 	if s.kubectl != nil {
-		r.plugin = s.kubectl.runs
+		r.plugin = s.kubectl.runs()
 	}
 	return &r
 }
 
-// gather takes in, once both acts are over, what may still be on its way:
+// gather takes in, once every scene is over, what may still be on its way:
 // messages not read yet, the audit records of the last deletions, and the
 // Events.
 func (s *story) gather(ctx context.Context, cl client.Client, rc *receivers) error {

@@ -71,6 +71,8 @@ type Options struct {
 	// MaxDeletionsPerMinute caps deletions across all policies; 0 means no
 	// cap.
 	MaxDeletionsPerMinute int
+	// SleepsPerSecond spaces the sleeps that begin; 0 holds none back.
+	SleepsPerSecond int
 	// Archive is where manifests are archived before deletion; nil turns
 	// archiving off, and policies that ask for it are not ready.
 	Archive archive.Store
@@ -158,6 +160,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Channels:              channels,
 		Audit:                 opts.Audit,
 		MaxDeletionsPerMinute: opts.MaxDeletionsPerMinute,
+		SleepsPerSecond:       opts.SleepsPerSecond,
 		DryRun:                opts.DryRun,
 		Archive:               opts.Archive,
 

@@ -184,7 +184,11 @@ func (r *Reconciler) expire(ctx context.Context, ev *eval.Evaluation) (ctrl.Resu
 	}
 	// On the trail before anything says it is done.
 	r.audit(ctx, ev, audit.Record{Type: audit.Deleted, Result: audit.OK, Detail: detail, Reclaimed: reclaimed})
-	log.Info("deleted", "expiresAt", life.ExpiresAt, "lag", lag, "policy", policy.Name, "terminating", remains, "ownedNamespaces", len(owned))
+	// late and took split the lag: the wait for this reconcile to start,
+	// and the reconcile's own work until the API server accepted the
+	// delete (hack/bench reads them).
+	log.Info("deleted", "expiresAt", life.ExpiresAt, "lag", lag, "late", ev.Now.Sub(due), "took", now.Sub(ev.Now),
+		"policy", policy.Name, "terminating", remains, "ownedNamespaces", len(owned))
 	r.departures.deleted(key, &departure{
 		object: auditObject(key, obj), policy: policy.Name, due: due, expiresAt: life.ExpiresAt,
 		accepted: now, namespaces: namespacesOf(owned), owned: len(owned),

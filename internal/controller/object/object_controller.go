@@ -82,6 +82,9 @@ type Reconciler struct {
 	// MaxDeletionsPerMinute caps the deletions of all policies together;
 	// 0 sets no such cap. Each policy's own cap applies either way.
 	MaxDeletionsPerMinute int
+	// SleepsPerSecond spaces the sleeps that begin (sleepTurns); 0 holds
+	// none back.
+	SleepsPerSecond int
 	// DryRun deletes nothing, whatever the policies say.
 	DryRun bool
 	// Archive is where manifests are archived before deletion; nil when
@@ -110,6 +113,8 @@ type Reconciler struct {
 	activity      usage.Activity
 	capsOnce      sync.Once
 	capsState     *deletionCaps
+	turnsOnce     sync.Once
+	turnsState    *sleepTurns
 	departures    departures
 	sleepOnce     sync.Once
 	sleepState    *sleep.Sleeper
@@ -199,6 +204,13 @@ func (r *Reconciler) sleeper() *sleep.Sleeper {
 // before SetupWithManager.
 func (r *Reconciler) Workloads() *sleep.MarkedWatch {
 	return r.sleeper().Marked
+}
+
+// sleepTurns are the turns of the sleeps that begin, built on first use
+// from SleepsPerSecond.
+func (r *Reconciler) sleepTurns() *sleepTurns {
+	r.turnsOnce.Do(func() { r.turnsState = newSleepTurns(r.SleepsPerSecond) })
+	return r.turnsState
 }
 
 // delivery sends the messages and writes the records, built on first use
@@ -311,6 +323,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, key wakeup.Key) (ctrl.Result
 	case expiry.Notify:
 		return r.delivery().Notify(ctx, ev, plan)
 	case expiry.Sleep:
+		if ev.Life.Sleep.Phase != expiry.PhaseSleeping {
+			if at := r.sleepTurns().admit(key, ev.Now); at.After(ev.Now) {
+				log.V(1).Info("sleep waits its turn", "at", at, "policy", ev.Policy.Name)
+				return ctrl.Result{RequeueAfter: at.Sub(ev.Now)}, nil
+			}
+		}
 		return r.sleeper().Sleep(ctx, ev)
 	case expiry.Wake:
 		return r.sleeper().Wake(ctx, ev, plan.WokeBy)
@@ -353,5 +371,6 @@ func (r *Reconciler) deletionTurn(ctx context.Context, ev *eval.Evaluation) time
 func (r *Reconciler) forget(key wakeup.Key) {
 	r.delivery().Forget(key)
 	r.caps().forget(key)
+	r.sleepTurns().forget(key)
 	r.activity.Forget(key)
 }

@@ -299,6 +299,14 @@ func (r *Sleeper) ObserveWake(ctx context.Context, ev *eval.Evaluation) (string,
 	if st.Generation != 0 && ev.Obj.Generation != st.Generation {
 		return fmt.Sprintf("a spec edit (generation %d)", ev.Obj.Generation), false, nil
 	}
+	// The watch of marked workloads says whether any changed since the
+	// last read found none scaled up: the looks an object's own writes
+	// bring do not read them again (sleepwatch.go).
+	marked := r.Marked
+	if st.Phase == expiry.PhaseAsleep && marked.unchanged(ev.Obj.UID) {
+		return "", false, nil
+	}
+	found := marked.reading(ev.Obj.UID)
 	ws, err := r.workloads(ctx, ev.Obj.UID)
 	if err != nil {
 		return "", false, err
@@ -310,6 +318,7 @@ func (r *Sleeper) ObserveWake(ctx context.Context, ev *eval.Evaluation) (string,
 	}
 	if st.Phase == expiry.PhaseAsleep {
 		r.markUnmarked(ctx, ev.Obj.UID, ws)
+		found()
 	}
 	return "", false, nil
 }
@@ -363,11 +372,15 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 	if resumed {
 		sleepPatch = st.Patch
 	}
+	// known is the object as the API server has it, once this look has
+	// read or written it.
+	var known *metav1.PartialObjectMetadata
 	if resumed {
 		// The sleep under way may be the one an earlier look completed,
 		// whose last write the cache has not seen yet: only the API server
 		// says whether it is still under way.
-		if under, err := r.underWay(ctx, key, obj.UID, st); err != nil || !under {
+		var err error
+		if known, err = r.underWay(ctx, key, obj.UID, st); err != nil || known == nil {
 			return ctrl.Result{RequeueAfter: kube.ConflictRetry}, err
 		}
 	}
@@ -400,6 +413,7 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 		if err := annotateSpec(ctx, r.Client, obj, map[string]any{expiry.AnnotationSleep: st.String()}, spec); err != nil {
 			return r.sleepWriteFailed(key, err)
 		}
+		known = obj
 	}
 
 	var freed int32
@@ -456,9 +470,9 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 	// Asleep, at the generation the object has now: an object scaled or
 	// patched itself changed generation with it, which is not use; its
 	// activity annotation takes the new generation for the same reason.
-	fresh := kube.NewMetadata(key.GVK)
-	if err := r.APIReader.Get(ctx, key.NamespacedName, fresh); err != nil {
-		return ctrl.Result{}, fmt.Errorf("get %s: %w", key, err)
+	fresh, err := r.current(ctx, key, known, sleepPatch != nil || self && !replicasInSpec(key.GVK))
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	if fresh.UID != obj.UID {
 		return ctrl.Result{}, nil
@@ -516,9 +530,11 @@ func (r *Sleeper) Wake(ctx context.Context, ev *eval.Evaluation, wokeBy string) 
 
 	obj := ev.Obj.DeepCopy()
 	st := ev.Life.Sleep
+	var known *metav1.PartialObjectMetadata
 	if st.Phase == expiry.PhaseWaking {
 		// As with a sleep under way: it may be done already.
-		if under, err := r.underWay(ctx, key, obj.UID, st); err != nil || !under {
+		var err error
+		if known, err = r.underWay(ctx, key, obj.UID, st); err != nil || known == nil {
 			return ctrl.Result{RequeueAfter: kube.ConflictRetry}, err
 		}
 	} else {
@@ -526,6 +542,7 @@ func (r *Sleeper) Wake(ctx context.Context, ev *eval.Evaluation, wokeBy string) 
 		if err := annotate(ctx, r.Client, obj, map[string]any{expiry.AnnotationSleep: st.String()}); err != nil {
 			return r.sleepWriteFailed(key, err)
 		}
+		known = obj
 	}
 
 	patched := st.Patch != nil
@@ -577,9 +594,9 @@ func (r *Sleeper) Wake(ctx context.Context, ev *eval.Evaluation, wokeBy string) 
 		}
 	}
 
-	fresh := kube.NewMetadata(key.GVK)
-	if err := r.APIReader.Get(ctx, key.NamespacedName, fresh); err != nil {
-		return ctrl.Result{}, fmt.Errorf("get %s: %w", key, err)
+	fresh, err := r.current(ctx, key, known, patched || self)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	if fresh.UID != obj.UID {
 		return ctrl.Result{}, nil
@@ -603,6 +620,7 @@ func (r *Sleeper) Wake(ctx context.Context, ev *eval.Evaluation, wokeBy string) 
 	if external {
 		reason = ReasonWokeExternally
 	}
+	r.Marked.woke(obj.UID)
 	wakes.WithLabelValues(by).Inc()
 	logf.FromContext(ctx).Info("woke", "by", st.WokeBy, "external", external, "policy", ev.Policy.Name)
 	r.Recorder.Eventf(kube.Reference(key.GVK, fresh), nil, corev1.EventTypeNormal, reason, actionWake,
@@ -610,17 +628,36 @@ func (r *Sleeper) Wake(ctx context.Context, ev *eval.Evaluation, wokeBy string) 
 	return ctrl.Result{}, nil
 }
 
-// underWay reports whether the API server shows the object in the sleep
-// or wake under way that st describes.
-func (r *Sleeper) underWay(ctx context.Context, key wakeup.Key, uid types.UID, st expiry.SleepState) (bool, error) {
+// underWay returns the object as the API server has it when it shows the
+// object in the sleep or wake under way that st describes, else nil.
+func (r *Sleeper) underWay(ctx context.Context, key wakeup.Key, uid types.UID, st expiry.SleepState) (*metav1.PartialObjectMetadata, error) {
 	fresh := kube.NewMetadata(key.GVK)
 	if err := r.APIReader.Get(ctx, key.NamespacedName, fresh); err != nil {
 		if apierrors.IsNotFound(err) {
-			return false, nil
+			return nil, nil
 		}
-		return false, fmt.Errorf("get %s: %w", key, err)
+		return nil, fmt.Errorf("get %s: %w", key, err)
 	}
-	return fresh.UID == uid && sameCycle(fresh, st), nil
+	if fresh.UID != uid || !sameCycle(fresh, st) {
+		return nil, nil
+	}
+	return fresh, nil
+}
+
+// current returns the object as the API server has it, to lock the last
+// write of a sleep or wake on: known is the object as the look's own
+// write (or its read of the API server) left it, which stands while only
+// its workloads were written since; after a patch or a scale of the object
+// itself, it is read again.
+func (r *Sleeper) current(ctx context.Context, key wakeup.Key, known *metav1.PartialObjectMetadata, changedItself bool) (*metav1.PartialObjectMetadata, error) {
+	if known != nil && !changedItself {
+		return known, nil
+	}
+	fresh := kube.NewMetadata(key.GVK)
+	if err := r.APIReader.Get(ctx, key.NamespacedName, fresh); err != nil {
+		return nil, fmt.Errorf("get %s: %w", key, err)
+	}
+	return fresh, nil
 }
 
 // sameCycle reports whether obj's sleep annotation says it is in the sleep

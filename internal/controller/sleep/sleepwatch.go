@@ -69,6 +69,102 @@ type MarkedWatch struct {
 	unmarking sync.Map
 	// running says the watch runs, and will see the removals.
 	running atomic.Bool
+	// checks are what the watch lets a look at a sleeping object skip.
+	checks wakeChecks
+}
+
+// wakeChecks remember, per sleeping object (by UID), that a look read its
+// workloads and found none scaled up by someone else, and how much news
+// the watch had brought about them by then: a later look with no news
+// since need not read them again (observeWake). News is any change the
+// watch sees to one of the object's marked workloads; counting it, rather
+// than clearing a mark, keeps news that comes while a look is reading.
+type wakeChecks struct {
+	mu sync.Mutex
+	m  map[types.UID]*wakeCheck
+}
+
+type wakeCheck struct {
+	news      uint64
+	checked   bool
+	checkedAt uint64
+}
+
+// wakeCheckLimit bounds the objects remembered: past it all are
+// forgotten, which costs a read each, never a missed wake.
+const wakeCheckLimit = 100_000
+
+func (c *wakeChecks) entry(uid types.UID) *wakeCheck {
+	if c.m == nil || len(c.m) >= wakeCheckLimit {
+		c.m = map[types.UID]*wakeCheck{}
+	}
+	e := c.m[uid]
+	if e == nil {
+		e = &wakeCheck{}
+		c.m[uid] = e
+	}
+	return e
+}
+
+// news notes a change to a workload of the object uid.
+func (c *wakeChecks) news(uid types.UID) {
+	c.mu.Lock()
+	c.entry(uid).news++
+	c.mu.Unlock()
+}
+
+// begin returns the news count a read of the object's workloads starting
+// now will have seen; done notes that it found no scale-up.
+func (c *wakeChecks) begin(uid types.UID) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entry(uid).news
+}
+
+func (c *wakeChecks) done(uid types.UID, at uint64) {
+	c.mu.Lock()
+	e := c.entry(uid)
+	e.checked, e.checkedAt = true, at
+	c.mu.Unlock()
+}
+
+// fresh reports whether a read found no scale-up and no news came since.
+func (c *wakeChecks) fresh(uid types.UID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[uid]
+	return ok && e.checked && e.checkedAt == e.news
+}
+
+// drop forgets the object: it woke.
+func (c *wakeChecks) drop(uid types.UID) {
+	c.mu.Lock()
+	delete(c.m, uid)
+	c.mu.Unlock()
+}
+
+// unchanged reports whether a look at the sleeping object uid may skip
+// reading its workloads: the watch runs, and has seen no change to them
+// since a read found none scaled up.
+func (m *MarkedWatch) unchanged(uid types.UID) bool {
+	return m != nil && m.running.Load() && m.checks.fresh(uid)
+}
+
+// reading returns the function that notes a read of the workloads of uid,
+// begun now, that found none scaled up.
+func (m *MarkedWatch) reading(uid types.UID) (found func()) {
+	if m == nil {
+		return func() {}
+	}
+	at := m.checks.begin(uid)
+	return func() { m.checks.done(uid, at) }
+}
+
+// woke forgets what the watch noted about uid.
+func (m *MarkedWatch) woke(uid types.UID) {
+	if m != nil {
+		m.checks.drop(uid)
+	}
 }
 
 // informer returns the informer of the marked workloads of resource.
@@ -82,11 +178,18 @@ func (m *MarkedWatch) informer(resource schema.GroupVersionResource) (toolscache
 	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		// Added: labelled by a sleep, which scaled it down in the same
 		// write, or listed at start, when every governed object is looked
-		// at anyway.
+		// at anyway. Either is news, not worth a look: the next look at
+		// its owner reads the workloads again.
+		AddFunc: func(obj any) {
+			if a, ok := obj.(*metav1.PartialObjectMetadata); ok {
+				m.checks.news(types.UID(a.Labels[expiry.LabelAsleep]))
+			}
+		},
 		UpdateFunc: func(before, after any) {
 			b, okB := before.(*metav1.PartialObjectMetadata)
 			a, okA := after.(*metav1.PartialObjectMetadata)
 			if okB && okA && a.Generation != b.Generation {
+				m.checks.news(types.UID(a.Labels[expiry.LabelAsleep]))
 				m.look(ctx, a.Namespace, types.UID(a.Labels[expiry.LabelAsleep]))
 			}
 		},
@@ -101,6 +204,7 @@ func (m *MarkedWatch) informer(resource schema.GroupVersionResource) (toolscache
 			if _, ours := m.unmarking.LoadAndDelete(o.UID); ours {
 				return
 			}
+			m.checks.news(types.UID(o.Labels[expiry.LabelAsleep]))
 			m.look(ctx, o.Namespace, types.UID(o.Labels[expiry.LabelAsleep]))
 		},
 	})

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,6 +53,12 @@ const (
 	// connectQueue is how many connections wait to be recorded; more are
 	// dropped, which at worst records a use one window later.
 	connectQueue = 1024
+	// connectWorkers record connections at once: each takes a few round
+	// trips to the API server, and a burst of execs into sleeping
+	// environments (Monday morning) must not wait in line for them. Two
+	// connections to one object at once write once: each write reads the
+	// object and is locked on what it read.
+	connectWorkers = 8
 	// resolveTTL is how long the governed object found for a Pod is
 	// trusted: a new policy or owner counts within this time.
 	resolveTTL = 30 * time.Second
@@ -170,22 +177,30 @@ func (c *Connections) Handle(_ context.Context, req admission.Request) admission
 // records what it is asked about.
 func (c *Connections) NeedLeaderElection() bool { return false }
 
-// Start records the queued connections, one at a time, until ctx is
-// done.
+// Start records the queued connections, connectWorkers at a time, until
+// ctx is done.
 func (c *Connections) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithValues("controller", "connect")
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case conn := <-c.queue:
-			outcome, err := c.record(logf.IntoContext(ctx, log), conn)
-			if err != nil {
-				log.Error(err, "record a connection as use", "pod", conn.pod, "via", conn.use.Via)
+	ctx = logf.IntoContext(ctx, log)
+	var wg sync.WaitGroup
+	for range connectWorkers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case conn := <-c.queue:
+					outcome, err := c.record(ctx, conn)
+					if err != nil {
+						log.Error(err, "record a connection as use", "pod", conn.pod, "via", conn.use.Via)
+					}
+					connectUses.WithLabelValues(outcome).Inc()
+				}
 			}
-			connectUses.WithLabelValues(outcome).Inc()
-		}
+		})
 	}
+	wg.Wait()
+	return nil
 }
 
 // record writes conn's use on the governed object that owns its Pod, once

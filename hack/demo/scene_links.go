@@ -25,7 +25,7 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 )
 
-// The third act: links in messages. The controller runs with
+// The scene of acting from a message: links in messages. The controller runs with
 // --actions-url, the actions server beside it, and a link taken out of a
 // reminder mail is followed over HTTP as its recipient would: its page,
 // then its buttons.
@@ -44,7 +44,7 @@ const (
 	linkStep = time.Minute
 )
 
-// linkFacts are what the third act did and saw, for the test.
+// linkFacts are what the scene on links did and saw, for the test.
 type linkFacts struct {
 	// links are those of keptTitle's reminder: extend, delete, page.
 	links map[string]string
@@ -63,15 +63,18 @@ type linkFacts struct {
 
 // linksAct restarts the controller with --actions-url, starts the actions
 // server, and follows the links of two reminders: keep one longer, delete
-// the other now.
-func (s *story) linksAct(ctx context.Context, cl client.WithWatch, c *proc, rc *receivers) (err error) {
+// the other now. With --actions-url, a message goes as a copy per
+// recipient, its links signed for each: the first scene, which counts
+// mails by Message-ID, has none.
+func (s *story) linksAct(ctx context.Context, set *set) (err error) {
+	cl, c := set.cl, set.c
 	addr, err := testenv.FreeAddr()
 	if err != nil {
 		return err
 	}
 	base := "http://" + addr
-	s.n.say("act three, acting from a message: the controller again, now with --actions-url %s, and the actions server there", base)
-	if err := c.restart(s.files, "--actions-url", base); err != nil {
+	s.n.say("the controller again, now with --actions-url %s, and the actions server there", base)
+	if err := c.restart(s.files, s.hook, "--actions-url", base); err != nil {
 		return err
 	}
 	s.facts.pid = c.cmd.Process.Pid
@@ -98,7 +101,7 @@ func (s *story) linksAct(ctx context.Context, cl client.WithWatch, c *proc, rc *
 		ObjectMeta: metav1.ObjectMeta{Name: linksPolicy},
 		Spec: v1alpha1.TimeoutPolicySpec{
 			Target:        v1alpha1.Target{APIVersion: playbookGVK.GroupVersion().String(), Kind: playbookGVK.Kind},
-			Selector:      &metav1.LabelSelector{MatchLabels: map[string]string{useLabel: "links"}},
+			Selector:      &metav1.LabelSelector{MatchLabels: map[string]string{sceneLabel: "links"}},
 			Priority:      10,
 			DefaultTTL:    v1alpha1.Duration(expiry.FormatDuration(linksLife)),
 			Reminders:     []v1alpha1.Duration{linksLead},
@@ -112,17 +115,19 @@ func (s *story) linksAct(ctx context.Context, cl client.WithWatch, c *proc, rc *
 		return fmt.Errorf("create TimeoutPolicy %s: %w", linksPolicy, err)
 	}
 	s.n.say("TimeoutPolicy %s (priority 10) governs the Playbooks labelled %s=links: %s to live, a reminder %s ahead by mail to %s",
-		linksPolicy, useLabel, policy.Spec.DefaultTTL, linksLead, mailTo)
+		linksPolicy, sceneLabel, policy.Spec.DefaultTTL, linksLead, mailTo)
 	s.n.more("actions: extendBy %s (within extensions.maxStep %s) and deleteNow: Allowed", policy.Spec.Actions.ExtendBy, policy.Spec.Extensions.MaxStep)
-	if err := awaitReady(ctx, cl, linksPolicy); err != nil {
+	if err := awaitReady(ctx, cl, set.c, linksPolicy); err != nil {
 		return err
 	}
 
 	kept, done := &useRole{title: keptTitle}, &useRole{title: doneTitle}
 	s.linkCast = []*useRole{kept, done}
+	msgs := make(chan message, 64)
 	for _, r := range s.linkCast {
 		r.obj = newPlaybook(r.title, nil, "")
-		r.obj.SetLabels(map[string]string{useLabel: "links"})
+		r.obj.SetLabels(map[string]string{sceneLabel: "links"})
+		set.rc.route(msgs, r.obj.GetName())
 		if err := cl.Create(ctx, r.obj); err != nil {
 			return fmt.Errorf("create Playbook %s: %w", r.title, err)
 		}
@@ -130,7 +135,7 @@ func (s *story) linksAct(ctx context.Context, cl client.WithWatch, c *proc, rc *
 	s.n.say("created Playbooks %s and %s: each expires %s after its creation", keptTitle, doneTitle, linksLife)
 
 	from := len(s.facts.messages)
-	reminder, err := s.awaitMail(ctx, rc, from, kept.obj.GetName(), v1alpha1.EventReminder)
+	reminder, err := s.awaitMail(ctx, msgs, from, kept.obj.GetName(), v1alpha1.EventReminder)
 	if err != nil {
 		return err
 	}
@@ -174,7 +179,7 @@ func (s *story) linksAct(ctx context.Context, cl client.WithWatch, c *proc, rc *
 	s.n.more("%s is now %s (%s later), and %s says %s",
 		expiry.AnnotationExpiresAt, s.n.at(s.facts.link.extendedTo), s.facts.link.extendedTo.Sub(s.facts.link.was),
 		expiry.AnnotationChangedBy, got.GetAnnotations()[expiry.AnnotationChangedBy])
-	extended, err := s.awaitMail(ctx, rc, from, kept.obj.GetName(), v1alpha1.EventExtended)
+	extended, err := s.awaitMail(ctx, msgs, from, kept.obj.GetName(), v1alpha1.EventExtended)
 	if err != nil {
 		return err
 	}
@@ -182,7 +187,7 @@ func (s *story) linksAct(ctx context.Context, cl client.WithWatch, c *proc, rc *
 
 	// Done with the other: its reminder's "delete it now". The controller
 	// deletes it as at any expiry, at the time its reminder announced.
-	reminder, err = s.awaitMail(ctx, rc, from, done.obj.GetName(), v1alpha1.EventReminder)
+	reminder, err = s.awaitMail(ctx, msgs, from, done.obj.GetName(), v1alpha1.EventReminder)
 	if err != nil {
 		return err
 	}
@@ -202,19 +207,21 @@ func (s *story) linksAct(ctx context.Context, cl client.WithWatch, c *proc, rc *
 		return fmt.Errorf("press delete it now: %d, %s", status, firstLine(body))
 	}
 	s.n.say("pressed %q on the page of %s: %d, %q", "I am done: delete it now", doneTitle, status, outcome(body))
-	deleted, err := s.awaitMail(ctx, rc, from, done.obj.GetName(), v1alpha1.EventDeleted)
+	deleted, err := s.awaitMail(ctx, msgs, from, done.obj.GetName(), v1alpha1.EventDeleted)
 	if err != nil {
 		return err
 	}
 	done.deletedAt = deleted.arrived
 	s.n.say("mail to %s: %s", strings.Join(deleted.to, ", "), deleted.subject)
+	// What comes later is the end of the demo's to gather.
+	s.facts.messages = append(s.facts.messages, set.rc.unroute(msgs, kept.obj.GetName(), done.obj.GetName())...)
 	return nil
 }
 
 // awaitMail waits for the mail of type typ about the named Playbook,
 // among the messages from index from of the run's facts on, keeping every
 // message that comes meanwhile with them.
-func (s *story) awaitMail(ctx context.Context, rc *receivers, from int, name string, typ v1alpha1.EventType) (message, error) {
+func (s *story) awaitMail(ctx context.Context, msgs <-chan message, from int, name string, typ v1alpha1.EventType) (message, error) {
 	match := func(m message) bool { return m.via == viaMail && m.name == name && m.event == typ }
 	for _, m := range s.facts.messages[from:] {
 		if match(m) {
@@ -228,7 +235,7 @@ func (s *story) awaitMail(ctx context.Context, rc *receivers, from int, name str
 			return message{}, fmt.Errorf("%w while waiting for the %s mail about %s", context.Cause(ctx), typ, name)
 		case <-timeout:
 			return message{}, fmt.Errorf("no %s mail about %s within 20s", typ, name)
-		case m := <-rc.messages:
+		case m := <-msgs:
 			s.facts.messages = append(s.facts.messages, m)
 			if match(m) {
 				return m, nil

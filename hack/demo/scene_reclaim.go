@@ -34,9 +34,10 @@ func (r reclaimed) line() string {
 		r.slowest.Round(100*time.Millisecond))
 }
 
-// reclaim waits until the audit trail says that everything each deleted
-// Playbook owned is gone, and tells what that freed.
-func (s *story) reclaim(ctx context.Context) error {
+// reclaim is the scene of the first scene's Playbooks' namespaces
+// reclaimed: it waits until the audit trail says that everything each
+// deleted Playbook owned is gone, and tells what that freed.
+func (s *story) reclaim(ctx context.Context, _ *set) error {
 	deleted := 0
 	for _, r := range s.cast {
 		if r.deleted {
@@ -50,13 +51,13 @@ func (s *story) reclaim(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if count(recs, audit.Reclaimed) >= deleted {
-			s.facts.reclaimed = sumReclaimed(recs)
+		if s.castCount(recs, audit.Reclaimed) >= deleted {
+			s.facts.reclaimed = s.sumReclaimed(recs)
 			s.n.say("%s", s.facts.reclaimed.line())
 			return nil
 		}
 		if time.Now().After(deadline) {
-			s.problem("after %s, %d of %d deleted Playbooks had everything they owned gone", reclaimWait, count(recs, audit.Reclaimed), deleted)
+			s.problem("after %s, %d of %d deleted Playbooks had everything they owned gone", reclaimWait, s.castCount(recs, audit.Reclaimed), deleted)
 			return nil
 		}
 		select {
@@ -67,9 +68,13 @@ func (s *story) reclaim(ctx context.Context) error {
 	}
 }
 
-func sumReclaimed(recs []audit.Record) reclaimed {
+// sumReclaimed adds up what the first scene's Playbooks held.
+func (s *story) sumReclaimed(recs []audit.Record) reclaimed {
 	var r reclaimed
 	for _, rec := range recs {
+		if s.role(rec.Object.Name) == nil {
+			continue
+		}
 		switch {
 		case rec.Type == audit.Deleted && rec.Reclaimed != nil:
 			r.playbooks++

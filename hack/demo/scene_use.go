@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,12 +23,11 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/plugin"
 )
 
-// The second act: lifetimes that follow use, a maximum, and a keep that
-// is refused. Its policy outranks the first act's and selects its own
+// The scene of lifetimes that follow use, a maximum, and a keep that
+// is refused. Its policy outranks the first scene's and selects its own
 // Playbooks by label.
 const (
 	usePolicy = "demo-use"
-	useLabel  = "demo.timeout.amphitheatre.app/act"
 	useIdle   = 3 * time.Second
 	useMax    = 9 * time.Second
 	// touchEvery is how often the used Playbook is used: well within
@@ -37,7 +35,7 @@ const (
 	touchEvery = time.Second
 )
 
-// useRole is a Playbook of the second act and when it may go.
+// useRole is a Playbook of the scenes on use and on links and when it may go.
 type useRole struct {
 	title       string
 	annotations map[string]string
@@ -51,12 +49,13 @@ type useRole struct {
 // useAct shows a Playbook in use outliving its idle twin until the
 // policy's maximum, an extension past the maximum refused by the plugin and
 // clamped by the controller, and a keep refused by the policy.
-func (s *story) useAct(ctx context.Context, cl client.WithWatch) error {
+func (s *story) useAct(ctx context.Context, set *set) error {
+	cl := set.cl
 	policy := &v1alpha1.TimeoutPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: usePolicy},
 		Spec: v1alpha1.TimeoutPolicySpec{
 			Target:        v1alpha1.Target{APIVersion: playbookGVK.GroupVersion().String(), Kind: playbookGVK.Kind},
-			Selector:      &metav1.LabelSelector{MatchLabels: map[string]string{useLabel: "use"}},
+			Selector:      &metav1.LabelSelector{MatchLabels: map[string]string{sceneLabel: "use"}},
 			Priority:      10,
 			DefaultTTL:    v1alpha1.Duration(expiry.FormatDuration(useIdle)),
 			IdleTTL:       v1alpha1.Duration(expiry.FormatDuration(useIdle)),
@@ -69,10 +68,10 @@ func (s *story) useAct(ctx context.Context, cl client.WithWatch) error {
 	if err := cl.Create(ctx, policy); err != nil {
 		return fmt.Errorf("create TimeoutPolicy %s: %w", usePolicy, err)
 	}
-	s.n.say("act two, lifetimes that follow use: TimeoutPolicy %s (priority 10) governs the Playbooks labelled %s=use", usePolicy, useLabel)
+	s.n.say("TimeoutPolicy %s (priority 10) governs the Playbooks labelled %s=use", usePolicy, sceneLabel)
 	s.n.more("idleTTL %s: each lives until %s after its last use; maxTTL %s: never past %s from creation; keep: Forbidden",
 		policy.Spec.IdleTTL, policy.Spec.IdleTTL, policy.Spec.MaxTTL, policy.Spec.MaxTTL)
-	if err := awaitReady(ctx, cl, usePolicy); err != nil {
+	if err := awaitReady(ctx, cl, set.c, usePolicy); err != nil {
 		return err
 	}
 
@@ -84,7 +83,7 @@ func (s *story) useAct(ctx context.Context, cl client.WithWatch) error {
 	}
 	s.useCast = cast
 	list := playbookList()
-	w, err := cl.Watch(ctx, list, client.MatchingLabels{useLabel: "use"})
+	w, err := cl.Watch(ctx, list, client.MatchingLabels{sceneLabel: "use"})
 	if err != nil {
 		return fmt.Errorf("watch Playbooks: %w", err)
 	}
@@ -92,7 +91,7 @@ func (s *story) useAct(ctx context.Context, cl client.WithWatch) error {
 	gone := stamp(ctx, w)
 	for _, r := range cast {
 		r.obj = newPlaybook(r.title, r.annotations, "")
-		r.obj.SetLabels(map[string]string{useLabel: "use"})
+		r.obj.SetLabels(map[string]string{sceneLabel: "use"})
 		if err := cl.Create(ctx, r.obj); err != nil {
 			return fmt.Errorf("create Playbook %s: %w", r.title, err)
 		}
@@ -126,7 +125,7 @@ func (s *story) useAct(ctx context.Context, cl client.WithWatch) error {
 	for remaining := len(cast); remaining > 0; {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w during act two", context.Cause(ctx))
+			return fmt.Errorf("%w during the scene on use", context.Cause(ctx))
 		case <-touch.C:
 			used := cast[0]
 			if !used.deletedAt.IsZero() {
@@ -147,7 +146,7 @@ func (s *story) useAct(ctx context.Context, cl client.WithWatch) error {
 			}
 		case ev, ok := <-gone:
 			if !ok {
-				return fmt.Errorf("the watch of act two's Playbooks ended")
+				return fmt.Errorf("the watch of the scene on use's Playbooks ended")
 			}
 			u, isObj := ev.Object.(*unstructured.Unstructured)
 			if !isObj || ev.Type != watch.Deleted {
@@ -199,22 +198,3 @@ func (s *story) warned(ctx context.Context, cl client.Client, obj *unstructured.
 	}
 	return false
 }
-
-// awaitReady waits for the named policy's Ready condition.
-func awaitReady(ctx context.Context, cl client.Client, name string) error {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var p v1alpha1.TimeoutPolicy
-		if err := cl.Get(ctx, client.ObjectKey{Name: name}, &p); err == nil && meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionReady) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w while waiting for TimeoutPolicy %s to be Ready", context.Cause(ctx), name)
-		case <-tick.C:
-		}
-	}
-}
-
-func formatUTC(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,25 +16,56 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
 
-// Which Playbook's records the demo shows from the audit trail, and which
-// one it brings back from the archive.
+// The scene of the audit trail and the archive looks back at the first
+// scene's Playbooks. Which Playbook's records it shows from the audit
+// trail, and which one it brings back from the archive:
 const (
 	trailOf   = "extend-me"
 	restoreOf = "default-ttl"
 )
+
+// archive is the scene of the audit trail, the archive, and a restore
+// from it; the list at its end shows what is left of the first scene.
+func (s *story) archive(ctx context.Context, set *set) error {
+	if err := s.trail(ctx); err != nil {
+		return err
+	}
+	if err := s.restore(ctx, set.cl); err != nil {
+		return err
+	}
+	s.n.say("what is left under policy %s:", policyName)
+	if err := s.kubectl.run(ctx, "list", "--policy", policyName); err != nil {
+		return err
+	}
+	if err := s.kubectl.decode(ctx, &s.facts.finalList, "list", "--policy", policyName); err != nil {
+		return err
+	}
+	list := playbookList()
+	if err := set.cl.List(ctx, list); err != nil {
+		return fmt.Errorf("list Playbooks: %w", err)
+	}
+	for _, r := range s.cast {
+		if r.life.Keep && slices.ContainsFunc(list.Items, func(u unstructured.Unstructured) bool { return u.GetUID() == r.obj.GetUID() }) {
+			s.n.say("%s is still there, as %s asks", r.title, expiry.AnnotationKeep)
+		}
+	}
+	return nil
+}
 
 // trail reads the controller's audit trail, checks it against what the
 // story saw (a record for each message received, an archive and a
 // deletion for each Playbook deleted) and shows its counts and the
 // records of one Playbook. Then it checks the archive.
 func (s *story) trail(ctx context.Context) error {
-	deleted := 0
+	deleted, told := 0, 0
 	for _, r := range s.cast {
 		if r.deleted {
 			deleted++
 		}
+		told += len(r.got)
 	}
 	// The controller writes a message's record once the channel has taken
 	// it, which can be a moment after the message reached the demo.
@@ -44,7 +76,7 @@ func (s *story) trail(ctx context.Context) error {
 		if recs, err = audit.ReadFile(s.files.audit); err != nil {
 			return err
 		}
-		if (count(recs, audit.Notified) >= len(s.seen) && count(recs, audit.Deleted) >= deleted) || time.Now().After(deadline) {
+		if (s.castCount(recs, audit.Notified) >= told && s.castCount(recs, audit.Deleted) >= deleted) || time.Now().After(deadline) {
 			break
 		}
 		select {
@@ -94,8 +126,8 @@ func (s *story) trail(ctx context.Context) error {
 	}
 	s.n.table(rows)
 
-	if n := count(recs, audit.Notified); n != len(s.seen) {
-		s.problem("the audit trail has %d notified records for the %d messages that reached the demo", n, len(s.seen))
+	if n := s.castCount(recs, audit.Notified); n != told {
+		s.problem("the audit trail has %d notified records about the first scene's Playbooks for the %d messages about them that reached the demo", n, told)
 	}
 	for _, r := range s.cast {
 		s.checkRecords(r, recs)
@@ -224,6 +256,18 @@ func (s *story) restore(ctx context.Context, cl client.Client) error {
 		s.problem("the restored %s kept its old expiry (%s)", r.title, s.n.at(life.ExpiresAt))
 	}
 	return nil
+}
+
+// castCount counts the records of type t about the first scene's
+// Playbooks.
+func (s *story) castCount(recs []audit.Record, t audit.Type) int {
+	n := 0
+	for _, rec := range recs {
+		if rec.Type == t && s.role(rec.Object.Name) != nil {
+			n++
+		}
+	}
+	return n
 }
 
 func count(recs []audit.Record, t audit.Type) int {
