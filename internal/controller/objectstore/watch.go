@@ -58,11 +58,11 @@ type watched struct {
 	namespaced bool
 }
 
-// NewWatches returns the watches that feed the object controller ctrl, whose looks are
-// queued in wakes. The watches list and watch the governed kinds' metadata
-// through md, and read what they do not hold from reader and cache; md,
-// cache and wakes may be nil in unit tests, which read governed objects
-// through reader.
+// NewWatches returns the watches that feed the object controller ctrl,
+// whose looks are queued in wakes. They list and watch the governed kinds'
+// metadata through md, watch namespaces in the cache c, and read what they
+// do not hold through reader; md, c and wakes may be nil in unit tests,
+// which read governed objects through reader.
 func NewWatches(c cache.Cache, reader client.Reader, md metadata.Interface, ctrl controller.TypedController[wakeup.Key], wakes *wakeup.Queue) *Watches {
 	return &Watches{cache: c, reader: reader, metadata: md, controller: ctrl, wakes: wakes}
 }
