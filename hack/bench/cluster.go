@@ -542,7 +542,7 @@ func (cl *cluster) apiMetrics(ctx context.Context) (apiSnapshot, error) {
 // relevant are the resources the controller uses. The API server's own
 // requests (leases, endpoints) would only blur the picture.
 var relevant = map[string]bool{"playbooks": true, "timeoutpolicies": true, "events": true, "secrets": true, "namespaces": true,
-	"deployments": true, "statefulsets": true}
+	"deployments": true, "statefulsets": true, "configmaps": true}
 
 // counts maps "VERB resource[/subresource]" to a number of requests.
 type counts map[string]float64

@@ -60,6 +60,7 @@ func (w *world) apply(s Step) {
 	case kPolicyDelete:
 		if p, ok := w.policy(s.Pol); ok {
 			if err := w.store.Delete(w.ctx, p); err == nil {
+				w.policyChanged = w.now()
 				w.enqueueAll()
 			}
 		}
@@ -120,8 +121,10 @@ func (w *world) apply(s Step) {
 		w.use(s.Obj)
 	case kLastActive:
 		w.annotate(s.Obj, false, expiry.AnnotationLastActive, w.activeAt(s.Val))
-	case kScaleUp:
-		w.scaleUp(s.Obj)
+	case kScaleUp, kReapply:
+		w.scaleUp(s)
+	case kScaleUpRace:
+		w.startRace(s)
 	case kCrash:
 		// The process dies at its DurMS-th write of a sleep or wake from
 		// now; the next takes over Val later (a lease, a crash loop).
@@ -191,6 +194,7 @@ func (w *world) use(obj int) {
 		panic(err)
 	}
 	w.usedAt[cm.UID] = w.now()
+	w.otherUse[cm.UID] = w.now()
 	w.watched(name)
 }
 
@@ -237,6 +241,7 @@ func (w *world) annotate(obj int, sets bool, key, value string) {
 	if sets {
 		w.since[cm.UID] = w.now()
 	}
+	w.otherUse[cm.UID] = w.now()
 	w.watched(name)
 }
 
@@ -271,6 +276,7 @@ func (w *world) writePolicy(i int, create bool, edit func(*v1alpha1.TimeoutPolic
 	default:
 		return
 	}
+	w.policyChanged = w.now()
 	w.enqueueAll()
 }
 

@@ -41,6 +41,13 @@ type History struct {
 	SleepStarts []SleepStart
 	ScaleDowns  []ScaleDown
 	CycleEvents []CycleEvent
+	// Looks are the controller's looks at objects someone else had scaled
+	// a workload of up during their sleep, which left them in it; WakeEnds
+	// its wakes ending; Overrides its writes of the replicas of a running
+	// workload.
+	Looks     []Look
+	WakeEnds  []WakeEnd
+	Overrides []Override
 }
 
 // Facts is the world's reading of one object at one moment: the policy
@@ -152,6 +159,10 @@ var checks = []check{
 	{"deletedOnlyAsleep", deletedOnlyAsleep},
 	{"noFight", noFight},
 	{"sleptWokeOnce", sleptWokeOnce},
+	{"wokeAtNextLook", wokeAtNextLook},
+	{"wokeExternallyNamed", wokeExternallyNamed},
+	{"restoredOnWake", restoredOnWake},
+	{"keepsTheirReplicas", keepsTheirReplicas},
 }
 
 func violation(name, format string, args ...any) Violation {

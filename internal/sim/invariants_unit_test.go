@@ -185,6 +185,35 @@ func TestEachCheckFailsOnItsViolationAndOnlyThen(t *testing.T) {
 			// A repeat after a reset is the at-least-once edge.
 			kept: History{Sends: []Send{sleptSent(40*time.Minute, false), sleptSent(41*time.Minute, true)}},
 		},
+		{
+			check: "wokeAtNextLook",
+			// Asleep since 30m, scaled up at 40m, still asleep after a look
+			// at 41m that finished; one that retried after a conflict, or
+			// one at the maximum, does not count.
+			broken: History{Looks: []Look{{At: at(41 * time.Minute), Phase: "Asleep", SleptSince: at(30 * time.Minute), ScaledUp: at(40 * time.Minute),
+				Finished: true, Facts: sleepy(nil)}}},
+			kept: History{Looks: []Look{{At: at(41 * time.Minute), Phase: "Asleep", SleptSince: at(30 * time.Minute), ScaledUp: at(40 * time.Minute),
+				Facts: sleepy(nil)}, {At: at(41 * time.Minute), Phase: "Asleep", SleptSince: at(30 * time.Minute), ScaledUp: at(40 * time.Minute),
+				Finished: true, Facts: sleepy(func(f *Facts) { f.MaxAt = at(41 * time.Minute) })}}},
+		},
+		{
+			check: "wokeExternallyNamed",
+			// Asleep since 30m, scaled up at 40m, nothing else since 20m.
+			broken: History{CycleEvents: []CycleEvent{{At: at(41 * time.Minute), UID: "u1", Reason: "Woke", Since: "2025-01-06T09:30:00Z",
+				SinceAt: at(30 * time.Minute), ScaledUp: at(40 * time.Minute), OtherUse: at(20 * time.Minute)}}},
+			kept: History{CycleEvents: []CycleEvent{{At: at(41 * time.Minute), UID: "u1", Reason: "WokeExternally", Since: "2025-01-06T09:30:00Z",
+				SinceAt: at(30 * time.Minute), ScaledUp: at(40 * time.Minute), OtherUse: at(20 * time.Minute)}}},
+		},
+		{
+			check:  "restoredOnWake",
+			broken: History{WakeEnds: []WakeEnd{{At: at(time.Hour), UID: "u1", Name: "o1", Unrestored: []string{"db (replicas 0, labelled true, annotated true)"}}}},
+			kept:   History{WakeEnds: []WakeEnd{{At: at(time.Hour), UID: "u1", Name: "o1"}}},
+		},
+		{
+			check:  "keepsTheirReplicas",
+			broken: History{Overrides: []Override{{At: at(time.Hour), Workload: "ws-u1/app", From: 3, To: 2}}},
+			kept:   History{},
+		},
 	}
 	for _, c := range cases {
 		var fn func(*History) []Violation

@@ -59,6 +59,8 @@ const (
 	kUse                   = "use"
 	kLastActive            = "lastActive"
 	kScaleUp               = "scaleUp"
+	kScaleUpRace           = "scaleUpRace"
+	kReapply               = "reapply"
 	kCrash                 = "crash"
 	kWait                  = "wait"
 )
@@ -75,7 +77,7 @@ var weights = []struct {
 	{kOutage, 4}, {kSlow, 2}, {kReset, 3}, {kCacheLag, 3}, {kConflict, 3},
 	{kRestart, 2}, {kLeader, 2}, {kClockJump, 1}, {kWait, 8},
 	{kUse, 4}, {kLastActive, 3},
-	{kScaleUp, 6}, {kCrash, 2},
+	{kScaleUp, 6}, {kScaleUpRace, 3}, {kReapply, 2}, {kCrash, 2},
 }
 
 // The shape of the world: a few objects and policies, so that steps
@@ -205,8 +207,25 @@ func generate(seed uint64, disabled map[string]string) []Step {
 			s.Obj = obj // the reconcile the old leader had under way
 		case kClockJump:
 			s.DurMS = pick[int64](r, 5*60_000, 2*3600_000)
-		case kUse, kScaleUp:
+		case kUse:
 			s.Obj = obj
+		case kScaleUp, kReapply:
+			// Which workload (db: the StatefulSet of o3 and o4), and when
+			// the watch tells the controller: at once, late, never.
+			s.Obj, s.Val = obj, pick(r, "", "", "late", "lost")
+			if hasDB(objName(obj)) && r.IntN(2) == 0 {
+				s.Val = strings.TrimPrefix(s.Val+";db", ";")
+			}
+			if s.Val == "late" || s.Val == "late;db" {
+				s.DurMS = pick[int64](r, 1_000, 30_000, 5*60_000)
+			}
+		case kScaleUpRace:
+			// Just before or after the controller's DurMS-th write of a
+			// sleep or wake of the object from now.
+			s.Obj, s.Val, s.DurMS = obj, pick(r, "before", "after"), pick[int64](r, 1, 2, 3, 4)
+			if hasDB(objName(obj)) && r.IntN(2) == 0 {
+				s.Val += ";db"
+			}
 		case kCrash:
 			// Dies at its next write, or a few writes in: mid-sleep, mid-wake.
 			s.DurMS, s.Val = pick[int64](r, 1, 2, 3, 4), pick(r, "15s", "15s", "10m")

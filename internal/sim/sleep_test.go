@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
+	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 )
 
 // The annotations the controller writes of a sleep, as the guide names them.
@@ -148,15 +149,23 @@ func (w *world) sleepFacts(cm *corev1.ConfigMap, rule sleepRule, f *Facts) (slee
 // workloadNamespace is the namespace object uid owns.
 func workloadNamespace(uid types.UID) string { return "ws-" + string(uid) }
 
-// createWorkload gives a new object its namespace and Deployment.
+// hasDB says whether the object named name owns a second workload, a
+// StatefulSet named db beside its Deployment app: a sleep of it takes two
+// workload writes, and may be half done between them.
+func hasDB(name string) bool { return name == objName(3) || name == objName(4) }
+
+// createWorkload gives a new object its namespace and workloads.
 func (w *world) createWorkload(cm *corev1.ConfigMap) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name:            workloadNamespace(cm.UID),
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID}},
 	}}
 	n := int32(workloadReplicas)
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "app"}, Spec: appsv1.DeploymentSpec{Replicas: &n}}
-	for _, o := range []client.Object{ns, dep} {
+	objs := []client.Object{ns, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "app"}, Spec: appsv1.DeploymentSpec{Replicas: &n}}}
+	if hasDB(cm.Name) {
+		objs = append(objs, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "db"}, Spec: appsv1.StatefulSetSpec{Replicas: &n}})
+	}
+	for _, o := range objs {
 		if err := w.store.Create(w.ctx, o); err != nil {
 			panic(err)
 		}
@@ -164,27 +173,155 @@ func (w *world) createWorkload(cm *corev1.ConfigMap) {
 	w.owner[ns.Name] = cm.UID
 }
 
-// scaleUp is someone else scaling the object's Deployment up: Argo CD, an
-// HPA, a person. Of a Deployment at zero, it is use: the object wakes.
-func (w *world) scaleUp(obj int) {
-	cm, ok := w.get(objName(obj))
+// workloadRef reads the workload name ("app", the Deployment; "db", the
+// StatefulSet) of object uid, with a pointer to its spec.replicas.
+func (w *world) workloadRef(uid types.UID, name string) (client.Object, **int32, bool) {
+	var obj client.Object
+	var replicas **int32
+	if name == "db" {
+		s := &appsv1.StatefulSet{}
+		obj, replicas = s, &s.Spec.Replicas
+	} else {
+		d := &appsv1.Deployment{}
+		obj, replicas = d, &d.Spec.Replicas
+	}
+	err := w.store.Get(w.ctx, types.NamespacedName{Namespace: workloadNamespace(uid), Name: name}, obj)
+	return obj, replicas, err == nil
+}
+
+// scaleUp is someone else scaling a workload of the object up: Argo CD,
+// an HPA, a person. Of a workload at zero, it is use: the object wakes.
+// Val names the workload (db, else app) and how the controller hears of
+// it: the watch of the workloads a sleep labelled tells it at once, even
+// while its cache of the object lags (the watch is another informer);
+// "late" DurMS later (a watch that dropped and reconnected); "lost" never
+// (the controller learns at its next look for another reason). A
+// workload without the label is not watched: nobody is told. A reapply
+// is the same, by someone who writes the whole workload back (see
+// scaleWorkloadUp).
+func (w *world) scaleUp(s Step) {
+	cm, ok := w.get(objName(s.Obj))
 	if !ok {
 		return
 	}
-	dep := &appsv1.Deployment{}
-	if err := w.store.Get(w.ctx, types.NamespacedName{Namespace: workloadNamespace(cm.UID), Name: "app"}, dep); err != nil {
+	workload := "app"
+	if strings.Contains(s.Val, "db") {
+		workload = "db"
+	}
+	marked, ok := w.scaleWorkloadUp(cm.UID, workload, s.Kind == kReapply)
+	if !ok || !marked {
 		return
 	}
-	if dep.Spec.Replicas != nil && *dep.Spec.Replicas == 0 {
-		w.scaledUp[cm.UID] = w.now()
+	switch {
+	case strings.Contains(s.Val, "lost"):
+	case strings.Contains(s.Val, "late"):
+		w.enqueue(cm.Name, w.now().Add(ms(s.DurMS)))
+	default:
+		w.enqueue(cm.Name, w.now())
+	}
+}
+
+// scaleWorkloadUp scales the workload of uid up by someone else, and
+// says whether it carried the sleep's label (the watch sees it, or its
+// removal). With replace, they write the workload as its manifest has it
+// (Argo CD replacing it, Amphitheatre re-applying an Actor's): its
+// replicas, without the sleep's annotation and label.
+func (w *world) scaleWorkloadUp(uid types.UID, workload string, replace bool) (marked, ok bool) {
+	obj, replicas, ok := w.workloadRef(uid, workload)
+	if !ok {
+		return false, false
+	}
+	_, marked = obj.GetLabels()[expiry.LabelAsleep]
+	if *replicas != nil && **replicas == 0 {
+		w.seq++
+		w.scaledUp[uid] = w.now()
+		w.scaleUps[uid] = append(w.scaleUps[uid], scaleUpAt{at: w.now(), seq: w.seq})
+		w.scaledUpWorkload[client.ObjectKeyFromObject(obj).String()] = w.now()
 	}
 	n := int32(workloadReplicas + 1)
-	dep.Spec.Replicas = &n
-	if err := w.store.Update(w.ctx, dep); err != nil {
+	if replace {
+		n = workloadReplicas
+		obj.SetLabels(nil)
+		obj.SetAnnotations(nil)
+	}
+	*replicas = &n
+	if err := w.store.Update(w.ctx, obj); err != nil {
 		panic(err)
 	}
-	// The controller watches the workloads of the objects it governs.
-	w.watched(cm.Name)
+	w.tracef("%s scaled up %s/%s by someone else (marked %t, replaced %t)", uid, workloadNamespace(uid), workload, marked, replace)
+	return marked, true
+}
+
+// scaleUpAt is someone else scaling a workload of an object up from zero,
+// numbered in the order of all of them.
+type scaleUpAt struct {
+	at  time.Time
+	seq int
+}
+
+// scaledUpBefore is the latest scale-up from zero of uid's workloads that
+// came before the controller's look numbered seq began.
+func (w *world) scaledUpBefore(uid types.UID, seq int) time.Time {
+	ups := w.scaleUps[uid]
+	for i := len(ups) - 1; i >= 0; i-- {
+		if ups[i].seq <= seq {
+			return ups[i].at
+		}
+	}
+	return time.Time{}
+}
+
+// race is someone else scaling a workload up in the middle of the
+// controller's sleep or wake of its object: just before or just after
+// the controller's nth write of it from now.
+type race struct {
+	name     string
+	uid      types.UID
+	workload string
+	before   bool
+	n        int
+}
+
+// startRace arms the race of step s: Val is "before" or "after", with
+// "db" for the StatefulSet; DurMS counts the writes.
+func (w *world) startRace(s Step) {
+	cm, ok := w.get(objName(s.Obj))
+	if !ok {
+		return
+	}
+	r := &race{name: cm.Name, uid: cm.UID, workload: "app", before: strings.Contains(s.Val, "before"), n: int(s.DurMS)}
+	if strings.Contains(s.Val, "db") {
+		r.workload = "db"
+	}
+	w.race = r
+}
+
+// raceWrite counts the controller's sleep and wake writes about the
+// racing object and, at the one the race names, returns the scale-up to
+// make before it or after it (the other is nothing). The watch tells the
+// controller at once.
+func (w *world) raceWrite(obj client.Object, p client.Patch) (before, after func()) {
+	nothing := func() {}
+	r := w.race
+	if r == nil || !sleepWrite(obj, p) {
+		return nothing, nothing
+	}
+	if obj.GetNamespace() != workloadNamespace(r.uid) && (obj.GetNamespace() != namespace || obj.GetName() != r.name) {
+		return nothing, nothing
+	}
+	if r.n--; r.n > 0 {
+		return nothing, nothing
+	}
+	w.race = nil
+	up := func() {
+		if marked, ok := w.scaleWorkloadUp(r.uid, r.workload, false); ok && marked {
+			w.enqueue(r.name, w.now())
+		}
+	}
+	if r.before {
+		return up, nothing
+	}
+	return nothing, up
 }
 
 // crashWrite is the controller process dying at the write crashIn counts
@@ -206,14 +343,17 @@ func (w *world) crashWrite() error {
 // middle of those: a crash anywhere else is a restart, which the other
 // steps make.
 func (w *world) crashSleepWrite(obj client.Object, p client.Patch) error {
-	if w.crashIn == 0 {
-		return nil
-	}
-	data, err := p.Data(obj)
-	if err != nil || !strings.Contains(string(data), sleepAnnotation) && !strings.Contains(string(data), "timeout.amphitheatre.app/replicas") {
+	if w.crashIn == 0 || !sleepWrite(obj, p) {
 		return nil
 	}
 	return w.crashWrite()
+}
+
+// sleepWrite says whether a patch is a write of a sleep or a wake: of the
+// sleep state, or of a workload's replicas.
+func sleepWrite(obj client.Object, p client.Patch) bool {
+	data, err := p.Data(obj)
+	return err == nil && (strings.Contains(string(data), sleepAnnotation) || strings.Contains(string(data), "timeout.amphitheatre.app/replicas"))
 }
 
 // restartIfCrashed starts a new process after a crash.
@@ -277,7 +417,7 @@ func (w *world) subResourcePatch(ctx context.Context, c client.Client, sub strin
 	}
 	if n == 0 {
 		if uid, ok := w.owner[obj.GetNamespace()]; ok {
-			w.scaledDown(uid)
+			w.scaledDown(uid, client.ObjectKeyFromObject(obj))
 		}
 	}
 	replicas := int32(n)
@@ -287,7 +427,8 @@ func (w *world) subResourcePatch(ctx context.Context, c client.Client, sub strin
 
 // patchWorkload is the controller patching a workload: a patch that
 // scales it to zero is recorded with what the world makes of its object
-// then.
+// then, and one that sets the replicas of a workload running at others
+// as an override.
 func (w *world) patchWorkload(ctx context.Context, c client.Client, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
 	data, err := p.Data(obj)
 	if err != nil {
@@ -301,32 +442,82 @@ func (w *world) patchWorkload(ctx context.Context, c client.Client, obj client.O
 	if err := json.Unmarshal(data, &body); err != nil {
 		return err
 	}
+	key := client.ObjectKeyFromObject(obj)
+	var before *int32
+	if uid, ok := w.owner[key.Namespace]; ok {
+		if _, replicas, ok := w.workloadRef(uid, key.Name); ok {
+			before = *replicas
+		}
+	}
 	if err := c.Patch(ctx, obj, p, opts...); err != nil {
+		w.tracef("the controller's write of %s failed: %v", key, err)
 		return err
 	}
+	w.tracef("the controller wrote %s: %s", key, data)
+	if n := body.Spec.Replicas; n != nil && *n > 0 && before != nil && *before > 0 && *before != *n {
+		w.mu.Lock()
+		w.hist.Overrides = append(w.hist.Overrides, Override{At: w.now(), Workload: key.String(), From: *before, To: *n})
+		w.mu.Unlock()
+	}
 	if body.Spec.Replicas != nil && *body.Spec.Replicas == 0 {
-		if uid, ok := w.owner[obj.GetNamespace()]; ok {
-			w.scaledDown(uid)
+		if uid, ok := w.owner[key.Namespace]; ok {
+			w.scaledDown(uid, key)
 		}
 	}
 	return nil
 }
 
-// scaledDown records the controller scaling a workload of uid to zero.
-func (w *world) scaledDown(uid types.UID) {
+// scaledDown records the controller scaling workload key of uid to zero,
+// with the last scale-up by someone else it should have heeded: of that
+// workload, or of another of the object's before the look began (a look
+// under way when it came cannot have seen it).
+func (w *world) scaledDown(uid types.UID, key client.ObjectKey) {
 	var l corev1.ConfigMapList
 	if err := w.store.List(w.ctx, &l, client.InNamespace(namespace)); err != nil {
 		panic(err)
 	}
+	up := w.scaledUpWorkload[key.String()]
+	if other := w.scaledUpBefore(uid, w.lookSeq); other.After(up) {
+		up = other
+	}
 	for i := range l.Items {
 		if cm := &l.Items[i]; cm.UID == uid {
-			sd := ScaleDown{At: w.now(), ScaledUp: w.scaledUp[uid], Facts: w.facts(cm, w.policies())}
+			sd := ScaleDown{At: w.now(), ScaledUp: up, Workload: key.String(), Facts: w.facts(cm, w.policies())}
 			w.mu.Lock()
 			w.hist.ScaleDowns = append(w.hist.ScaleDowns, sd)
 			w.mu.Unlock()
 			return
 		}
 	}
+}
+
+// sawWake records, after the controller wrote the sleep annotation of an
+// object that was waking, a wake that ends: with the workloads it left
+// scaled down or marked.
+func (w *world) sawWake(before *corev1.ConfigMap) {
+	after, ok := w.get(before.Name)
+	if !ok || after.UID != before.UID || readSleep(before).Phase != expiry.PhaseWaking || readSleep(after).Phase != expiry.PhaseAwake {
+		return
+	}
+	end := WakeEnd{At: w.now(), UID: after.UID, Name: after.Name}
+	for _, name := range []string{"app", "db"} {
+		obj, replicas, ok := w.workloadRef(after.UID, name)
+		if !ok {
+			continue
+		}
+		_, marked := obj.GetLabels()[expiry.LabelAsleep]
+		_, saved := obj.GetAnnotations()[expiry.AnnotationReplicas]
+		n := int32(1)
+		if *replicas != nil {
+			n = **replicas
+		}
+		if n == 0 || marked || saved {
+			end.Unrestored = append(end.Unrestored, fmt.Sprintf("%s (replicas %d, labelled %t, annotated %t)", name, n, marked, saved))
+		}
+	}
+	w.mu.Lock()
+	w.hist.WakeEnds = append(w.hist.WakeEnds, end)
+	w.mu.Unlock()
 }
 
 // sawSleep records, after the controller wrote the sleep annotation of an
@@ -369,11 +560,19 @@ var sleepEventSince = regexp.MustCompile(`since (\d{4}-\S+?Z)`)
 func (w *world) sawSleepEvent(uid types.UID, reason, text string) {
 	m := sleepEventSince.FindStringSubmatch(text)
 	since := ""
+	var sinceAt time.Time
 	if m != nil {
 		since = m[1]
+		sinceAt, _ = time.Parse(time.RFC3339, since)
+	}
+	w.tracef("event %s about %s: %s", reason, uid, text)
+	other := w.otherUse[uid]
+	if w.policyChanged.After(other) {
+		other = w.policyChanged
 	}
 	w.mu.Lock()
-	w.hist.CycleEvents = append(w.hist.CycleEvents, CycleEvent{At: w.now(), UID: uid, Reason: reason, Since: since})
+	w.hist.CycleEvents = append(w.hist.CycleEvents, CycleEvent{At: w.now(), UID: uid, Reason: reason, Since: since,
+		SinceAt: sinceAt, ScaledUp: w.scaledUp[uid], OtherUse: other})
 	w.mu.Unlock()
 }
 
@@ -429,8 +628,8 @@ func noFight(h *History) []Violation {
 			continue
 		}
 		if s.At.Before(s.ScaledUp.Add(s.SleepPeriod)) {
-			out = append(out, violation("noFight", "%s scaled down at %s, %s after someone scaled it up (sleep period %s)",
-				s.Name, s.At.Format(time.RFC3339Nano), s.At.Sub(s.ScaledUp), s.SleepPeriod))
+			out = append(out, violation("noFight", "%s of %s scaled down at %s, %s after someone scaled it up (sleep period %s)",
+				s.Workload, s.Name, s.At.Format(time.RFC3339Nano), s.At.Sub(s.ScaledUp), s.SleepPeriod))
 		}
 	}
 	return out
@@ -480,6 +679,106 @@ func sleptWokeOnce(h *History) []Violation {
 	return out
 }
 
+// wokeAtNextLook: once the controller has looked at a governed object
+// after someone else scaled one of its workloads up from zero during its
+// sleep (told by the watch at once, late, or not at all), the object is
+// no longer in that sleep: the look woke it. A look that could not see
+// (its cache of the object lagging) or did not finish (an error, or
+// another look it asks for within a second: after a conflict, or the
+// watch of a write of its own) does not count; nor does one at or past
+// the object's maximum, where its deletion comes first and nothing wakes
+// it (expiry.nextSleep), however long the notice owed holds it.
+func wokeAtNextLook(h *History) []Violation {
+	var out []Violation
+	for _, l := range h.Looks {
+		if !l.Finished || l.Policy == "" || l.Shadowed || !l.MaxAt.IsZero() && !l.At.Before(l.MaxAt) {
+			continue
+		}
+		out = append(out, violation("wokeAtNextLook", "%s still %s (since %s) after a look at %s, though someone scaled a workload up at %s",
+			l.Name, l.Phase, l.SleptSince.Format(time.RFC3339Nano), l.At.Format(time.RFC3339Nano), l.ScaledUp.Format(time.RFC3339Nano)))
+	}
+	return out
+}
+
+// wokeExternallyNamed: a sleep that only someone else's scale-up ended is
+// reported by a WokeExternally Event, not Woke; and a WokeExternally Event
+// is about a sleep someone else scaled a workload up in.
+func wokeExternallyNamed(h *History) []Violation {
+	var out []Violation
+	for _, e := range h.CycleEvents {
+		if e.SinceAt.IsZero() {
+			continue
+		}
+		scaled := !e.ScaledUp.IsZero() && !e.ScaledUp.Before(e.SinceAt)
+		other := !e.OtherUse.Before(e.SinceAt)
+		switch {
+		case e.Reason == "Woke" && scaled && !other:
+			out = append(out, violation("wokeExternallyNamed", "Woke Event about %s (the sleep since %s) at %s, though only someone else's scale-up at %s woke it",
+				e.UID, e.Since, e.At.Format(time.RFC3339Nano), e.ScaledUp.Format(time.RFC3339Nano)))
+		case e.Reason == "WokeExternally" && !scaled:
+			out = append(out, violation("wokeExternallyNamed", "WokeExternally Event about %s (the sleep since %s) at %s, though nobody scaled a workload up since",
+				e.UID, e.Since, e.At.Format(time.RFC3339Nano)))
+		}
+	}
+	return out
+}
+
+// restoredOnWake: when a wake ends (the object says Awake), every workload
+// the sleep scaled down runs again, without the sleep's annotation or label.
+func restoredOnWake(h *History) []Violation {
+	var out []Violation
+	for _, e := range h.WakeEnds {
+		if len(e.Unrestored) > 0 {
+			out = append(out, violation("restoredOnWake", "%s awake at %s with workloads not restored: %s",
+				e.Name, e.At.Format(time.RFC3339Nano), strings.Join(e.Unrestored, ", ")))
+		}
+	}
+	return out
+}
+
+// keepsTheirReplicas: the controller never sets the replicas of a workload
+// that runs (someone scaled it up) to other replicas: a wake restores only
+// workloads still at zero.
+func keepsTheirReplicas(h *History) []Violation {
+	var out []Violation
+	for _, o := range h.Overrides {
+		out = append(out, violation("keepsTheirReplicas", "%s set from %d to %d replicas at %s", o.Workload, o.From, o.To, o.At.Format(time.RFC3339Nano)))
+	}
+	return out
+}
+
+// Look is the controller's look at an object that leaves it in a sleep
+// someone else had scaled a workload up in before the look began.
+type Look struct {
+	At time.Time
+	// Phase and SleptSince are the sleep the object is left in, and
+	// ScaledUp the scale-up the look should have seen.
+	Phase      string
+	SleptSince time.Time
+	ScaledUp   time.Time
+	// Finished: the look could see the object as it is (its cache did not
+	// lag) and ran to its end (no error, no retry after a conflict).
+	Finished bool
+	Facts
+}
+
+// WakeEnd is the controller ending a wake: writing Awake.
+type WakeEnd struct {
+	At   time.Time
+	UID  types.UID
+	Name string
+	// Unrestored are the object's workloads still at zero, labelled or
+	// annotated by the sleep.
+	Unrestored []string
+}
+
+// Override is the controller setting the replicas of a running workload.
+type Override struct {
+	At       time.Time
+	Workload string
+	From, To int32
+}
+
 // SleepStart is the controller starting a sleep: writing Sleeping.
 type SleepStart struct {
 	At, Since time.Time
@@ -490,9 +789,11 @@ type SleepStart struct {
 // ScaleDown is the controller scaling a workload of an object to zero.
 type ScaleDown struct {
 	At time.Time
-	// ScaledUp is when someone else last scaled the object's workload up
-	// from zero; zero when nobody has.
+	// ScaledUp is when someone else last scaled this workload up from
+	// zero, or another of the object's before the look that scales it
+	// down began; zero when nobody has. Workload is its namespace/name.
 	ScaledUp time.Time
+	Workload string
 	Facts
 }
 
@@ -501,6 +802,12 @@ type CycleEvent struct {
 	At     time.Time
 	UID    types.UID
 	Reason string
-	// Since is the sleep it is about, as the Event gives it.
-	Since string
+	// Since is the sleep it is about, as the Event gives it, and SinceAt
+	// that time read.
+	Since   string
+	SinceAt time.Time
+	// ScaledUp is when someone else last scaled a workload of the object
+	// up from zero, and OtherUse when anything else that may wake it
+	// last happened (an edit of the object, a policy change).
+	ScaledUp, OtherUse time.Time
 }

@@ -110,6 +110,19 @@ type world struct {
 	// zero (which wakes it).
 	owner    map[string]types.UID
 	scaledUp map[types.UID]time.Time
+	// scaleUps are those scale-ups, numbered by seq, and scaledUpWorkload
+	// the last of each workload (by namespace/name); lookSeq is seq when
+	// the controller's look under way began.
+	seq              int
+	lookSeq          int
+	scaleUps         map[types.UID][]scaleUpAt
+	scaledUpWorkload map[string]time.Time
+	// race is a scale-up armed to come in the middle of a sleep or wake.
+	race *race
+	// otherUse is when each object was last edited, and policyChanged
+	// when a policy last was: what may wake an object besides a scale-up.
+	otherUse      map[types.UID]time.Time
+	policyChanged time.Time
 	// crashIn counts down the controller's writes to the one it dies at;
 	// crashed says it died, and a new process is to start.
 	crashIn int
@@ -162,6 +175,10 @@ func newWorld(disabled map[string]string) *world {
 		disabled:      disabled,
 		owner:         map[string]types.UID{},
 		scaledUp:      map[types.UID]time.Time{},
+		scaleUps:      map[types.UID][]scaleUpAt{},
+		otherUse:      map[types.UID]time.Time{},
+		// By namespace/name.
+		scaledUpWorkload: map[string]time.Time{},
 	}
 	w.hist.Healthy = true
 	w.recorder = &recorder{w: w}
@@ -289,7 +306,11 @@ func (w *world) patch(ctx context.Context, c client.WithWatch, obj client.Object
 	if err := w.crashSleepWrite(obj, p); err != nil {
 		return err
 	}
-	if _, ok := obj.(*appsv1.Deployment); ok {
+	before, after := w.raceWrite(obj, p)
+	before()
+	defer after()
+	switch obj.(type) {
+	case *appsv1.Deployment, *appsv1.StatefulSet:
 		return w.patchWorkload(ctx, c, obj, p, opts...)
 	}
 	if _, ok := obj.(*metav1.PartialObjectMetadata); !ok || obj.GetNamespace() != namespace {
@@ -321,6 +342,7 @@ func (w *world) patch(ctx context.Context, c client.WithWatch, obj client.Object
 		return err
 	}
 	w.sawSleep(cur)
+	w.sawWake(cur)
 	w.watched(name)
 	return nil
 }
@@ -718,6 +740,7 @@ func (w *world) advance(d time.Duration) {
 // handle runs one reconcile and queues what its result asks for, as
 // controller-runtime's work queue does.
 func (w *world) handle(name string, c *instance) {
+	w.lookSeq = w.seq
 	res, err := c.reconcile(w.ctx, name)
 	now := w.now()
 	if w.crashed {
@@ -742,6 +765,36 @@ func (w *world) handle(name string, c *instance) {
 			w.enqueue(name, now)
 		}
 	}
+	if name != outboxKey {
+		w.looked(name, err)
+	}
+}
+
+// lookBound is how soon a look may leave the object to the next: one
+// the controller asks for (after a conflict, or a write of its own the
+// watch brings back) within it is part of the same look.
+const lookBound = time.Second
+
+// looked records a look at name that leaves it in a sleep someone else
+// scaled a workload up in before the look began.
+func (w *world) looked(name string, err error) {
+	cm, ok := w.get(name)
+	if !ok {
+		return
+	}
+	st := readSleep(cm)
+	up := w.scaledUpBefore(cm.UID, w.lookSeq)
+	if !st.sleeping() || up.IsZero() || up.Before(st.Since) {
+		return
+	}
+	_, lagging := w.stale[name]
+	next, queued := w.queue[name]
+	again := queued && !next.After(w.now().Add(lookBound))
+	l := Look{At: w.now(), Phase: st.Phase, SleptSince: st.Since, ScaledUp: up, Finished: err == nil && !lagging && !again,
+		Facts: w.facts(cm, w.policies())}
+	w.mu.Lock()
+	w.hist.Looks = append(w.hist.Looks, l)
+	w.mu.Unlock()
 }
 
 // history is what the checks read now.
