@@ -18,7 +18,8 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/actions"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/metrics"
 )
 
 // actionsOptions are the flags of --serve=actions.
@@ -65,10 +66,10 @@ func (a *actionsOptions) run(metricsAddr string, metricsSecure bool, probeAddr s
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(qps), burst
-	cfg.UserAgent = controller.Name + "-actions"
+	cfg.UserAgent = kube.Name + "-actions"
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                controller.MetricsServerOptions(metricsAddr, metricsSecure),
+		Metrics:                metrics.ServerOptions(metricsAddr, metricsSecure),
 		HealthProbeBindAddress: probeAddr,
 		Client:                 actions.ClientOptions(),
 	})

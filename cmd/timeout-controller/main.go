@@ -31,6 +31,11 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/delivery"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/metrics"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/objectstore"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/usage"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
 )
 
@@ -136,7 +141,7 @@ func run() error {
 	default:
 		return fmt.Errorf(`--serve %q: expected "controller" or "actions"`, serve)
 	}
-	if _, err := controller.ParseActionsURL(opts.ActionsURL); opts.ActionsURL != "" && err != nil {
+	if _, err := delivery.ParseActionsURL(opts.ActionsURL); opts.ActionsURL != "" && err != nil {
 		return fmt.Errorf("--actions-url: %w", err)
 	}
 	if opts.OutboxNamespace == "" {
@@ -145,7 +150,7 @@ func run() error {
 	if opts.OutboxNamespace == "" {
 		opts.OutboxNamespace = metav1.NamespaceDefault
 	}
-	controller.SetGCPercent()
+	objectstore.SetGCPercent()
 	if profileAddr == "0" {
 		// Nobody will read the heap profile: do not keep its samples.
 		goruntime.MemProfileRate = 0
@@ -171,7 +176,7 @@ func run() error {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(qps), burst
-	cfg.UserAgent = controller.Name
+	cfg.UserAgent = kube.Name
 
 	webhookServer, err := hook.server()
 	if err != nil {
@@ -179,7 +184,7 @@ func run() error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 controller.MetricsServerOptions(metricsAddr, metricsSecure),
+		Metrics:                 metrics.ServerOptions(metricsAddr, metricsSecure),
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        profileAddr,
 		LeaderElection:          leaderElect,
@@ -193,7 +198,7 @@ func run() error {
 		RetryPeriod:                   &retryPeriod,
 		GracefulShutdownTimeout:       &shutdownTimeout,
 		// Governed objects are cached with only what decisions read.
-		Cache:         controller.CacheOptions(),
+		Cache:         objectstore.CacheOptions(),
 		WebhookServer: webhookServer,
 	})
 	if err != nil {
@@ -226,7 +231,7 @@ func run() error {
 	}
 
 	if prometheusURL != "" {
-		if opts.Prometheus, err = controller.NewPrometheus(prometheusURL, prometheusToken, prometheusCA); err != nil {
+		if opts.Prometheus, err = usage.NewPrometheus(prometheusURL, prometheusToken, prometheusCA); err != nil {
 			return err
 		}
 	}

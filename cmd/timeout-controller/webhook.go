@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/certs"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/usage"
 )
 
 // webhookOptions are the flags of the connection webhook.
@@ -63,7 +63,7 @@ func (o *webhookOptions) setup(mgr manager.Manager, namespace string) error {
 	if o.port == 0 {
 		return nil
 	}
-	if err := controller.SetupConnections(mgr, clock.RealClock{}); err != nil {
+	if err := usage.SetupConnections(mgr, clock.RealClock{}); err != nil {
 		return err
 	}
 	if o.rotator == nil {

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/amphitheatre-app/timeout-controller/hack/internal/repo"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/usage"
 )
 
 // connectWebhook is the ValidatingWebhookConfiguration the demo registers
@@ -45,7 +45,7 @@ func registerConnectWebhook(ctx context.Context, cfg *rest.Config, hook string) 
 		return fmt.Errorf("config/webhook: %w", err)
 	}
 	wh.Name = connectWebhook
-	url := "https://" + hook + controller.ConnectPath
+	url := "https://" + hook + usage.ConnectPath
 	for i := range wh.Webhooks {
 		wh.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
 	}

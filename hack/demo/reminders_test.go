@@ -13,7 +13,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 )
 
 // The checks of the first scene: reminders, deletions, messages, Events.
@@ -199,10 +199,10 @@ func checkEvents(t *testing.T, res *results) {
 				typ, reason string
 				want        bool
 			}{
-				{corev1.EventTypeNormal, controller.ReasonExpired, !c.kept},
-				{corev1.EventTypeNormal, controller.ReasonDeleted, !c.kept},
-				{corev1.EventTypeNormal, controller.ReasonDeletionPostponed, c.postponed},
-				{corev1.EventTypeWarning, controller.ReasonInvalidTimeout, c.invalid},
+				{corev1.EventTypeNormal, kube.ReasonExpired, !c.kept},
+				{corev1.EventTypeNormal, kube.ReasonDeleted, !c.kept},
+				{corev1.EventTypeNormal, kube.ReasonDeletionPostponed, c.postponed},
+				{corev1.EventTypeWarning, kube.ReasonInvalidTimeout, c.invalid},
 			} {
 				if got := has(p, e.typ, e.reason); got != e.want {
 					t.Errorf("a %s %s Event: %t, want %t", e.typ, e.reason, got, e.want)
@@ -213,8 +213,8 @@ func checkEvents(t *testing.T, res *results) {
 	for _, c := range useScene {
 		p := res.playbook(t, c.title, sceneUse)
 		t.Run("events of "+c.title, func(t *testing.T) {
-			if got := has(p, corev1.EventTypeWarning, controller.ReasonInvalidTimeout); got != c.invalid {
-				t.Errorf("a Warning %s Event: %t, want %t", controller.ReasonInvalidTimeout, got, c.invalid)
+			if got := has(p, corev1.EventTypeWarning, kube.ReasonInvalidTimeout); got != c.invalid {
+				t.Errorf("a Warning %s Event: %t, want %t", kube.ReasonInvalidTimeout, got, c.invalid)
 			}
 		})
 	}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
@@ -86,9 +86,9 @@ func (s *story) onEvent(ctx context.Context, ev watch.Event, ok bool) error {
 	if r != nil {
 		who = r.title
 		switch e.Reason {
-		case controller.ReasonExpired:
+		case kube.ReasonExpired:
 			r.expiredNote = true
-		case controller.ReasonDeleted:
+		case kube.ReasonDeleted:
 			r.deletedNote = true
 		}
 	}

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/plugin"
 )
@@ -192,7 +192,7 @@ func (s *story) warned(ctx context.Context, cl client.Client, obj *unstructured.
 		return false
 	}
 	for _, e := range events.Items {
-		if e.Type == corev1.EventTypeWarning && e.Reason == controller.ReasonInvalidTimeout && e.Regarding.UID == obj.GetUID() {
+		if e.Type == corev1.EventTypeWarning && e.Reason == kube.ReasonInvalidTimeout && e.Regarding.UID == obj.GetUID() {
 			return true
 		}
 	}

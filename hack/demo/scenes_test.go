@@ -12,7 +12,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/sleep"
 	"github.com/amphitheatre-app/timeout-controller/internal/outbox"
 )
 
@@ -93,8 +93,8 @@ func checkSleep(t *testing.T, res *results) {
 		if !maps.Equal(got, want) {
 			t.Errorf("messages %v, want %v", got, want)
 		}
-		if f.events[controller.ReasonSlept] != sleeps || f.events[controller.ReasonWoke] != sleeps-1 {
-			t.Errorf("Events %v, want %d %s and %d %s", f.events, sleeps, controller.ReasonSlept, sleeps-1, controller.ReasonWoke)
+		if f.events[sleep.ReasonSlept] != sleeps || f.events[sleep.ReasonWoke] != sleeps-1 {
+			t.Errorf("Events %v, want %d %s and %d %s", f.events, sleeps, sleep.ReasonSlept, sleeps-1, sleep.ReasonWoke)
 		}
 	})
 }

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/sleep"
 )
 
 // sleepFacts are what the scene of sleep saw, for its verdict and the
@@ -146,7 +146,7 @@ func (s *story) judgeSleep(ctx context.Context, cl client.Client, f *sleepFacts)
 			f.events[e.Reason] += n
 		}
 	}
-	for reason, n := range map[string]int{controller.ReasonSlept: sleeps, controller.ReasonWoke: sleeps - 1} {
+	for reason, n := range map[string]int{sleep.ReasonSlept: sleeps, sleep.ReasonWoke: sleeps - 1} {
 		if f.events[reason] != n {
 			s.problem("%s: %d %s Events, want %d", sleepTitle, f.events[reason], reason, n)
 		}

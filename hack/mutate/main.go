@@ -46,12 +46,28 @@ var DefaultTargets = []string{
 	"internal/rules/evaluate.go",
 }
 
+// PendingTargets are targets whose tests do not kill every mutant yet:
+// run them with -pkg (make mutate MUTATE_FLAGS="-pkg
+// internal/controller/sleep"); each joins DefaultTargets once its
+// survivors are killed or listed as equivalent, so that make mutate's
+// threshold holds for the others meanwhile.
+var PendingTargets = []string{
+	"internal/controller/sleep",
+	"internal/controller/usage",
+}
+
 // AlsoTestedBy names, for a target package, the packages whose tests
 // check it too: a mutant is killed when the tests of any of them fail.
 // The evaluation in internal/rules is what the plugin shows, and the
 // plugin's tests (its explain goldens among them) hold it.
 var AlsoTestedBy = map[string][]string{
 	"internal/rules": {"internal/plugin"},
+	// A sleep and a wake are carried out for the object reconciler, and
+	// its tests drive them through it, as they drive the activity and the
+	// traffic it reads; the policy reconciler's tests hold the validation
+	// of spec.traffic.
+	"internal/controller/sleep": {"internal/controller/object"},
+	"internal/controller/usage": {"internal/controller/object", "internal/controller/policy"},
 }
 
 // testPackages are the packages whose tests run against a mutant of pkg.
@@ -98,7 +114,7 @@ func main() {
 		os.Exit(2)
 	}
 	cfg := Config{Root: root, Out: os.Stdout, Log: os.Stderr}
-	pkgs := flag.String("pkg", strings.Join(DefaultTargets, ","), "Comma-separated package directories, or single .go files, relative to the module root.")
+	pkgs := flag.String("pkg", strings.Join(DefaultTargets, ","), "Comma-separated package directories, or single .go files, relative to the module root. Targets not yet in the default: "+strings.Join(PendingTargets, ", ")+".")
 	run := flag.String("run", "", "Only the mutants whose ID (file:line:column operator) matches this regular expression.")
 	flag.IntVar(&cfg.Parallel, "parallel", 1, "How many mutants to test at once.")
 	flag.DurationVar(&cfg.Timeout, "timeout", 0, "Bound on one run of a package's tests (go test -timeout); 0 sets it from the time they take without a mutant.")

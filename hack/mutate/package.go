@@ -180,7 +180,12 @@ func (pr *pkgRun) buildSchema(ctx context.Context, cfg Config, t tester, tmp str
 			return nil, nil, err
 		}
 		if ok {
-			bins := []schemaBinary{{bin, pr.pkg}}
+			var bins []schemaBinary
+			// A package without tests of its own (tested only by the
+			// packages of AlsoTestedBy) builds no binary.
+			if _, err := os.Stat(bin); err == nil {
+				bins = append(bins, schemaBinary{bin, pr.pkg})
+			}
 			for i, also := range testPackages(pr.pkg)[1:] {
 				b := filepath.Join(dir, fmt.Sprintf("also%d.test", i))
 				built, alsoOut, err := t.build(ctx, also, replace, b)

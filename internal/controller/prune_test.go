@@ -16,12 +16,13 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
+	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 func TestArchiveIsPrunedAtStart(t *testing.T) {
 	dir := t.TempDir()
 	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(playbookGVK)
+	obj.SetGroupVersionKind(fixture.PlaybookGVK)
 	obj.SetName("old")
 	obj.SetUID("uid-old")
 	old, err := archive.Write(dir, obj, archive.Header{})

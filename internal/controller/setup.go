@@ -1,7 +1,8 @@
 // Copyright 2026 The Amphitheatre Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package controller holds the reconcilers: one for TimeoutPolicies, one for NotificationChannels, one for every governed object.
+// Package controller wires the jobs of the controller (its sub-packages) into a manager:
+// it builds each and hands it what it needs, and does nothing else.
 package controller
 
 import (
@@ -24,13 +25,19 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/delivery"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/object"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/policy"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/usage"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
 )
 
 // The role's rules that no one controller owns: the Events every
 // controller records, and who scrapes the metrics, which is checked with
 // the API server. The rules of each controller stand beside it, in
-// <kind>_controller.go.
+// its package (object, policy, sleep, usage).
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // Whether a policy's author may use the channels it names is checked
 // with the API server too.
@@ -43,9 +50,6 @@ import (
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=create,namespace=timeout-system
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;update,resourceNames=timeout-controller.timeout.amphitheatre.app,namespace=timeout-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=timeout-system
-
-// Name is the controller's name in Events and logs.
-const Name = "timeout-controller"
 
 // Options tune the controllers.
 type Options struct {
@@ -132,23 +136,23 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	}
 	// What runs on the leader is added to held, which holds it back until
 	// the API server serves the controller's own CRDs (the gate below).
-	held := &heldManager{Manager: mgr}
+	held := &policy.HeldManager{Manager: mgr}
 
 	if opts.OutboxNamespace == "" {
 		return errors.New("no outbox namespace: the expired and deleted messages need a namespace to be kept in until they are out")
 	}
 
-	secrets := secretReader{reader: mgr.GetAPIReader(), namespace: opts.SecretNamespace}
-	channels := &Channels{Reader: mgr.GetClient(), Secrets: secrets, Clock: opts.Clock, Limiter: notify.NewLimiter(opts.MaxSendsPerChannel),
-		Grants: &Grants{Reviews: reviews.SubjectAccessReviews()}}
-	owners := &Owners{Reader: mgr.GetAPIReader(), Namespace: opts.OutboxNamespace, Name: opts.OwnerAddresses, Clock: opts.Clock}
-	var links *Links
+	secrets := channelset.SecretReader{Reader: mgr.GetAPIReader(), Namespace: opts.SecretNamespace}
+	channels := &channelset.Channels{Reader: mgr.GetClient(), Secrets: secrets, Clock: opts.Clock, Limiter: notify.NewLimiter(opts.MaxSendsPerChannel),
+		Grants: &channelset.Grants{Reviews: reviews.SubjectAccessReviews()}}
+	owners := &delivery.Owners{Reader: mgr.GetAPIReader(), Namespace: opts.OutboxNamespace, Name: opts.OwnerAddresses, Clock: opts.Clock}
+	var links *delivery.Links
 	if opts.ActionsURL != "" {
-		if links, err = NewLinks(opts.ActionsURL, mgr.GetAPIReader(), mgr.GetClient(), opts.OutboxNamespace, opts.Clock); err != nil {
+		if links, err = delivery.NewLinks(opts.ActionsURL, mgr.GetAPIReader(), mgr.GetClient(), opts.OutboxNamespace, opts.Clock); err != nil {
 			return fmt.Errorf("--actions-url: %w", err)
 		}
 	}
-	objects := &ObjectReconciler{
+	objects := &object.Reconciler{
 		Client:                mgr.GetClient(),
 		APIReader:             mgr.GetAPIReader(),
 		Recorder:              recorder,
@@ -172,7 +176,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	if err := objects.SetupWithManager(ctx, held, opts.Workers); err != nil {
 		return err
 	}
-	policies := &PolicyReconciler{
+	policies := &policy.PolicyReconciler{
 		Client:         mgr.GetClient(),
 		RESTMapper:     mgr.GetRESTMapper(),
 		Recorder:       recorder,
@@ -181,12 +185,13 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Channels:       channels,
 		Archive:        opts.Archive,
 		DryRun:         opts.DryRun,
-		Access:         NewAccess(reviews.SelfSubjectAccessReviews(), clock.RealClock{}),
-		watches:        objects.watches,
+		Access:         policy.NewAccess(reviews.SelfSubjectAccessReviews(), clock.RealClock{}),
+		Watches:        objects.Watches,
+		Workloads:      objects.Workloads(),
 		Owners:         owners,
 	}
-	policies.Traffic = &Traffic{Prometheus: opts.Prometheus, Client: mgr.GetClient(), Clock: opts.Clock,
-		objects: objects, watches: objects.watches, changed: make(chan event.GenericEvent, 64)}
+	policies.Traffic = &usage.Traffic{Prometheus: opts.Prometheus, Client: mgr.GetClient(), Clock: opts.Clock,
+		Governing: objects.Governing, Validate: policy.Validate, Watches: objects.Watches, Changed: make(chan event.GenericEvent, 64)}
 	if opts.Prometheus != nil {
 		if err := held.Add(policies.Traffic); err != nil {
 			return fmt.Errorf("add the traffic queries: %w", err)
@@ -195,7 +200,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	if err := policies.SetupWithManager(held); err != nil {
 		return fmt.Errorf("create policy controller: %w", err)
 	}
-	if err := (&ChannelReconciler{Client: mgr.GetClient(), Secrets: secrets}).SetupWithManager(held); err != nil {
+	if err := (&policy.ChannelReconciler{Client: mgr.GetClient(), Secrets: secrets}).SetupWithManager(held); err != nil {
 		return fmt.Errorf("create channel controller: %w", err)
 	}
 	if opts.Archive != nil && opts.ArchiveRetention > 0 {
@@ -214,7 +219,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	})); err != nil {
 		return err
 	}
-	gate := &crdGate{mgr: mgr, mapper: mgr.GetRESTMapper(), held: held.held, log: mgr.GetLogger().WithValues("controller", "crds")}
+	gate := &policy.CRDGate{Mgr: mgr, Mapper: mgr.GetRESTMapper(), Held: held.Held, Log: mgr.GetLogger().WithValues("controller", "crds")}
 	if err := mgr.Add(gate); err != nil {
 		return fmt.Errorf("add the CRD gate: %w", err)
 	}
@@ -222,9 +227,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 	// is at /readyz/<name>): the controller's own CRDs, the controllers,
 	// and the CRDs of the kinds the policies target.
 	for name, check := range map[string]healthz.Checker{
-		"crds":        crdsReadiness(mgr.GetRESTMapper()),
-		"controllers": readiness(mgr, objects.watches, &leading),
-		"targets":     targetsReadiness(mgr.GetClient(), mgr.GetRESTMapper(), &leading),
+		"crds":        policy.CRDsReadiness(mgr.GetRESTMapper()),
+		"controllers": policy.Readiness(mgr, objects.Watches, &leading),
+		"targets":     policy.TargetsReadiness(mgr.GetClient(), mgr.GetRESTMapper(), &leading),
 	} {
 		if err := mgr.AddReadyzCheck(name, check); err != nil {
 			return err
@@ -265,9 +270,9 @@ func newRecorder(ctx context.Context, mgr manager.Manager, clusterNamespace stri
 	if err != nil {
 		return nil, fmt.Errorf("create events client: %w", err)
 	}
-	b := events.NewBroadcaster(clusterScopedSink{
+	b := events.NewBroadcaster(kube.ClusterScopedSink{
 		EventSink: &events.EventSinkImpl{Interface: cs},
-		namespace: clusterNamespace,
+		Namespace: clusterNamespace,
 	})
 	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
 		return nil, fmt.Errorf("start events: %w", err)
@@ -276,5 +281,5 @@ func newRecorder(ctx context.Context, mgr manager.Manager, clusterNamespace stri
 		<-ctx.Done()
 		b.Shutdown()
 	}()
-	return noteCutter{b.NewRecorder(mgr.GetScheme(), Name)}, nil
+	return kube.NoteCutter{EventRecorder: b.NewRecorder(mgr.GetScheme(), kube.Name)}, nil
 }

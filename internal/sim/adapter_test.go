@@ -25,8 +25,10 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/object"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	"github.com/amphitheatre-app/timeout-controller/internal/wakeup"
 )
 
 // simChannel names the NotificationChannel that is the world's channel i.
@@ -79,7 +81,7 @@ func (n simNotifier) Send(ctx context.Context, m notify.Message, _ notify.Conten
 
 // instance is one controller process: all its in-memory state.
 type instance struct {
-	r *controller.ObjectReconciler
+	r *object.Reconciler
 	// loaded is when the outbox last read the store, as its Runnable does
 	// at start and every minute.
 	loaded time.Time
@@ -95,12 +97,12 @@ const outboxKey = "~outbox"
 // controller.Setup does, with nothing in memory. As a new leader, its
 // outbox reads the entries earlier processes left.
 func start(w *world) *instance {
-	r := &controller.ObjectReconciler{
+	r := &object.Reconciler{
 		Client:    w.cached,
 		APIReader: w.live,
 		Recorder:  w.recorder,
 		Clock:     w.clock,
-		Channels:  &controller.Channels{Reader: w.live, Secrets: noSecrets{}, Clock: w.clock, Build: w.buildNotifiers},
+		Channels:  &channelset.Channels{Reader: w.live, Secrets: noSecrets{}, Clock: w.clock, Build: w.buildNotifiers},
 		Audit:     audit.New(w.trail),
 		// A policy that archives makes the controller read the object
 		// fresh before deleting it, and decide again from that read.
@@ -116,7 +118,7 @@ func (c *instance) reconcile(ctx context.Context, name string) (ctrl.Result, err
 	if name == outboxKey {
 		return ctrl.Result{RequeueAfter: c.tick(ctx)}, nil
 	}
-	return c.r.Reconcile(ctx, controller.Key{GVK: configMapGVK, NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}})
+	return c.r.Reconcile(ctx, wakeup.Key{GVK: configMapGVK, NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}})
 }
 
 // tick runs the outbox's sender at the simulated time now, as its

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/objectstore"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
@@ -37,7 +37,7 @@ func TestTheCacheKeepsOnlyWhatDecisionsRead(t *testing.T) {
 	tr := create(t, playbooks, pb)
 	t.Cleanup(func() { mergePatch(t, playbooks, "", tr.GetName(), `{"metadata":{"finalizers":null}}`) })
 
-	opts := controller.CacheOptions()
+	opts := objectstore.CacheOptions()
 	opts.Scheme = testScheme
 	c, err := cache.New(restConfig, opts)
 	if err != nil {

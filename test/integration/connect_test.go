@@ -45,7 +45,7 @@ import (
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/certs"
-	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/usage"
 	"github.com/amphitheatre-app/timeout-controller/internal/expiry"
 	"github.com/amphitheatre-app/timeout-controller/internal/plugin"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
@@ -94,7 +94,7 @@ func serveConnectWebhook(t *testing.T, name, namespace, clientCA string) *connec
 	cfg.Name = name
 	for i := range cfg.Webhooks {
 		w := &cfg.Webhooks[i]
-		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", port, controller.ConnectPath))}
+		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", port, usage.ConnectPath))}
 		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: namespace}}
 	}
 	if err := k8s.Create(ctx, cfg); err != nil {
@@ -135,7 +135,7 @@ func serveConnectWebhook(t *testing.T, name, namespace, clientCA string) *connec
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controller.SetupConnections(mgr, nil); err != nil {
+	if err := usage.SetupConnections(mgr, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := mgr.Add(rot); err != nil {

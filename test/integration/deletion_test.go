@@ -240,7 +240,7 @@ func TestInvalidAnnotationsAreAudited(t *testing.T) {
 // the first seconds delete no more than the cap's pace allows, the
 // earliest first, none early; lifting the cap lets the rest go at once,
 // none skipped. The pace over a whole minute (turns 0.6 s apart, 100 in
-// any minute) is TestCapSpreadsABurstInOrder's, in internal/controller:
+// any minute) is TestCapSpreadsABurstInOrder's, in internal/controller/object:
 // this test does not wait a minute for it.
 func TestACapSpreadsABurstOfExpiries(t *testing.T) {
 	t.Parallel()

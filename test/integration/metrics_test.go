@@ -20,7 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 
-	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/metrics"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
@@ -84,7 +84,7 @@ func serveMetrics(t *testing.T) string {
 	_ = l.Close()
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 testScheme,
-		Metrics:                controller.MetricsServerOptions(addr, true),
+		Metrics:                metrics.ServerOptions(addr, true),
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})

@@ -35,6 +35,8 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/internal/archive"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/objectstore"
+	"github.com/amphitheatre-app/timeout-controller/internal/controller/usage"
 	"github.com/amphitheatre-app/timeout-controller/internal/testenv"
 )
 
@@ -165,7 +167,7 @@ func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, er
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  controller.CacheOptions(),
+		Cache:                  objectstore.CacheOptions(),
 		// Each start is a new process as far as the controller is concerned.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -179,7 +181,7 @@ func startController(cfg *rest.Config, scheme *runtime.Scheme) (func() error, er
 		return nil, err
 	}
 	// The traffic tests' Prometheus listens there once they start it.
-	prom, err := controller.NewPrometheus("http://"+prometheusAddr, "", "")
+	prom, err := usage.NewPrometheus("http://"+prometheusAddr, "", "")
 	if err != nil {
 		cancel()
 		return nil, err
