@@ -34,14 +34,12 @@ const (
 // sleeperLog is what the bench saw of the sleepers: each workload's
 // replicas over time and the writes to it, and each sleeper's own writes.
 type sleeperLog struct {
-	mu  sync.Mutex
-	err error
-	by  map[string]*sleeperSeen
+	mu sync.Mutex
+	by map[string]*sleeperSeen
 }
 
 // sleeperSeen is one sleeper as seen.
 type sleeperSeen struct {
-	due time.Time
 	// workloads by kind/name.
 	workloads map[string]*workloadSeen
 	asleepAt  time.Time
@@ -372,7 +370,7 @@ func (m *measurement) use(ctx context.Context, name string, exec bool) error {
 	}
 	m.sleeperLog.mu.Unlock()
 	if exec {
-		req := m.cl.kube.CoreV1().RESTClient().Post().Namespace("amp-" + name).Resource("pods").Name("web-0").SubResource("exec").
+		req := m.cl.kube.CoreV1().RESTClient().Post().Namespace("amp-"+name).Resource("pods").Name("web-0").SubResource("exec").
 			Param("command", "sh").Param("stdout", "true")
 		err := req.Do(ctx).Error()
 		if err == nil || apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) {

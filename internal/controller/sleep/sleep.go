@@ -365,20 +365,17 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 
 	obj := ev.Obj.DeepCopy()
 	st := ev.Life.Sleep
-	// A sleep under way goes on the way it began, whatever the policy
-	// says since.
 	sleepPatch := ev.Schedule.SleepPatch
 	resumed := st.Phase == expiry.PhaseSleeping
-	if resumed {
-		sleepPatch = st.Patch
-	}
 	// known is the object as the API server has it, once this look has
 	// read or written it.
 	var known *metav1.PartialObjectMetadata
 	if resumed {
-		// The sleep under way may be the one an earlier look completed,
-		// whose last write the cache has not seen yet: only the API server
-		// says whether it is still under way.
+		// A sleep under way goes on the way it began, whatever the policy
+		// says since. It may be the one an earlier look completed, whose
+		// last write the cache has not seen yet: only the API server says
+		// whether it is still under way.
+		sleepPatch = st.Patch
 		var err error
 		if known, err = r.underWay(ctx, key, obj.UID, st); err != nil || known == nil {
 			return ctrl.Result{RequeueAfter: kube.ConflictRetry}, err
