@@ -30,6 +30,8 @@ type sleepFacts struct {
 	// the exec failed (there is no kubelet).
 	wokenAt time.Time
 	execErr string
+	// wakeAsked is the sleep after which the demo last woke it.
+	wakeAsked int
 	// deletedAt is when its deletion reached the demo.
 	deletedAt time.Time
 	// messages are those about it, in the order they came; events the
