@@ -142,25 +142,39 @@ func (p *pendingDeliveries) Carry(k wakeup.Key, uid types.UID, rec *expiry.Recor
 // deliveries this process made about rec's expiry that are missing from
 // shown, the record as the object shows it. It reports whether there were
 // any: they still have to be written. It drops the deliveries that are no
-// longer needed: those shown holds, those about another expiry (carry
-// moved them already) and those about an earlier object of the same name.
+// longer needed: those shown holds, those about an earlier object of the
+// same name, and those about another expiry once shown is about a third
+// one (the record Carry moved them into was written).
+//
+// A delivery about the expiry an extension replaced stays until then: the
+// look that first sees the extension may stop before writing its record
+// (to write the extensions' count first), and the next look must still
+// carry it, or the notice and the extension message it owes are lost.
 func (p *pendingDeliveries) Apply(k wakeup.Key, uid types.UID, shown, rec *expiry.Record) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var keep []pendingDelivery
+	unwritten := false
 	for _, d := range p.m[k] {
-		if d.uid != uid || !d.expiresAt.Equal(rec.ExpiresAt) || recordHolds(shown, d) {
+		if d.uid != uid || recordHolds(shown, d) {
+			continue
+		}
+		if !d.expiresAt.Equal(rec.ExpiresAt) {
+			if shown == nil || shown.ExpiresAt.IsZero() || shown.ExpiresAt.Equal(d.expiresAt) {
+				keep = append(keep, d)
+			}
 			continue
 		}
 		d.applyTo(rec)
 		keep = append(keep, d)
+		unwritten = true
 	}
 	if len(keep) == 0 {
 		delete(p.m, k)
 	} else {
 		p.m[k] = keep
 	}
-	return len(keep) > 0
+	return unwritten
 }
 
 // recordHolds reports whether rec holds delivery d.

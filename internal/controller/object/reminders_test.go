@@ -424,6 +424,38 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 				t.Errorf("record %s forgot the notice given by the delivered reminder", rec)
 			}
 		}},
+		{"keeps that delivery while the extension's count is written first, under extension limits", func(t *testing.T) {
+			// The policy counts extensions: the first look at the new
+			// expiry writes the count and stops there. The delivery the
+			// record did not get must outlive that look.
+			cm := fixture.NewConfigMap("extcount")
+			policy := remindingPolicy("1h")
+			policy.Spec.Extensions = &v1alpha1.Extensions{MaxCount: new(int32(3))}
+			h := newHarness(t, fixture.T0.Add(31*time.Minute), policy, cm)
+			mustReconcile(t, h, cm) // the count of none
+			if got := h.stored(cm).Annotations[expiry.AnnotationExtensions]; got == "" {
+				t.Fatalf("no %s annotation: the case is not the one under test", expiry.AnnotationExtensions)
+			}
+			h.scripted.mu.Lock()
+			h.scripted.during = func() { h.annotate(cm, expiry.AnnotationExpiresAt, fixture.T0.Add(48*time.Hour).Format(time.RFC3339)) }
+			h.scripted.mu.Unlock()
+			mustReconcile(t, h, cm)
+			h.scripted.mu.Lock()
+			h.scripted.during = nil
+			h.scripted.mu.Unlock()
+			if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
+				t.Fatalf("%d reminders, want 1", n)
+			}
+			for range 3 {
+				mustReconcile(t, h, cm)
+			}
+			if n := h.scripted.count(v1alpha1.EventExtended); n != 1 {
+				t.Errorf("%d extended messages after people were sent a reminder for the old date; want 1", n)
+			}
+			if rec := storedRecord(t, h, cm); rec == nil || rec.NoticeAt.IsZero() {
+				t.Errorf("record %s forgot the notice given by the delivered reminder", rec)
+			}
+		}},
 		{"keeps an extension message owed when a second extension comes before it got through", func(t *testing.T) {
 			cm := fixture.NewConfigMap("twice")
 			h := newHarness(t, fixture.T0.Add(31*time.Minute), remindingPolicy("0s"), cm)
