@@ -78,6 +78,23 @@ type SleepState struct {
 	// by then.
 	Patch     json.RawMessage `json:"patch,omitempty"`
 	WakePatch json.RawMessage `json:"wakePatch,omitempty"`
+	// Workloads are, while a sleep is under way (Sleeping), the
+	// metadata.generation of each workload it found when it began, by
+	// kind, namespace and name ("Deployment amp-1/web"). A workload it has
+	// not scaled down yet whose generation changed since was changed by
+	// someone else (scaled, re-applied from its manifest, made anew),
+	// which is use: the sleep must not scale it down, as if it had simply
+	// not reached it. Dropped once the object is Asleep.
+	Workloads map[string]int64 `json:"workloads,omitempty"`
+}
+
+// ChangedSince reports whether the workload named name, which the sleep
+// under way has not scaled down, was changed by someone else since the
+// sleep began: its generation is not the one the sleep found. A workload
+// the sleep did not find (made since under a new name) is not.
+func (s SleepState) ChangedSince(name string, generation int64) bool {
+	found, ok := s.Workloads[name]
+	return ok && found != generation
 }
 
 // ParseSleep reads the sleep annotation; an empty value is an object that

@@ -19,9 +19,7 @@ import (
 // on main yet, each with the defect's number: the fixed-seed run must pass
 // today and keep passing. Empty it as the fixes land; the known-defect
 // table below shows what each one found.
-var disabled = map[string]string{
-	kReapply: "a workload re-applied while a sleep is half done is scaled down again (issue 34 item 5)",
-}
+var disabled = map[string]string{}
 
 // run plays steps in a new world and returns the first violations and
 // the step after which they showed (len(steps) for the settling phase).
@@ -522,12 +520,11 @@ var regressions = []struct {
 		// during the failover someone writes app back as its manifest has
 		// it (2 replicas, without the sleep's annotation and label). The
 		// next leader finds Sleeping and app running without the
-		// annotation, which is how a workload the sleep has not reached
-		// yet looks: it scales app down again, writes Asleep, and deletes
-		// the object deleteAfter later, although it was used asleep.
-		name:        "a workload re-applied while a sleep is half done is not scaled down again",
-		knownDefect: "a workload re-applied while a sleep is half done is scaled down again (issue 34 item 5)",
-		check:       "noFight", schedule: []Step{
+		// annotation, as a workload the sleep has not reached yet looks,
+		// but at another generation than the sleep recorded: it wakes the
+		// object as external and never scales app down again.
+		name:  "a workload re-applied while a sleep is half done is not scaled down again",
+		check: "noFight", schedule: []Step{
 			{Kind: "policyCreate", Val: "ttl=10m,rem=,notice=0s,sel=,prio=1,dry=0,cap=0,sleep=after:10m:30m", WaitMS: 1000},
 			{Kind: "create", Obj: 3, Val: "a", WaitMS: 5 * 60_000},
 			{Kind: "crash", DurMS: 3, Val: "10m", WaitMS: 6 * 60_000},

@@ -245,6 +245,9 @@ func (w *world) scaleWorkloadUp(uid types.UID, workload string, replace bool) (m
 		obj.SetAnnotations(nil)
 	}
 	*replicas = &n
+	// A change of the spec, which the API server counts (the fake does
+	// not).
+	obj.SetGeneration(obj.GetGeneration() + 1)
 	if err := w.store.Update(w.ctx, obj); err != nil {
 		panic(err)
 	}

@@ -300,6 +300,35 @@ func TestSleepAndWakeCompleteAcrossARestart(t *testing.T) {
 	mustContain(t, woke.WokeBy, "Deployment "+ns+"/web scaled up to 1")
 	expectReplicas(t, web(ns), 1, "")
 	expectReplicas(t, db(ns), 3, "")
+
+	// Cut short once more, and before the next leader comes someone
+	// writes web back as its manifest has it: 2 replicas, without the
+	// sleep's annotation, as a workload the sleep has not reached looks.
+	// Its generation is not the one the sleep recorded: the new leader
+	// takes that for use too, and does not scale web down again.
+	if err := stopController(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = false
+	time.Sleep(1100 * time.Millisecond)
+	generations := map[string]int64{}
+	for _, w := range []client.Object{web(ns), db(ns)} {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+			t.Fatal(err)
+		}
+		generations[fmt.Sprintf("%T", w)] = w.GetGeneration()
+	}
+	half = expiry.SleepState{Phase: expiry.PhaseSleeping, Since: time.Now().UTC(), Generation: 1, Workloads: map[string]int64{
+		"Deployment " + ns + "/web": generations["*v1.Deployment"], "StatefulSet " + ns + "/db": generations["*v1.StatefulSet"],
+	}}
+	mergePatch(t, playbooks, "", pb.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, expiry.AnnotationSleep, half.String()))
+	mergePatch(t, deploymentsGVR, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:"1"}},"spec":{"replicas":0}}`, expiry.AnnotationReplicas))
+	mergePatch(t, deploymentsGVR, ns, "web", fmt.Sprintf(`{"metadata":{"annotations":{%q:null}},"spec":{"replicas":2}}`, expiry.AnnotationReplicas))
+	start()
+	woke = awaitPhase(t, pb.GetName(), expiry.PhaseAwake, 15*time.Second)
+	mustContain(t, woke.WokeBy, "Deployment "+ns+"/web changed by someone else")
+	expectReplicas(t, web(ns), 2, "")
+	expectReplicas(t, db(ns), 3, "")
 }
 
 func TestADeploymentWithAScaleSubresourceSleepsItself(t *testing.T) {

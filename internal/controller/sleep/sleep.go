@@ -315,6 +315,12 @@ func (r *Sleeper) ObserveWake(ctx context.Context, ev *eval.Evaluation) (string,
 		if w.replicas > 0 && (st.Phase == expiry.PhaseAsleep || w.hasSaved) {
 			return fmt.Sprintf("%s scaled up to %d by someone else", w, w.replicas), true, nil
 		}
+		if !w.hasSaved && st.ChangedSince(w.String(), w.obj.GetGeneration()) {
+			// Written back by someone else while the sleep was under
+			// way (re-applied without the sleep's annotation), or
+			// changed before the sleep reached it.
+			return fmt.Sprintf("%s changed by someone else during the sleep (generation %d)", w, w.obj.GetGeneration()), true, nil
+		}
 	}
 	if st.Phase == expiry.PhaseAsleep {
 		r.markUnmarked(ctx, ev.Obj.UID, ws)
@@ -355,8 +361,10 @@ func (r *Sleeper) markUnmarked(ctx context.Context, uid types.UID, ws []workload
 // next pass finds Sleeping and goes on with the workloads that have no
 // annotation yet. A workload is never scaled down without its replicas
 // written down, one that has them is never scaled down again (it runs
-// only if someone scaled it up since, which wakes the object), and a wake
-// restores only workloads that carry them.
+// only if someone scaled it up since, which wakes the object), nor is one
+// whose generation changed since the sleep began (Sleeping records them:
+// someone re-applied or scaled it, which wakes the object too), and a
+// wake restores only workloads that carry them.
 func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, error) {
 	key, now := ev.Key, ev.Now
 	log := logf.FromContext(ctx)
@@ -389,8 +397,23 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 			return ctrl.Result{}, err
 		}
 	}
+	// ws are the workloads as this look read them: before the first write
+	// of a sleep that begins, so that it records their generations.
+	var ws []workload
+	if sleepPatch == nil && !self {
+		var err error
+		if ws, err = r.workloads(ctx, obj.UID); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if st.Phase != expiry.PhaseSleeping {
 		st = expiry.SleepState{Phase: expiry.PhaseSleeping, Since: now.UTC(), Woke: st.Woke, WokeBy: st.WokeBy, Generation: obj.Generation}
+		for _, w := range ws {
+			if st.Workloads == nil {
+				st.Workloads = map[string]int64{}
+			}
+			st.Workloads[w.String()] = w.obj.GetGeneration()
+		}
 		if sleepPatch != nil {
 			wake, err := r.inverse(ctx, key, obj.UID, sleepPatch)
 			if err != nil {
@@ -436,16 +459,13 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 			freed = *st.Replicas
 		}
 	default:
-		ws, err := r.workloads(ctx, obj.UID)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
 		for _, w := range ws {
 			n := w.replicas
 			switch {
-			case w.hasSaved && w.replicas > 0:
-				// Scaled up since this sleep scaled it down: use, which
-				// the next pass sees.
+			case w.hasSaved && w.replicas > 0, !w.hasSaved && st.ChangedSince(w.String(), w.obj.GetGeneration()):
+				// Scaled up since this sleep scaled it down, or changed
+				// by someone else before it got there: use, which the
+				// next pass sees.
 				return ctrl.Result{RequeueAfter: kube.ConflictRetry}, nil
 			case w.hasSaved:
 				n = w.saved
@@ -479,7 +499,7 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 		// not this one's to announce.
 		return ctrl.Result{RequeueAfter: kube.ConflictRetry}, nil
 	}
-	st.Phase, st.Generation, st.Freed = expiry.PhaseAsleep, fresh.Generation, freed
+	st.Phase, st.Generation, st.Freed, st.Workloads = expiry.PhaseAsleep, fresh.Generation, freed, nil
 	st.FreedCPUMillis, st.FreedMemoryBytes = cpu, mem
 	annotations := map[string]any{expiry.AnnotationSleep: st.String()}
 	if self || st.Patch != nil {
