@@ -88,6 +88,29 @@ type SleepState struct {
 	Workloads map[string]int64 `json:"workloads,omitempty"`
 }
 
+// MaxSleepWorkloads bounds what Workloads holds, as JSON: the names and
+// generations of about a hundred workloads with long names, or several
+// hundred with Amphitheatre's. A sleep that finds more records the first
+// that fit; the others are judged as before the record existed (a
+// workload without the sleep's annotation is one it has not reached).
+const MaxSleepWorkloads = 16 << 10
+
+// RecordWorkload adds a workload the sleep found to Workloads, unless
+// they are full (MaxSleepWorkloads).
+func (s *SleepState) RecordWorkload(name string, generation int64) {
+	size := 2
+	for k := range s.Workloads {
+		size += len(k) + 24
+	}
+	if size+len(name)+24 > MaxSleepWorkloads {
+		return
+	}
+	if s.Workloads == nil {
+		s.Workloads = map[string]int64{}
+	}
+	s.Workloads[name] = generation
+}
+
 // ChangedSince reports whether the workload named name, which the sleep
 // under way has not scaled down, was changed by someone else since the
 // sleep began: its generation is not the one the sleep found. A workload

@@ -5,6 +5,7 @@ package expiry
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -291,5 +292,45 @@ func TestTheInverseOfAPatchPutsBackWhatItReplaced(t *testing.T) {
 				t.Errorf("Inverse = %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// A sleep under way remembers the generation of each workload it found,
+// within a bound that keeps the annotation far below the API server's
+// limit however many workloads a namespace holds, and tells a workload
+// changed since from one it has not reached.
+func TestASleepRecordsTheWorkloadsItFoundWithinItsBound(t *testing.T) {
+	var st SleepState
+	long := strings.Repeat("n", 253)
+	recorded := 0
+	for i := range 1000 {
+		st.RecordWorkload(fmt.Sprintf("Deployment %s/%s-%d", strings.Repeat("s", 63), long, i), int64(i+1))
+		if len(st.Workloads) > recorded {
+			recorded = len(st.Workloads)
+		}
+	}
+	if b, _ := json.Marshal(st.Workloads); len(b) > MaxSleepWorkloads {
+		t.Errorf("the workloads recorded take %d bytes, over the bound of %d", len(b), MaxSleepWorkloads)
+	}
+	if recorded < 40 || recorded == 1000 {
+		t.Errorf("%d of 1000 workloads with the longest names recorded, want the first that fit", recorded)
+	}
+	first := fmt.Sprintf("Deployment %s/%s-0", strings.Repeat("s", 63), long)
+	for _, tt := range []struct {
+		name       string
+		generation int64
+		want       bool
+	}{
+		{first, 1, false},
+		{first, 2, true},
+		{"Deployment other/made-since", 7, false},
+	} {
+		if got := st.ChangedSince(tt.name, tt.generation); got != tt.want {
+			t.Errorf("ChangedSince(%.30s…, %d) = %t, want %t", tt.name, tt.generation, got, tt.want)
+		}
+	}
+	parsed, err := ParseSleep(SleepState{Phase: PhaseSleeping, Since: time.Unix(0, 0), Workloads: st.Workloads}.String())
+	if err != nil || len(parsed.Workloads) != recorded {
+		t.Errorf("read back %d workloads (%v), want %d", len(parsed.Workloads), err, recorded)
 	}
 }

@@ -409,10 +409,7 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 	if st.Phase != expiry.PhaseSleeping {
 		st = expiry.SleepState{Phase: expiry.PhaseSleeping, Since: now.UTC(), Woke: st.Woke, WokeBy: st.WokeBy, Generation: obj.Generation}
 		for _, w := range ws {
-			if st.Workloads == nil {
-				st.Workloads = map[string]int64{}
-			}
-			st.Workloads[w.String()] = w.obj.GetGeneration()
+			st.RecordWorkload(w.String(), w.obj.GetGeneration())
 		}
 		if sleepPatch != nil {
 			wake, err := r.inverse(ctx, key, obj.UID, sleepPatch)
