@@ -516,6 +516,29 @@ var regressions = []struct {
 		},
 	},
 	{
+		// Someone scales app from 2 to 3 just after the controller wrote
+		// Sleeping, before it reached app: a change the sleep did not
+		// make, which it takes for use; it wakes the object as external
+		// and leaves app at 3.
+		name:  "a workload scaled up by someone else while a sleep is under way wakes the object as external",
+		check: "wokeExternallyNamed", schedule: []Step{
+			{Kind: "create", Obj: 3, Val: "a", WaitMS: 30000},
+			{Kind: "policyEdit", Pol: 2, Val: "ttl=2h,rem=5m,notice=10m,sel=,prio=1,dry=1,cap=0,keep=Forbidden", WaitMS: 1800000},
+			{Kind: "scaleUpRace", Obj: 3, Val: "after", DurMS: 1, WaitMS: 1000},
+			{Kind: "policyCreate", Val: "ttl=2h,rem=,notice=10m,sel=,prio=0,dry=0,cap=0,sleep=idle:1h:30m:5m", WaitMS: 900000},
+		},
+	},
+	{
+		// The same scale-up just before the write that begins the sleep,
+		// after the sleep read the workloads.
+		name:  "a workload scaled up by someone else as a sleep begins wakes the object as external",
+		check: "wokeExternallyNamed", schedule: []Step{
+			{Kind: "create", Obj: 3, Val: "a", WaitMS: 30000},
+			{Kind: "scaleUpRace", Obj: 3, Val: "before", DurMS: 1, WaitMS: 1000},
+			{Kind: "policyCreate", Val: "ttl=2h,rem=,notice=10m,sel=,prio=0,dry=0,cap=0,sleep=idle:1h:30m:5m", WaitMS: 90 * 60_000},
+		},
+	},
+	{
 		// The process dies at the write of db, after app went to zero;
 		// during the failover someone writes app back as its manifest has
 		// it (2 replicas, without the sleep's annotation and label). The

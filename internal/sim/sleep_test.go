@@ -208,7 +208,7 @@ func (w *world) scaleUp(s Step) {
 	if strings.Contains(s.Val, "db") {
 		workload = "db"
 	}
-	marked, ok := w.scaleWorkloadUp(cm.UID, workload, s.Kind == kReapply)
+	marked, ok := w.scaleWorkloadUp(cm.Name, cm.UID, workload, s.Kind == kReapply, false)
 	if !ok || !marked {
 		return
 	}
@@ -226,13 +226,24 @@ func (w *world) scaleUp(s Step) {
 // removal). With replace, they write the workload as its manifest has it
 // (Argo CD replacing it, Amphitheatre re-applying an Actor's): its
 // replicas, without the sleep's annotation and label.
-func (w *world) scaleWorkloadUp(uid types.UID, workload string, replace bool) (marked, ok bool) {
+//
+// A scale-up from zero is use. So is any change of a workload while a
+// sleep of its object is under way (the object says Sleeping, or
+// sleeping is true: the race comes just before the write that begins
+// the sleep, after the controller read the workloads): the sleep records
+// the generation of each workload it found and takes a workload changed
+// since, which it has not scaled down yet, for one someone else wants
+// running.
+func (w *world) scaleWorkloadUp(name string, uid types.UID, workload string, replace, sleeping bool) (marked, ok bool) {
 	obj, replicas, ok := w.workloadRef(uid, workload)
 	if !ok {
 		return false, false
 	}
 	_, marked = obj.GetLabels()[expiry.LabelAsleep]
-	if *replicas != nil && **replicas == 0 {
+	if cm, found := w.get(name); found && cm.UID == uid && readSleep(cm).Phase == expiry.PhaseSleeping {
+		sleeping = true
+	}
+	if *replicas != nil && **replicas == 0 || sleeping {
 		w.seq++
 		w.scaledUp[uid] = w.now()
 		w.scaleUps[uid] = append(w.scaleUps[uid], scaleUpAt{at: w.now(), seq: w.seq})
@@ -316,8 +327,12 @@ func (w *world) raceWrite(obj client.Object, p client.Patch) (before, after func
 		return nothing, nothing
 	}
 	w.race = nil
+	// Just before the write that begins a sleep, the sleep has read the
+	// workloads already.
+	data, _ := p.Data(obj)
+	begins := r.before && strings.Contains(string(data), `\"phase\":\"Sleeping\"`)
 	up := func() {
-		if marked, ok := w.scaleWorkloadUp(r.uid, r.workload, false); ok && marked {
+		if marked, ok := w.scaleWorkloadUp(r.name, r.uid, r.workload, false, begins); ok && marked {
 			w.enqueue(r.name, w.now())
 		}
 	}
