@@ -89,26 +89,39 @@ type SleepState struct {
 }
 
 // MaxSleepWorkloads bounds what Workloads holds, as JSON: the names and
-// generations of about a hundred workloads with long names, or several
+// generations of about fifty workloads with the longest names, or several
 // hundred with Amphitheatre's. A sleep that finds more records the first
 // that fit; the others are judged as before the record existed (a
 // workload without the sleep's annotation is one it has not reached).
 const MaxSleepWorkloads = 16 << 10
 
-// RecordWorkload adds a workload the sleep found to Workloads, unless
-// they are full (MaxSleepWorkloads).
-func (s *SleepState) RecordWorkload(name string, generation int64) {
-	size := 2
-	for k := range s.Workloads {
-		size += len(k) + 24
+// Generation is the metadata.generation of the workload named Name.
+type Generation struct {
+	Name       string
+	Generation int64
+}
+
+// RecordWorkloads sets Workloads to the generations of the workloads a
+// sleep found, in the order given, as many as fit in MaxSleepWorkloads.
+func (s *SleepState) RecordWorkloads(found []Generation) {
+	s.Workloads = nil
+	size := len("{}")
+	for _, g := range found {
+		name, _ := json.Marshal(g.Name)
+		// "name":generation, with the comma before all but the first.
+		entry := len(name) + len(":") + len(strconv.FormatInt(g.Generation, 10))
+		if len(s.Workloads) > 0 {
+			entry += len(",")
+		}
+		if size+entry > MaxSleepWorkloads {
+			return
+		}
+		if s.Workloads == nil {
+			s.Workloads = map[string]int64{}
+		}
+		s.Workloads[g.Name] = g.Generation
+		size += entry
 	}
-	if size+len(name)+24 > MaxSleepWorkloads {
-		return
-	}
-	if s.Workloads == nil {
-		s.Workloads = map[string]int64{}
-	}
-	s.Workloads[name] = generation
 }
 
 // ChangedSince reports whether the workload named name, which the sleep

@@ -6,6 +6,7 @@ package expiry
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -296,33 +297,44 @@ func TestTheInverseOfAPatchPutsBackWhatItReplaced(t *testing.T) {
 }
 
 // A sleep under way remembers the generation of each workload it found,
-// within a bound that keeps the annotation far below the API server's
-// limit however many workloads a namespace holds, and tells a workload
-// changed since from one it has not reached.
+// as many as fit in a bound that keeps the annotation far below the API
+// server's limit however many workloads a namespace holds, and tells a
+// workload changed since from one it has not reached.
 func TestASleepRecordsTheWorkloadsItFoundWithinItsBound(t *testing.T) {
-	var st SleepState
-	long := strings.Repeat("n", 253)
-	recorded := 0
+	prefix := "Deployment " + strings.Repeat("s", 63) + "/" + strings.Repeat("n", 240)
+	var found []Generation
 	for i := range 1000 {
-		st.RecordWorkload(fmt.Sprintf("Deployment %s/%s-%d", strings.Repeat("s", 63), long, i), int64(i+1))
-		if len(st.Workloads) > recorded {
-			recorded = len(st.Workloads)
+		found = append(found, Generation{Name: fmt.Sprintf("%s-%d", prefix, i), Generation: int64(i * 7)})
+	}
+	var st SleepState
+	st.RecordWorkloads(found)
+	n := len(st.Workloads)
+	if n == 0 || n == len(found) {
+		t.Fatalf("%d of %d workloads with the longest names recorded, want the first that fit", n, len(found))
+	}
+	for _, g := range found[:n] {
+		if got, ok := st.Workloads[g.Name]; !ok || got != g.Generation {
+			t.Fatalf("%s recorded at %d (%t), want %d: the first that fit, in order", g.Name, got, ok, g.Generation)
 		}
 	}
-	if b, _ := json.Marshal(st.Workloads); len(b) > MaxSleepWorkloads {
+	b, _ := json.Marshal(st.Workloads)
+	if len(b) > MaxSleepWorkloads {
 		t.Errorf("the workloads recorded take %d bytes, over the bound of %d", len(b), MaxSleepWorkloads)
 	}
-	if recorded < 40 || recorded == 1000 {
-		t.Errorf("%d of 1000 workloads with the longest names recorded, want the first that fit", recorded)
+	more := map[string]int64{found[n].Name: found[n].Generation}
+	maps.Copy(more, st.Workloads)
+	if b, _ := json.Marshal(more); len(b) <= MaxSleepWorkloads {
+		t.Errorf("the next workload would fit (%d bytes of %d) but was left out", len(b), MaxSleepWorkloads)
 	}
-	first := fmt.Sprintf("Deployment %s/%s-0", strings.Repeat("s", 63), long)
+
+	first := found[0]
 	for _, tt := range []struct {
 		name       string
 		generation int64
 		want       bool
 	}{
-		{first, 1, false},
-		{first, 2, true},
+		{first.Name, first.Generation, false},
+		{first.Name, first.Generation + 1, true},
 		{"Deployment other/made-since", 7, false},
 	} {
 		if got := st.ChangedSince(tt.name, tt.generation); got != tt.want {
@@ -330,7 +342,26 @@ func TestASleepRecordsTheWorkloadsItFoundWithinItsBound(t *testing.T) {
 		}
 	}
 	parsed, err := ParseSleep(SleepState{Phase: PhaseSleeping, Since: time.Unix(0, 0), Workloads: st.Workloads}.String())
-	if err != nil || len(parsed.Workloads) != recorded {
-		t.Errorf("read back %d workloads (%v), want %d", len(parsed.Workloads), err, recorded)
+	if err != nil || len(parsed.Workloads) != n {
+		t.Errorf("read back %d workloads (%v), want %d", len(parsed.Workloads), err, n)
+	}
+	st.RecordWorkloads(found[:2])
+	if len(st.Workloads) != 2 {
+		t.Errorf("a second record holds %d workloads, want the 2 it was given", len(st.Workloads))
+	}
+
+	// To the byte: three names of 5,456 characters at generation 0 take
+	// {"…":0,"…":0,"…":0}, 16,384 bytes, which is the bound; one more
+	// digit is one byte too many, and the third is left out.
+	name := func(c string) string { return strings.Repeat(c, 5456) }
+	for _, tt := range []struct {
+		last int64
+		want int
+	}{{0, 3}, {10, 2}} {
+		st.RecordWorkloads([]Generation{{name("a"), 0}, {name("b"), 0}, {name("c"), tt.last}})
+		if len(st.Workloads) != tt.want {
+			b, _ := json.Marshal(map[string]int64{name("a"): 0, name("b"): 0, name("c"): tt.last})
+			t.Errorf("%d of 3 workloads taking %d bytes recorded within %d, want %d", len(st.Workloads), len(b), MaxSleepWorkloads, tt.want)
+		}
 	}
 }

@@ -326,6 +326,8 @@ func TestASleepKeepsTheDeletionTimeItWasDueWith(t *testing.T) {
 	byIdle := Schedule{DefaultTTL: Day, MinimumNotice: Day, SleepAfterIdle: 3 * time.Hour, SleepDeleteAfter: 14 * Day}
 	byAge := Schedule{DefaultTTL: Day, MinimumNotice: Day, SleepAfter: 2 * Day, SleepDeleteAfter: 14 * Day}
 	woke := SleepState{Phase: PhaseAwake, Since: created.Add(time.Hour), Woke: created.Add(2*time.Hour + 123456789*time.Nanosecond), WokeBy: "use"}
+	nanoPast := woke
+	nanoPast.Woke = created.Add(2*time.Hour + time.Nanosecond)
 	ch := map[v1alpha1.EventType][]string{v1alpha1.EventSlept: {"events"}}
 	for _, tc := range []struct {
 		name     string
@@ -337,6 +339,7 @@ func TestASleepKeepsTheDeletionTimeItWasDueWith(t *testing.T) {
 		{"a new object", byIdle, SleepState{}, created.Add(3 * time.Hour)},
 		{"an object woken at a fraction of a second", byIdle, woke, woke.Woke.Add(3 * time.Hour)},
 		{"an object woken at a fraction of a second, sleeping by age", byAge, woke, woke.Woke.Add(2 * Day)},
+		{"an object woken a nanosecond past a second", byAge, nanoPast, nanoPast.Woke.Add(2 * Day)},
 	} {
 		var annotations map[string]string
 		if tc.state.Phase != "" {

@@ -408,9 +408,11 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 	}
 	if st.Phase != expiry.PhaseSleeping {
 		st = expiry.SleepState{Phase: expiry.PhaseSleeping, Since: now.UTC(), Woke: st.Woke, WokeBy: st.WokeBy, Generation: obj.Generation}
+		found := make([]expiry.Generation, 0, len(ws))
 		for _, w := range ws {
-			st.RecordWorkload(w.String(), w.obj.GetGeneration())
+			found = append(found, expiry.Generation{Name: w.String(), Generation: w.obj.GetGeneration()})
 		}
+		st.RecordWorkloads(found)
 		if sleepPatch != nil {
 			wake, err := r.inverse(ctx, key, obj.UID, sleepPatch)
 			if err != nil {
