@@ -539,6 +539,21 @@ var regressions = []struct {
 		},
 	},
 	{
+		// Someone scales db up just before the write that would begin the
+		// sleep, which then loses to a conflicting write; the next look
+		// reads the workloads again, db's change included, and its sleep
+		// scales db down: a change before the read is no use of that
+		// sleep.
+		name:  "a change of a workload before the sleep read it is not use of that sleep",
+		check: "noFight", schedule: []Step{
+			{Kind: "policyCreate", Val: "ttl=2h,rem=,notice=0s,sel=b,prio=1,dry=1,cap=0,arch=1", WaitMS: 1000},
+			{Kind: "create", Obj: 3, Val: "b;ttl=45m", WaitMS: 30000},
+			{Kind: "policyEdit", Val: "ttl=10m,rem=5m,notice=10m,sel=,prio=3,dry=0,cap=0,sleep=after:30m:10m", WaitMS: 900000},
+			{Kind: "scaleUpRace", Obj: 3, Val: "before;db", DurMS: 2, WaitMS: 200},
+			{Kind: "writeConflict", Obj: 3, DurMS: 2, WaitMS: 1000},
+		},
+	},
+	{
 		// The process dies at the write of db, after app went to zero;
 		// during the failover someone writes app back as its manifest has
 		// it (2 replicas, without the sleep's annotation and label). The

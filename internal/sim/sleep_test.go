@@ -208,7 +208,7 @@ func (w *world) scaleUp(s Step) {
 	if strings.Contains(s.Val, "db") {
 		workload = "db"
 	}
-	marked, ok := w.scaleWorkloadUp(cm.Name, cm.UID, workload, s.Kind == kReapply, false)
+	marked, ok := w.scaleWorkloadUp(cm.Name, cm.UID, workload, s.Kind == kReapply)
 	if !ok || !marked {
 		return
 	}
@@ -227,27 +227,29 @@ func (w *world) scaleUp(s Step) {
 // (Argo CD replacing it, Amphitheatre re-applying an Actor's): its
 // replicas, without the sleep's annotation and label.
 //
-// A scale-up from zero is use. So is any change of a workload while a
-// sleep of its object is under way (the object says Sleeping, or
-// sleeping is true: the race comes just before the write that begins
-// the sleep, after the controller read the workloads): the sleep records
-// the generation of each workload it found and takes a workload changed
-// since, which it has not scaled down yet, for one someone else wants
-// running.
-func (w *world) scaleWorkloadUp(name string, uid types.UID, workload string, replace, sleeping bool) (marked, ok bool) {
+// A scale-up from zero is use. So is any change of a workload after the
+// controller read it for a sleep that then began (it records the
+// generation of each workload it found, and takes one changed since,
+// which it has not scaled down yet, for one someone else wants running):
+// a change while the object says Sleeping counts at once, and one before
+// counts when the sleep begins, if no read of the workloads came between
+// (see sawSleep).
+func (w *world) scaleWorkloadUp(name string, uid types.UID, workload string, replace bool) (marked, ok bool) {
 	obj, replicas, ok := w.workloadRef(uid, workload)
 	if !ok {
 		return false, false
 	}
 	_, marked = obj.GetLabels()[expiry.LabelAsleep]
+	key := client.ObjectKeyFromObject(obj).String()
+	w.seq++
+	sleeping := false
 	if cm, found := w.get(name); found && cm.UID == uid && readSleep(cm).Phase == expiry.PhaseSleeping {
 		sleeping = true
 	}
 	if *replicas != nil && **replicas == 0 || sleeping {
-		w.seq++
-		w.scaledUp[uid] = w.now()
-		w.scaleUps[uid] = append(w.scaleUps[uid], scaleUpAt{at: w.now(), seq: w.seq})
-		w.scaledUpWorkload[client.ObjectKeyFromObject(obj).String()] = w.now()
+		w.countScaleUp(uid, key, w.now(), w.seq)
+	} else {
+		w.changed[uid] = append(w.changed[uid], change{workload: key, at: w.now(), seq: w.seq})
 	}
 	n := int32(workloadReplicas + 1)
 	if replace {
@@ -264,6 +266,38 @@ func (w *world) scaleWorkloadUp(name string, uid types.UID, workload string, rep
 	}
 	w.tracef("%s scaled up %s/%s by someone else (marked %t, replaced %t)", uid, workloadNamespace(uid), workload, marked, replace)
 	return marked, true
+}
+
+// countScaleUp records a scale-up of workload key of object uid that is
+// use, at at, numbered seq.
+func (w *world) countScaleUp(uid types.UID, key string, at time.Time, seq int) {
+	w.scaledUp[uid] = at
+	w.scaleUps[uid] = append(w.scaleUps[uid], scaleUpAt{at: at, seq: seq})
+	w.scaledUpWorkload[key] = at
+}
+
+// change is someone else changing a running workload, numbered seq in the
+// order of all scale-ups; it is use only if a sleep began that had read
+// the workloads before it.
+type change struct {
+	workload string
+	at       time.Time
+	seq      int
+}
+
+// listWorkloads is the controller's read of the workloads of the object a
+// namespace belongs to, numbered as the scale-ups are.
+func (w *world) listWorkloads(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+	var o client.ListOptions
+	o.ApplyOptions(opts)
+	if uid, ok := w.owner[o.Namespace]; ok {
+		switch list.(type) {
+		case *appsv1.DeploymentList, *appsv1.StatefulSetList:
+			w.seq++
+			w.listed[uid] = w.seq
+		}
+	}
+	return c.List(ctx, list, opts...)
 }
 
 // scaleUpAt is someone else scaling a workload of an object up from zero,
@@ -327,12 +361,8 @@ func (w *world) raceWrite(obj client.Object, p client.Patch) (before, after func
 		return nothing, nothing
 	}
 	w.race = nil
-	// Just before the write that begins a sleep, the sleep has read the
-	// workloads already.
-	data, _ := p.Data(obj)
-	begins := r.before && strings.Contains(string(data), `\"phase\":\"Sleeping\"`)
 	up := func() {
-		if marked, ok := w.scaleWorkloadUp(r.name, r.uid, r.workload, false, begins); ok && marked {
+		if marked, ok := w.scaleWorkloadUp(r.name, r.uid, r.workload, false); ok && marked {
 			w.enqueue(r.name, w.now())
 		}
 	}
@@ -550,6 +580,14 @@ func (w *world) sawSleep(before *corev1.ConfigMap) {
 	if cur.Phase != "Sleeping" || old.sleeping() && old.Since.Equal(cur.Since) {
 		return
 	}
+	// Changes to running workloads after the last read, which the sleep
+	// recorded generations from, are use of the sleep that begins.
+	for _, c := range w.changed[after.UID] {
+		if c.seq > w.listed[after.UID] {
+			w.countScaleUp(after.UID, c.workload, c.at, c.seq)
+		}
+	}
+	delete(w.changed, after.UID)
 	f := w.facts(before, w.policies())
 	w.mu.Lock()
 	w.hist.SleepStarts = append(w.hist.SleepStarts, SleepStart{At: w.now(), Since: cur.Since, Facts: f})

@@ -117,6 +117,11 @@ type world struct {
 	lookSeq          int
 	scaleUps         map[types.UID][]scaleUpAt
 	scaledUpWorkload map[string]time.Time
+	// changed are the changes to running workloads not counted as use
+	// yet, and listed the seq of the controller's last read of each
+	// object's workloads.
+	changed map[types.UID][]change
+	listed  map[types.UID]int
 	// race is a scale-up armed to come in the middle of a sleep or wake.
 	race *race
 	// otherUse is when each object was last edited, and policyChanged
@@ -179,6 +184,7 @@ func newWorld(disabled map[string]string) *world {
 		otherUse:      map[types.UID]time.Time{},
 		// By namespace/name.
 		scaledUpWorkload: map[string]time.Time{},
+		changed:          map[types.UID][]change{}, listed: map[types.UID]int{},
 	}
 	w.hist.Healthy = true
 	w.recorder = &recorder{w: w}
@@ -195,7 +201,7 @@ func newWorld(disabled map[string]string) *world {
 			}
 			return uids
 		}).Build()
-	w.live = interceptor.NewClient(w.store, interceptor.Funcs{Patch: w.patch, Delete: w.delete,
+	w.live = interceptor.NewClient(w.store, interceptor.Funcs{Patch: w.patch, Delete: w.delete, List: w.listWorkloads,
 		SubResourceGet: w.subResourceGet, SubResourcePatch: w.subResourcePatch})
 	w.cached = interceptor.NewClient(w.live, interceptor.Funcs{Get: w.cacheGet})
 	w.ctrl = start(w)

@@ -41,6 +41,22 @@ func (d *Deliverer) Farewell(ctx context.Context, ev *eval.Evaluation, reclaimed
 	return e
 }
 
+// SaysFarewell reports whether a channel of ev's policy carries the
+// expired or deleted message: whether its deletion has a farewell.
+func SaysFarewell(ev *eval.Evaluation) bool {
+	if ev.Channels == nil {
+		return false
+	}
+	for _, n := range ev.Channels.Notifiers {
+		for _, t := range farewells {
+			if n.Accepts(t) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // OutboxEntry is the outbox entry holding the messages of types about
 // obj, with detail, over the channels of its policy that carry them; nil
 // when none does. about tells apart an entry that is not about a deletion.

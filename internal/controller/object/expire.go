@@ -107,9 +107,6 @@ func (r *Reconciler) expire(ctx context.Context, ev *eval.Evaluation) (ctrl.Resu
 	if propagation == "" {
 		propagation = metav1.DeletePropagationBackground
 	}
-	// What the namespaces it owns hold is read now: after the delete,
-	// garbage collection starts taking it away.
-	owned, reclaimed := r.census(ctx, ev)
 	// A delete under way at SIGTERM finishes, so that what it did is
 	// reported and announced, not mistaken for a failure.
 	deleteCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kube.WriteTimeout)
@@ -117,20 +114,32 @@ func (r *Reconciler) expire(ctx context.Context, ev *eval.Evaluation) (ctrl.Resu
 	// The expired and deleted messages are written down before the
 	// delete, so that a crash right after it loses neither, and handed to
 	// the outbox's sender once it succeeded: a slow receiver must not
-	// delay the next deletion.
-	farewell := r.delivery().Farewell(ctx, ev, reclaimed)
-	if farewell != nil {
-		prepareCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kube.WriteTimeout)
-		defer cancel()
-		if err := r.Outbox.Prepare(prepareCtx, farewell); err != nil {
-			return ctrl.Result{}, fmt.Errorf("keep the expired and deleted messages of %s: %w", key, err)
+	// delay the next deletion. They were written a moment ahead (see
+	// ahead) unless the object changed since, with what the namespaces it
+	// owns hold, which is read before the delete: after it, garbage
+	// collection starts taking it away.
+	ahead, written := r.farewells.get(key)
+	r.farewells.forget(key)
+	written = written && ahead.stands(ev)
+	owned, reclaimed := ahead.owned, ahead.reclaimed
+	if !written {
+		owned, reclaimed = r.census(ctx, ev)
+	}
+	if !written {
+		if farewell := r.delivery().Farewell(ctx, ev, reclaimed); farewell != nil {
+			prepareCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kube.WriteTimeout)
+			defer cancel()
+			if err := r.Outbox.Prepare(prepareCtx, farewell); err != nil {
+				return ctrl.Result{}, fmt.Errorf("keep the expired and deleted messages of %s: %w", key, err)
+			}
+			written = true
 		}
 	}
 	// On the trail (synced) before the delete, so that a crash before its
 	// outcome is written still leaves the attempt on record.
 	r.audit(ctx, ev, audit.Record{Type: audit.Deleting, Result: audit.OK, Detail: "propagation " + string(propagation)})
 	remains, err := r.delete(deleteCtx, obj, propagation)
-	if farewell != nil {
+	if written {
 		if err != nil {
 			r.Outbox.Cancel(deleteCtx, obj.UID)
 		} else {

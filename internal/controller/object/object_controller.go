@@ -118,6 +118,7 @@ type Reconciler struct {
 	departures    departures
 	sleepOnce     sync.Once
 	sleepState    *sleep.Sleeper
+	farewells     farewells
 }
 
 // SetupWithManager adds the object controller to mgr, with workers
@@ -252,6 +253,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key wakeup.Key) (ctrl.Result
 	obj := kube.NewMetadata(key.GVK)
 	if err := r.Client.Get(ctx, key.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.withdrawFarewell(ctx, key)
 			r.forget(key)
 			r.departed(ctx, key)
 			return ctrl.Result{}, nil
@@ -259,6 +261,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key wakeup.Key) (ctrl.Result
 		return ctrl.Result{}, fmt.Errorf("get %s: %w", key, err)
 	}
 	if obj.DeletionTimestamp != nil {
+		r.withdrawFarewell(ctx, key)
 		r.forget(key)
 		return r.terminating(ctx, key, obj), nil
 	}
@@ -310,6 +313,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, key wakeup.Key) (ctrl.Result
 	wake, wrote, err := r.activity.RecordActivity(ctx, r.Client, ev, plan)
 	if wrote || err != nil {
 		return ctrl.Result{}, err
+	}
+	if plan.Action == expiry.Wait {
+		plan.At = r.ahead(ctx, ev, plan.At)
 	}
 	if plan.Action == expiry.Wait && !wake.IsZero() && wake.Before(plan.At) {
 		plan.At = wake

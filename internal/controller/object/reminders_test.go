@@ -161,8 +161,8 @@ func TestAStageIsNotSentAgainWhileTheCacheLags(t *testing.T) {
 		t.Errorf("record = %+v, want the 30m stage", rec)
 	}
 	res, err := h.reconcile(cm)
-	if err != nil || res.RequeueAfter != 29*time.Minute || h.scripted.count(v1alpha1.EventReminder) != 1 {
-		t.Errorf("once the cache caught up: %+v, %v; want a wait for the expiry, 29m away, and no send", res, err)
+	if err != nil || res.RequeueAfter != 29*time.Minute-farewellLead || h.scripted.count(v1alpha1.EventReminder) != 1 {
+		t.Errorf("once the cache caught up: %+v, %v; want a wait for the expiry, 29m away (less the farewell's lead), and no send", res, err)
 	}
 }
 
@@ -180,8 +180,8 @@ func TestAFailedRecordWriteDoesNotResend(t *testing.T) {
 	// and the object is not held up.
 	for range 2 {
 		res, err := h.reconcile(cm)
-		if err != nil || res.RequeueAfter != 29*time.Minute {
-			t.Fatalf("reconcile after a failed write: %+v, %v; want a wait for the expiry", res, err)
+		if err != nil || res.RequeueAfter != 29*time.Minute-farewellLead {
+			t.Fatalf("reconcile after a failed write: %+v, %v; want a wait for the expiry (less the farewell's lead)", res, err)
 		}
 	}
 	if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
