@@ -27,6 +27,14 @@ import (
 // entry whose delete never came is dropped by the outbox's sender.
 const farewellLead = time.Second
 
+// farewellFresh is how long a farewell written ahead stands for the
+// deletion: the outbox's sender drops a pending entry whose object is still
+// there 15 s after it was written (a process that died before its delete),
+// and the delete, which may take up to kube.WriteTimeout, must come well
+// before that. A deletion that waits longer (for its turn under the
+// deletion caps) writes its farewell again.
+const farewellFresh = 5 * time.Second
+
 // farewell is the entry written ahead of an object's deletion, and what
 // it was written from: it stands only for a delete of the same object at
 // the same version, under the same policy and expiry.
@@ -37,12 +45,15 @@ type farewell struct {
 	expiresAt       time.Time
 	owned           []string
 	reclaimed       *notify.Reclaimed
+	// written is when the entry was written.
+	written time.Time
 }
 
-// stands reports whether fw was written for a delete ev decides.
+// stands reports whether fw was written for a delete ev decides, recently
+// enough to stand for it (farewellFresh).
 func (fw farewell) stands(ev *eval.Evaluation) bool {
 	return fw.uid == ev.Obj.UID && fw.resourceVersion == ev.Obj.ResourceVersion &&
-		fw.policy == ev.Policy.Name && fw.expiresAt.Equal(ev.Life.ExpiresAt)
+		fw.policy == ev.Policy.Name && fw.expiresAt.Equal(ev.Life.ExpiresAt) && ev.Now.Sub(fw.written) < farewellFresh
 }
 
 // farewells are the farewells written ahead, by object.
@@ -111,7 +122,7 @@ func (r *Reconciler) ahead(ctx context.Context, ev *eval.Evaluation, at time.Tim
 		}
 	}
 	r.farewells.put(ev.Key, farewell{uid: ev.Obj.UID, resourceVersion: ev.Obj.ResourceVersion, policy: ev.Policy.Name,
-		expiresAt: ev.Life.ExpiresAt, owned: owned, reclaimed: reclaimed})
+		expiresAt: ev.Life.ExpiresAt, owned: owned, reclaimed: reclaimed, written: ev.Now})
 	return at
 }
 

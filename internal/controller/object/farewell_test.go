@@ -65,6 +65,28 @@ func TestTheFarewellIsWrittenAheadOfTheDeletion(t *testing.T) {
 			t.Errorf("%d expired and %d deleted messages, want one each", h.scripted.count(v1alpha1.EventExpired), h.scripted.count(v1alpha1.EventDeleted))
 		}
 	})
+	t.Run("and written again when the deletion comes too late for it", func(t *testing.T) {
+		// Held back (a deletion cap) until after the outbox's sender
+		// dropped the entry of an object still there.
+		h, version := setup(t)
+		cm := fixture.NewConfigMap("scratch")
+		h.clock.SetTime(expires.Add(-farewellLead + 16*time.Second))
+		h.sendOutbox()
+		if n := len(h.outboxEntries()); n != 0 {
+			t.Fatalf("%d outbox entries 16 s after the farewell was written, want the sender to have dropped it", n)
+		}
+		mustReconcile(t, h, cm)
+		if h.stored(cm) != nil {
+			t.Fatal("not deleted")
+		}
+		if version() == "" {
+			t.Fatal("no outbox entry after the delete: the farewell was not written again")
+		}
+		h.sendOutbox()
+		if h.scripted.count(v1alpha1.EventExpired) != 1 || h.scripted.count(v1alpha1.EventDeleted) != 1 {
+			t.Errorf("%d expired and %d deleted messages, want one each", h.scripted.count(v1alpha1.EventExpired), h.scripted.count(v1alpha1.EventDeleted))
+		}
+	})
 	t.Run("and withdrawn when the object is extended", func(t *testing.T) {
 		h, _ := setup(t)
 		cm := fixture.NewConfigMap("scratch")
