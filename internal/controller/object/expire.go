@@ -118,14 +118,12 @@ func (r *Reconciler) expire(ctx context.Context, ev *eval.Evaluation) (ctrl.Resu
 	// ahead) unless the object changed since, with what the namespaces it
 	// owns hold, which is read before the delete: after it, garbage
 	// collection starts taking it away.
-	ahead, written := r.farewells.get(key)
+	fw, written := r.farewells.get(key)
 	r.farewells.forget(key)
-	written = written && ahead.stands(ev)
-	owned, reclaimed := ahead.owned, ahead.reclaimed
+	written = written && fw.stands(ev)
+	owned, reclaimed := fw.owned, fw.reclaimed
 	if !written {
 		owned, reclaimed = r.census(ctx, ev)
-	}
-	if !written {
 		if farewell := r.delivery().Farewell(ctx, ev, reclaimed); farewell != nil {
 			prepareCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kube.WriteTimeout)
 			defer cancel()
