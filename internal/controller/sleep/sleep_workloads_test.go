@@ -76,10 +76,10 @@ func TestASleepScalesTheWorkloadsOfTheNamespacesTheObjectOwns(t *testing.T) {
 		want: want{
 			result: ctrl.Result{},
 			workloads: map[string]workloadState{
-				"Deployment amp-a/web":      {0, "2", "uid-env"},
-				"StatefulSet amp-a/db":      {0, "1", "uid-env"},
-				"Deployment amp-a/idle":     {0, "", ""},
-				"Deployment amp-b/api":      {0, "1", "uid-env"},
+				"Deployment amp-a/web":       {0, "2", "uid-env"},
+				"StatefulSet amp-a/db":       {0, "1", "uid-env"},
+				"Deployment amp-a/idle":      {0, "", ""},
+				"Deployment amp-b/api":       {0, "1", "uid-env"},
 				"Deployment other/elsewhere": {5, "", ""},
 			},
 			patched: []string{"patch Deployment amp-a/web", "patch StatefulSet amp-a/db", "patch Deployment amp-b/api"},
