@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -114,14 +115,14 @@ func TestASleepScalesTheWorkloadsOfTheNamespacesTheObjectOwns(t *testing.T) {
 		objs: func(cm *corev1.ConfigMap) []client.Object {
 			return []client.Object{
 				owned("amp-a", cm),
-				deployment("amp-a", "web", ptr.To[int32](3), expiry.AnnotationReplicas, "2", expiry.LabelAsleep, "uid-env"),
+				deployment("amp-a", "web", ptr.To[int32](1), expiry.AnnotationReplicas, "2", expiry.LabelAsleep, "uid-env"),
 				statefulSet("amp-a", "db", ptr.To[int32](1)),
 			}
 		},
 		want: want{
 			result: requeue,
 			workloads: map[string]workloadState{
-				"Deployment amp-a/web": {3, "2", "uid-env"},
+				"Deployment amp-a/web": {1, "2", "uid-env"},
 				"StatefulSet amp-a/db": {1, "", ""},
 			},
 			phase: expiry.PhaseSleeping,
@@ -174,14 +175,26 @@ func TestASleepScalesTheWorkloadsOfTheNamespacesTheObjectOwns(t *testing.T) {
 					t.Errorf("%s: %s; want %s", name, got, want)
 				}
 			}
-			var patched []string
-			for _, r := range h.made("patch ") {
-				if !strings.HasPrefix(r, "patch ConfigMap") {
+			var patched, reads []string
+			for _, r := range h.made("") {
+				switch {
+				case strings.HasPrefix(r, "patch ") && !strings.HasPrefix(r, "patch ConfigMap"):
 					patched = append(patched, r)
+				case strings.HasPrefix(r, "read ConfigMap"):
+					reads = append(reads, r)
 				}
 			}
 			if !slices.Equal(patched, tt.want.patched) {
 				t.Errorf("workloads written %q, want %q", patched, tt.want.patched)
+			}
+			// Only its workloads were written since the look wrote the
+			// object, or read it for a sleep under way: the last write
+			// needs no other read.
+			if want := min(len(tt.state), 1); len(reads) != want {
+				t.Errorf("the object read %d times, want %d", len(reads), want)
+			}
+			if act := h.meta(fixture.ConfigMapGVK, "team-a", "env").Annotations[expiry.AnnotationActivity]; act != "" {
+				t.Errorf("activity annotation %q written: the object changed no generation", act)
 			}
 			st := h.stateOf(fixture.ConfigMapGVK, "env")
 			if st.Phase != tt.want.phase || st.Freed != tt.want.freed || st.FreedCPUMillis != tt.want.cpu || st.FreedMemoryBytes != tt.want.memory {
@@ -298,4 +311,56 @@ func count(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// A sleep under way goes on only once the API server shows the object
+// still in it: one that cannot be read, is gone, or was replaced is left
+// to the next look.
+func TestASleepUnderWayGoesOnOnlyWithTheObjectItBegan(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tt := range []struct {
+		name string
+		// fail fails the read of the object; gone deletes it; uid is the
+		// UID of the object the API server has.
+		fail    error
+		gone    bool
+		uid     string
+		wantErr string
+	}{
+		{name: "the object cannot be read", fail: boom, wantErr: "get ConfigMap/team-a/env: boom"},
+		{name: "the object is gone", gone: true},
+		{name: "the object was replaced by another of its name", uid: "uid-another"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cm := env(fixture.Annotated(expiry.AnnotationSleep, sleeping().String()))
+			ns := owned("amp-a", cm)
+			if tt.uid != "" {
+				cm.UID = types.UID(tt.uid)
+			}
+			h := newHarness(t, cm, ns, statefulSet("amp-a", "db", ptr.To[int32](1)))
+			ev := h.ev(fixture.ConfigMapGVK, "env")
+			ev.Obj.UID = "uid-env"
+			if tt.gone {
+				if err := h.client.Delete(h.ctx(), cm); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.fail != nil {
+				h.failing("read ConfigMap", tt.fail)
+			}
+			res, err := h.s.Sleep(h.ctx(), ev)
+			if res != requeue {
+				t.Errorf("result %+v, want %+v", res, requeue)
+			}
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr) {
+				t.Errorf("error %v, want %q", err, tt.wantErr)
+			}
+			if got := h.replicas(statefulSets, "amp-a", "db"); got != (workloadState{1, "", ""}) {
+				t.Errorf("db: %s; want it as it was", got)
+			}
+			if evs := h.events(); len(evs) != 0 {
+				t.Errorf("Events %q, want none", evs)
+			}
+		})
+	}
 }

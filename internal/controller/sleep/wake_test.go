@@ -44,6 +44,7 @@ func TestAWakeRestoresTheWorkloadsTheSleepScaledDown(t *testing.T) {
 		// saw st.
 		stored    *expiry.SleepState
 		gone      bool
+		replaced  bool
 		result    ctrl.Result
 		want      map[string]workloadState
 		patched   []string
@@ -100,6 +101,13 @@ func TestAWakeRestoresTheWorkloadsTheSleepScaledDown(t *testing.T) {
 		},
 		wantState: expiry.SleepState{Phase: expiry.PhaseAwake, Since: since, Generation: 1, Woke: woke, WokeBy: "kubectl"},
 	}, {
+		name: "a wake under way of an object replaced since is not done",
+		st:   waking, wokeBy: "use", replaced: true,
+		result: requeue,
+		want: map[string]workloadState{
+			"Deployment amp-a/web": {0, "2", "uid-env"},
+		},
+	}, {
 		name: "a wake under way of an object gone is not done",
 		st:   waking, wokeBy: "use", gone: true,
 		result: requeue,
@@ -128,8 +136,12 @@ func TestAWakeRestoresTheWorkloadsTheSleepScaledDown(t *testing.T) {
 				deployment("amp-a", "unsaved", ptr.To[int32](0), marked...),
 				deployment("amp-b", "elsewhere", ptr.To[int32](1)),
 			}
+			if tt.replaced {
+				cm.UID = "uid-another"
+			}
 			h := newHarness(t, append(objs, cm)...)
 			ev := h.ev(fixture.ConfigMapGVK, "env")
+			ev.Obj.UID = "uid-env"
 			if tt.gone {
 				if err := h.client.Delete(context.Background(), cm); err != nil {
 					t.Fatal(err)
@@ -157,14 +169,31 @@ func TestAWakeRestoresTheWorkloadsTheSleepScaledDown(t *testing.T) {
 					t.Errorf("%s: %s; want %s", name, got, want)
 				}
 			}
-			var patched []string
-			for _, r := range h.made("patch ") {
-				if !strings.HasPrefix(r, "patch ConfigMap") {
+			var patched, reads []string
+			for _, r := range h.made("") {
+				switch {
+				case strings.HasPrefix(r, "patch ") && !strings.HasPrefix(r, "patch ConfigMap"):
 					patched = append(patched, r)
+				case strings.HasPrefix(r, "read ConfigMap"):
+					reads = append(reads, r)
 				}
 			}
 			if !slices.Equal(patched, tt.patched) {
 				t.Errorf("workloads written %q, want %q", patched, tt.patched)
+			}
+			// A wake under way reads the object once; another needs no
+			// read: only its workloads were written since its own write.
+			wantReads := 0
+			if tt.st.Phase == expiry.PhaseWaking {
+				wantReads = 1
+			}
+			if len(reads) != wantReads {
+				t.Errorf("the object read %d times, want %d", len(reads), wantReads)
+			}
+			if !tt.gone {
+				if act := h.meta(fixture.ConfigMapGVK, "team-a", "env").Annotations[expiry.AnnotationActivity]; act != "" {
+					t.Errorf("activity annotation %q written: the object changed no generation", act)
+				}
 			}
 			if tt.wantState.Phase != "" {
 				if st := h.stateOf(fixture.ConfigMapGVK, "env"); st.String() != tt.wantState.String() {
