@@ -155,7 +155,7 @@ func newHarness(t *testing.T, objs ...client.Object) *harness {
 	})
 	fresh := interceptor.NewClient(h.client, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if err := h.request("read " + name(obj)); err != nil {
+			if err := h.request("read " + name(obj) + " " + key.String()); err != nil {
 				return err
 			}
 			return c.Get(ctx, key, obj, opts...)

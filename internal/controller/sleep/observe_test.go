@@ -95,6 +95,8 @@ func TestALookSeesWhatWokeASleepingObject(t *testing.T) {
 
 		{name: "an object scaled itself that someone scaled up is woken externally", gvk: rcGVK,
 			objs: rc(1, 1), st: with(asleep, scaled(2)), wantBy: "scaled up to 1 by someone else", wantExternal: true},
+		{name: "an object scaled itself found back at its replicas was scaled up", gvk: rcGVK,
+			objs: rc(1, 2), st: with(asleep, scaled(2)), wantBy: "scaled up to 2 by someone else", wantExternal: true},
 		{name: "an object scaled itself at zero is asleep, whatever its generation says", gvk: rcGVK,
 			objs: rc(5, 0), st: with(asleep, scaled(2))},
 		{name: "a sleep under way that has not scaled the object yet finds it at its replicas", gvk: rcGVK,
