@@ -308,13 +308,15 @@ func TestTheWatchOfMarkedWorkloadsStartsOnce(t *testing.T) {
 func TestAWakeDoesNotTakeItsOwnRemovalOfALabelForNews(t *testing.T) {
 	cm := env()
 	web := marked(deployments, "amp-a", "web", cm.UID)
-	worker := marked(deployments, "amp-a", "worker", cm.UID)
-	m, w, md := startWatch(t, web, worker, ownedBy("amp-a", []string{"pb"}))
+	worker := marked(deployments, "amp-b", "worker", cm.UID)
+	// As the watch sees them, the namespaces' owners say which workload
+	// a look is for.
+	m, w, md := startWatch(t, web, worker, ownedBy("amp-a", []string{"pb-a"}), ownedBy("amp-b", []string{"pb-b"}))
 
 	saved := []string{expiry.AnnotationReplicas, "1", expiry.LabelAsleep, string(cm.UID)}
-	h := newHarness(t, cm, owned("amp-a", cm),
-		deployment("amp-a", "web", ptr.To[int32](0), saved...), deployment("amp-a", "worker", ptr.To[int32](0), saved...))
-	h.failing("patch Deployment amp-a/worker", errors.New("boom"))
+	h := newHarness(t, cm, owned("amp-a", cm), owned("amp-b", cm),
+		deployment("amp-a", "web", ptr.To[int32](0), saved...), deployment("amp-b", "worker", ptr.To[int32](0), saved...))
+	h.failing("patch Deployment amp-b/worker", errors.New("boom"))
 	h.s.Marked = m
 	st := expiry.SleepState{Phase: expiry.PhaseAsleep, Since: since, Generation: 1}
 	ev := h.ev(fixture.ConfigMapGVK, "env")
@@ -328,11 +330,11 @@ func TestAWakeDoesNotTakeItsOwnRemovalOfALabelForNews(t *testing.T) {
 
 	// The label leaves web, which the wake removed, then worker.
 	remove(t, md, deployRes, "amp-a", "web")
-	remove(t, md, deployRes, "amp-a", "worker")
+	remove(t, md, deployRes, "amp-b", "worker")
 	fixture.Eventually(t, 10*time.Second, "the look at worker's owner", func() (bool, error) {
-		return len(w.looked()) > 0, nil
+		return slices.Contains(w.looked(), "pb-b"), nil
 	})
-	if got := w.looked(); !slices.Equal(got, []string{"pb"}) {
+	if got := w.looked(); !slices.Equal(got, []string{"pb-b"}) {
 		t.Errorf("looked at %q, want one look, for worker", got)
 	}
 }
