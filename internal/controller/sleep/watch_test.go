@@ -169,7 +169,7 @@ func TestTheWatchLooksAtTheOwnerOfAMarkedWorkloadThatChanged(t *testing.T) {
 			ownedBy("amp-a", []string{"pb-1", "pb-2"},
 				metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "cm", UID: "uid-cm"},
 				metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Widget", Name: "w", UID: "uid-w"},
-				metav1.OwnerReference{APIVersion: "v1/what", Kind: "PersistentVolume", Name: "bad", UID: "uid-bad"}),
+				metav1.OwnerReference{APIVersion: "v1/what/else", Kind: "PersistentVolume", Name: "bad", UID: "uid-bad"}),
 			ownedBy("amp-b", []string{"pb-3"}),
 		}
 	}
