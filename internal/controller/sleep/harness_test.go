@@ -295,7 +295,8 @@ func (h *harness) meta(gvk schema.GroupVersionKind, ns, name string) *metav1.Par
 	return obj
 }
 
-// workload is a stored Deployment or StatefulSet as a test sees it.
+// workloadState is a stored workload as a test sees it: its replicas
+// (-1 for none), its replicas annotation and the sleep's label.
 type workloadState struct {
 	replicas int32
 	saved    string
