@@ -245,9 +245,9 @@ func TestASleepThatCannotWriteStopsWhereItIs(t *testing.T) {
 		// web is the replicas of amp-a/web after.
 		web int32
 	}{
-		{"the namespaces the object owns are not known", "list Namespace", boom, 0, ctrl.Result{}, "list the namespaces uid-env owns: boom", expiry.PhaseSleeping, 2},
-		{"the deployments cannot be read", "read Deployment amp-a", boom, 0, ctrl.Result{}, "list the deployments in amp-a: boom", expiry.PhaseSleeping, 2},
-		{"the statefulsets cannot be read", "read StatefulSet amp-a", boom, 0, ctrl.Result{}, "list the statefulsets in amp-a: boom", expiry.PhaseSleeping, 2},
+		{"the namespaces the object owns are not known", "list Namespace", boom, 0, ctrl.Result{}, "list the namespaces uid-env owns: boom", "", 2},
+		{"the deployments cannot be read", "read Deployment amp-a", boom, 0, ctrl.Result{}, "list the deployments in amp-a: boom", "", 2},
+		{"the statefulsets cannot be read", "read StatefulSet amp-a", boom, 0, ctrl.Result{}, "list the statefulsets in amp-a: boom", "", 2},
 		{"the object's scale cannot be read", "get scale", boom, 0, ctrl.Result{}, "get the scale of ConfigMap/team-a/env: boom", "", 2},
 		{"the object's scale is not supported", "get scale", apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "configmaps"}, "get"), 0, ctrl.Result{}, "", expiry.PhaseAsleep, 0},
 		{"the first write conflicts", "patch ConfigMap", conflict, 1, requeue, "", "", 2},
