@@ -159,11 +159,13 @@ func podsIn(t *testing.T, ns string) int {
 
 func TestSleepScalesAPlaybooksWorkloadsToZeroAndUseRestoresThem(t *testing.T) {
 	t.Parallel()
-	createPolicy(t, "sleep-wake", sleepPolicy("sleep-wake", "3s", "1h"))
+	// Idle long enough after the wake for kube-controller-manager to
+	// bring the Pods back on a busy machine before the next sleep.
+	createPolicy(t, "sleep-wake", sleepPolicy("sleep-wake", "6s", "1h"))
 	pb, ns := deploySleepy(t, "sleep-wake")
 
-	st := awaitPhase(t, pb.GetName(), expiry.PhaseAsleep, 15*time.Second)
-	if early := pb.GetCreationTimestamp().Add(3 * time.Second).Sub(st.Since); early > 0 {
+	st := awaitPhase(t, pb.GetName(), expiry.PhaseAsleep, 20*time.Second)
+	if early := pb.GetCreationTimestamp().Add(6 * time.Second).Sub(st.Since); early > 0 {
 		t.Fatalf("slept at %s, %s before its idle time", st.Since, early)
 	}
 	expectReplicas(t, web(ns), 0, "2")

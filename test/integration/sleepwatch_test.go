@@ -116,7 +116,9 @@ func awaitNewPhase(t *testing.T, name, phase string, st expiry.SleepState, withi
 // sees each write, has several chances to show.
 func TestEachSleepAndWakeIsAnnouncedOnceAcrossRestarts(t *testing.T) {
 	// Not parallel: it restarts the suite's controller.
-	createPolicy(t, "sleep-once", sleepPolicy("sleep-once", "5s", "1h"))
+	// Idle long enough that no third sleep comes while the last restart
+	// and count take their time on a busy machine.
+	createPolicy(t, "sleep-once", sleepPolicy("sleep-once", "8s", "1h"))
 	var names, namespaces []string
 	for range 4 {
 		pb, ns := deploySleepy(t, "sleep-once")
@@ -130,7 +132,7 @@ func TestEachSleepAndWakeIsAnnouncedOnceAcrossRestarts(t *testing.T) {
 		}
 	}
 
-	each(expiry.PhaseAsleep, 20*time.Second)
+	each(expiry.PhaseAsleep, 25*time.Second)
 	expectAnnounced(t, eventNamespace, names, map[string]int{"Slept": 1, "Woke": 0})
 	restartController(t)
 	// The new process finds them asleep: nothing to announce.
@@ -142,7 +144,7 @@ func TestEachSleepAndWakeIsAnnouncedOnceAcrossRestarts(t *testing.T) {
 	expectAnnounced(t, eventNamespace, names, map[string]int{"Slept": 1, "Woke": 1})
 
 	// The second cycle: asleep again after a fresh idle period.
-	each(expiry.PhaseAsleep, 20*time.Second)
+	each(expiry.PhaseAsleep, 25*time.Second)
 	expectAnnounced(t, eventNamespace, names, map[string]int{"Slept": 2, "Woke": 1})
 	for _, name := range names {
 		touch(t, name)
