@@ -52,6 +52,25 @@ func TestASleepUnderWayTakesAWorkloadChangedSinceItBeganForUse(t *testing.T) {
 		}
 	})
 
+	t.Run("a workload the sleep scaled down, at the generation its own write gave it, is not", func(t *testing.T) {
+		st := sleeping()
+		st.Workloads = map[string]int64{"Deployment amp-a/web": 1, "StatefulSet amp-a/db": 1}
+		cm := env(fixture.Annotated(expiry.AnnotationSleep, st.String()))
+		web := deployment("amp-a", "web", ptr.To[int32](0), expiry.AnnotationReplicas, "2", expiry.LabelAsleep, "uid-env")
+		web.Generation = 2
+		h := newHarness(t, cm, owned("amp-a", cm), web, statefulSet("amp-a", "db", ptr.To[int32](1)))
+		if wokeBy, _, err := h.s.ObserveWake(h.ctx(), h.ev(fixture.ConfigMapGVK, "env")); err != nil || wokeBy != "" {
+			t.Fatalf("ObserveWake = %q, %v; want nothing woke it", wokeBy, err)
+		}
+		if _, err := h.s.Sleep(h.ctx(), h.ev(fixture.ConfigMapGVK, "env")); err != nil {
+			t.Fatal(err)
+		}
+		st = h.stateOf(fixture.ConfigMapGVK, "env")
+		if st.Phase != expiry.PhaseAsleep || st.Freed != 3 || h.replicas(statefulSets, "amp-a", "db").replicas != 0 {
+			t.Errorf("state %s, db %s; want the sleep completed, 3 replicas freed", st, h.replicas(statefulSets, "amp-a", "db"))
+		}
+	})
+
 	for _, tt := range []struct {
 		name string
 		// generation is web's when the sleep resumes; it began at 1.
