@@ -228,7 +228,7 @@ fuzz: ## Fuzz the duration and annotation parsers for a minute each.
 MUTATE_FLAGS ?=
 
 .PHONY: mutate
-mutate: ## Flip comparisons and clamps, drop operands of && and ||, and force booleans in the packages that hold the promises (expiry, decide, match, outbox, recipients, the evaluation of internal/rules the plugin and the links share, sleep) one at a time, run their tests against each, and fail below 95% killed (hack/mutate; MUTATE_FLAGS). Not part of make test.
+mutate: ## Flip comparisons and clamps, drop operands of && and ||, and force booleans in the packages that hold the promises (expiry, decide, match, outbox, recipients, the evaluation of internal/rules the plugin and the links share, sleep, usage) one at a time, run their tests against each, and fail below 95% killed (hack/mutate; MUTATE_FLAGS). Not part of make test.
 	nice -n 10 go run ./hack/mutate -min 95 $(MUTATE_FLAGS)
 
 .PHONY: demo

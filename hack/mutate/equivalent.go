@@ -17,9 +17,11 @@ import (
 type Listed struct {
 	File, In, From, To string
 	// Func, when set, is the function the line is in: needed only when
-	// the same line, with the same mutant, is in two functions.
-	Func string
-	Why  string
+	// the same line, with the same mutant, is in two functions. After,
+	// when set, is the source line just above it: needed only when the
+	// same line, with the same mutant, is twice in one function.
+	Func, After string
+	Why         string
 	// Line is where the entry is in the list, for messages about it.
 	Line int
 }
@@ -27,7 +29,8 @@ type Listed struct {
 // ParseEquivalents reads the list of equivalent mutants. An entry is a
 // line naming the file, then indented lines "in:" (the source line),
 // "from:" and "to:" (the expression, as the report shows it), optionally
-// "func:" (the function, Type.Method for a method), and "why:", which may
+// "func:" (the function, Type.Method for a method) and "after:" (the
+// source line just above), and "why:", which may
 // go on over further indented lines. Lines starting with # are
 // comments; blank lines end an entry.
 func ParseEquivalents(r io.Reader) ([]Listed, error) {
@@ -53,13 +56,13 @@ func ParseEquivalents(r io.Reader) ([]Listed, error) {
 		}
 		key, value, ok := strings.Cut(trimmed, ":")
 		switch key {
-		case "in", "from", "to", "func", "why":
+		case "in", "from", "to", "func", "after", "why":
 		default:
 			ok = false
 		}
 		if !ok {
 			if last != "why" {
-				return nil, fmt.Errorf("line %d: expected a key in, from, to, func or why", n)
+				return nil, fmt.Errorf("line %d: expected a key in, from, to, func, after or why", n)
 			}
 			cur.Why += " " + trimmed
 			continue
@@ -74,6 +77,8 @@ func ParseEquivalents(r io.Reader) ([]Listed, error) {
 			cur.To = value
 		case "func":
 			cur.Func = value
+		case "after":
+			cur.After = value
 		case "why":
 			cur.Why = value
 		}
@@ -93,5 +98,5 @@ func ParseEquivalents(r io.Reader) ([]Listed, error) {
 // Matches reports whether the entry names the mutant.
 func (e Listed) Matches(m Mutant) bool {
 	return e.File == m.File && e.In == oneLine(m.LineText) && e.From == m.Orig && e.To == m.Mut &&
-		(e.Func == "" || e.Func == m.Func)
+		(e.Func == "" || e.Func == m.Func) && (e.After == "" || e.After == oneLine(m.Above))
 }

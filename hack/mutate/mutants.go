@@ -74,6 +74,8 @@ type Mutant struct {
 	// mutant in the list of equivalents, whatever line it moves to.
 	LineText string
 	Func     string
+	// Above is the source line above LineText, trimmed.
+	Above string
 
 	// How the mutant joins a schema (schema.go): the expression that
 	// chooses, what kind it is, and for a condition wrapped whole
@@ -159,6 +161,12 @@ func findIn(fset *token.FileSet, f *ast.File, src []byte, info *types.Info) []Mu
 		}
 		return strings.TrimSpace(string(src[lineStart : lineStart+lineEnd]))
 	}
+	above := func(line int) string {
+		if line <= 1 {
+			return ""
+		}
+		return lineText(line - 1)
+	}
 	add := func(op string, node ast.Node, start, end int, repl string) *Mutant {
 		a, b := off(node.Pos()), off(node.End())
 		pos := tf.Position(tf.Pos(start))
@@ -167,6 +175,7 @@ func findIn(fset *token.FileSet, f *ast.File, src []byte, info *types.Info) []Mu
 			File: file, Line: pos.Line, Col: pos.Column, Op: op, Start: start, End: end, Repl: repl,
 			Orig: oneLine(string(src[a:b])), Mut: oneLine(mut),
 			LineText: lineText(pos.Line),
+			Above:    above(pos.Line),
 			Func:     fn,
 			Site:     span{a, b},
 		})
@@ -217,7 +226,7 @@ func findIn(fset *token.FileSet, f *ast.File, src []byte, info *types.Info) []Mu
 			drop, keep ast.Expr
 		}{{OpDropLeft, n.X, n.Y}, {OpDropRight, n.Y, n.X}} {
 			m := add(c.op, n, off(c.drop.Pos()), off(c.drop.End()), "("+guard(n.Op == token.LAND, c.drop)+")")
-			m.Line, m.Col, m.LineText = pos.Line, pos.Column, lineText(pos.Line)
+			m.Line, m.Col, m.LineText, m.Above = pos.Line, pos.Column, lineText(pos.Line), above(pos.Line)
 			m.Keep = span{off(c.keep.Pos()), off(c.keep.End())}
 		}
 	}

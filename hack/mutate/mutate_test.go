@@ -259,6 +259,27 @@ func TestAnEquivalentEntryNamesItsFunctionWhenTheLineRepeats(t *testing.T) {
 	}
 }
 
+func TestAnEquivalentEntryNamesTheLineItFollowsWhenTheLineRepeatsInAFunction(t *testing.T) {
+	src := "package p\n\nfunc a(f, g func() error) error {\n\terr := f()\n\tif err != nil {\n\t\treturn err\n\t}\n\terr = g()\n\tif err != nil {\n\t\treturn err\n\t}\n\treturn nil\n}\n"
+	list, err := ParseEquivalents(strings.NewReader("p.go\n  in: if err != nil {\n  func: a\n  after: err = g()\n  from: err != nil\n  to: false && (err != nil)\n  why: w\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := Find("p.go", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var matched []int
+	for _, m := range ms {
+		if list[0].Matches(m) {
+			matched = append(matched, m.Line)
+		}
+	}
+	if !slices.Equal(matched, []int{9}) {
+		t.Errorf("the entry matches the mutants on lines %v, want line 9's only", matched)
+	}
+}
+
 func TestParseEquivalentsRefusesAnIncompleteEntry(t *testing.T) {
 	for name, text := range map[string]string{
 		"no reason":               "p.go\n  in: x\n  from: a\n  to: b\n",

@@ -58,6 +58,18 @@ func TestConnectionsAllowEverythingAndQueueOnlyConnections(t *testing.T) {
 			r.DryRun = ptr.To(true)
 			return r
 		}(), ""},
+		{"queues an exec that says it is no dry run", func() admission.Request {
+			r := connectRequest(admissionv1.Connect, "", "pods", "exec")
+			r.DryRun = ptr.To(false)
+			return r
+		}(), expiry.ViaExec},
+		{"ignores a request on pods/exec that is no connection", connectRequest(admissionv1.Create, "", "pods", "exec"), ""},
+		{"ignores an exec into anything but a Pod", connectRequest(admissionv1.Connect, "", "nodes", "exec"), ""},
+		{"ignores an exec that names no Pod", func() admission.Request {
+			r := connectRequest(admissionv1.Connect, "", "pods", "exec")
+			r.Name = ""
+			return r
+		}(), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewConnections(nil, nil, nil, nil, clocktesting.NewFakeClock(fixture.T0))

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller/kube"
@@ -49,6 +51,13 @@ func TestParseTraffic(t *testing.T) {
 		{name: "refuses an interval that is not a duration", spec: idle(v1alpha1.Traffic{Query: "up", Interval: "soon"}), err: "spec.traffic.interval"},
 		{name: "refuses a threshold that is not a number", spec: idle(v1alpha1.Traffic{Query: "up", Threshold: "NaN"}), err: `spec.traffic.threshold: "NaN" is not a decimal number`},
 		{name: "refuses an infinite threshold", spec: idle(v1alpha1.Traffic{Query: "up", Threshold: "1e999"}), err: `spec.traffic.threshold: "1e999"`},
+		{name: "refuses a threshold that is a word", spec: idle(v1alpha1.Traffic{Query: "up", Threshold: "lots"}), err: `spec.traffic.threshold: "lots" is not a decimal number`},
+		{name: "refuses a threshold above 1e300", spec: idle(v1alpha1.Traffic{Query: "up", Threshold: "2e300"}), err: `spec.traffic.threshold: "2e300"`},
+		{name: "refuses a threshold below -1e300", spec: idle(v1alpha1.Traffic{Query: "up", Threshold: "-2e300"}), err: `spec.traffic.threshold: "-2e300"`},
+		{name: "accepts a threshold of 1e300", spec: idle(v1alpha1.Traffic{Query: "up", Threshold: "1e300"}),
+			want: TrafficQuery{Query: "up", threshold: 1e300, Interval: time.Minute}},
+		{name: "accepts a threshold of -1e300", spec: idle(v1alpha1.Traffic{Query: "up", Threshold: "-1e300"}),
+			want: TrafficQuery{Query: "up", threshold: -1e300, Interval: time.Minute}},
 		{name: "refuses a name label Prometheus cannot have", spec: idle(v1alpha1.Traffic{Query: "up", NameLabel: "a-b"}), err: `spec.traffic.nameLabel: "a-b"`},
 		{name: "refuses traffic under a policy with neither idleTTL nor sleep", spec: v1alpha1.TimeoutPolicySpec{Traffic: &v1alpha1.Traffic{Query: "up"}},
 			err: "spec.traffic: traffic counts as use, which only spec.idleTTL or spec.sleep read"},
@@ -92,6 +101,7 @@ func TestTrafficTargets(t *testing.T) {
 		fixture.Sample(5, "namespace", "team", "playbook", "api"),
 		fixture.Sample(7, "job", "no-namespace"),
 		fixture.Sample(9, "namespace", ""),
+		nil,
 	}
 	owned := map[string][]types.UID{"amp-busy": {"uid-busy"}, "amp-idle": {"uid-idle"}, "team": {"uid-owner"}}
 	for _, tc := range []struct {
@@ -130,6 +140,12 @@ func TestTrafficCondition(t *testing.T) {
 			t.Fatalf("condition %+v", c)
 		}
 	})
+	t.Run("says traffic is not configured to a policy reconciler without traffic queries", func(t *testing.T) {
+		var none *Traffic
+		if c := none.Condition(p); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonTrafficNotConfigured {
+			t.Fatalf("condition %+v", c)
+		}
+	})
 	t.Run("has no condition for a policy without traffic", func(t *testing.T) {
 		if c := (&Traffic{}).Condition(&v1alpha1.TimeoutPolicy{}); c != nil {
 			t.Fatalf("condition %+v", c)
@@ -162,11 +178,11 @@ func TestTrafficWritesUseOfTheGovernedObjectsItNames(t *testing.T) {
 	quiet := fixture.NewConfigMap("quiet", fixture.InNamespace("amp-quiet"), team("a"), firstGeneration)
 	h := newTrafficHarness(t, t0, pol, other, busy, recent, kept, othersOwn, quiet,
 		fixture.NewNamespace("amp-busy", nil), fixture.NewNamespace("amp-quiet", nil))
-	tr := h.traffic(fixture.FakeAPI{Vector: model.Vector{fixture.Sample(2, "namespace", "amp-busy"), fixture.Sample(0, "namespace", "amp-quiet")}})
-	_ = ` `
+	tr := h.traffic(fixture.FakeAPI{Vector: model.Vector{fixture.Sample(2, "namespace", "amp-busy"), fixture.Sample(0, "namespace", "amp-quiet"),
+		fixture.Sample(5, "job", "no-namespace")}})
 
 	reason, msg := tr.evaluate(context.Background(), pol, TrafficQuery{Query: "q", Interval: 15 * time.Second}, t0)
-	if reason != v1alpha1.ReasonQueried || msg != "The traffic query gave 2 samples; 1 namespaces above 0" {
+	if reason != v1alpha1.ReasonQueried || msg != "The traffic query gave 3 samples; 1 namespaces above 0" {
 		t.Fatalf("evaluate: %s %q; want Queried, naming the samples and the namespaces above the threshold", reason, msg)
 	}
 	u, ok := expiry.LastUse(h.stored(busy).Annotations)
@@ -223,17 +239,65 @@ func TestTrafficUnderASleepByAgeWakesOnlyWhatSleeps(t *testing.T) {
 }
 
 // trafficHarness is a fake API server holding policies and the ConfigMaps
-// they govern, watched as the object controller's watches hold them.
+// they govern, watched as the object controller's watches hold them. It
+// counts the reads it answers, and fails the lists, the patches and the
+// reads of namespaces with the errors set.
 type trafficHarness struct {
 	t      *testing.T
 	client client.Client
 	clock  *clocktesting.FakeClock
+
+	mu                         sync.Mutex
+	listErrV, patchErr, getErr error
+	reads                      int
 }
 
 func newTrafficHarness(t *testing.T, now time.Time, objs ...client.Object) *trafficHarness {
 	t.Helper()
-	return &trafficHarness{t: t, clock: clocktesting.NewFakeClock(now),
-		client: fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithObjects(objs...).Build()}
+	h := &trafficHarness{t: t, clock: clocktesting.NewFakeClock(now)}
+	h.client = interceptor.NewClient(fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithObjects(objs...).Build(), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			h.mu.Lock()
+			h.reads++
+			err := h.getErr
+			h.mu.Unlock()
+			if err != nil && obj.GetObjectKind().GroupVersionKind().Kind == "Namespace" {
+				return err
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			h.mu.Lock()
+			err := h.listErrV
+			h.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			return c.List(ctx, list, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			h.mu.Lock()
+			err := h.patchErr
+			h.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	return h
+}
+
+func (h *trafficHarness) listErr(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.listErrV = err
+}
+
+func (h *trafficHarness) readCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reads
 }
 
 // traffic returns the traffic queries answered by prom, with the policy
