@@ -325,7 +325,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, key wakeup.Key) (ctrl.Result
 	switch plan.Action {
 	case expiry.Wait:
 		log.V(1).Info("waiting", "until", plan.At, "expiresAt", ev.Life.ExpiresAt, "source", ev.Life.Source, "policy", ev.Policy.Name)
-		return ctrl.Result{RequeueAfter: expiry.After(plan.At, ev.Now)}, nil
+		// Counted from now, not from when the look began: the look may
+		// have written (a farewell ahead of a deletion), and the next one
+		// is due at plan.At, not that much later.
+		return ctrl.Result{RequeueAfter: expiry.After(plan.At, r.Clock.Now())}, nil
 	case expiry.Notify:
 		return r.delivery().Notify(ctx, ev, plan)
 	case expiry.Sleep:

@@ -66,6 +66,9 @@ type harness struct {
 	// freshView, when set, changes what APIReader returns: the API server
 	// as it is after a write the cache has not seen yet.
 	freshView func(*metav1.PartialObjectMetadata) error
+	// beforeCreate, when set, runs before the outbox creates an entry: a
+	// slow API server.
+	beforeCreate func()
 }
 
 func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
@@ -167,7 +170,19 @@ func newHarness(t *testing.T, now time.Time, objs ...client.Object) *harness {
 		Client: cached, APIReader: fresh, Recorder: h.rec, Clock: h.clock,
 		Channels: h.channels(),
 	}
-	h.r.Outbox = h.r.NewOutbox(h.client, fresh, "timeout-system", 0, logr.Discard())
+	// The outbox writes its entries straight to the API server.
+	entries := interceptor.NewClient(h.client, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			h.mu.Lock()
+			before := h.beforeCreate
+			h.mu.Unlock()
+			if before != nil {
+				before()
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	})
+	h.r.Outbox = h.r.NewOutbox(entries, fresh, "timeout-system", 0, logr.Discard())
 	// One-off messages go out in the background; none may outlive the test.
 	return h
 }
