@@ -458,28 +458,13 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 			freed = *st.Replicas
 		}
 	default:
-		for _, w := range ws {
-			n := w.replicas
-			switch {
-			case w.hasSaved && w.replicas > 0, !w.hasSaved && st.ChangedSince(w.String(), w.obj.GetGeneration()):
-				// Scaled up since this sleep scaled it down, or changed
-				// by someone else before it got there: use, which the
-				// next pass sees.
-				return ctrl.Result{RequeueAfter: kube.ConflictRetry}, nil
-			case w.hasSaved:
-				n = w.saved
-			case w.replicas > 0:
-				if err := patchWorkload(ctx, r.Client, w, 0, strconv.Itoa(int(w.replicas)), string(obj.UID)); err != nil {
-					if apierrors.IsConflict(err) {
-						return ctrl.Result{RequeueAfter: kube.ConflictRetry}, nil
-					}
-					return ctrl.Result{}, fmt.Errorf("scale %s to zero: %w", w, err)
-				}
-			}
-			freed += n
-			c, m := podSpecRequests(w.template)
-			cpu += c * int64(n)
-			mem += m * int64(n)
+		var use bool
+		var err error
+		if freed, cpu, mem, use, err = r.scaleDown(ctx, ws, st, obj.UID); err != nil {
+			return ctrl.Result{}, err
+		}
+		if use {
+			return ctrl.Result{RequeueAfter: kube.ConflictRetry}, nil
 		}
 	}
 
@@ -528,6 +513,37 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 		"Asleep since %s (policy %s): %s; use wakes it; deleted at %s unless used",
 		st.Since.Format(time.RFC3339), ev.Policy.Name, what, deleteAt.UTC().Format(time.RFC3339))
 	return ctrl.Result{}, nil
+}
+
+// scaleDown scales each workload of a sleep under way that runs to zero,
+// in the write that saves its replicas and labels it with the object's
+// uid, and returns what the sleep freed: the replicas, and what their pod
+// templates request. use is set, and nothing more is done, when a
+// workload was scaled up since this sleep scaled it down, or changed by
+// someone else before it got there (a conflict, or a generation other
+// than the one the sleep recorded): use, which the next pass sees.
+func (r *Sleeper) scaleDown(ctx context.Context, ws []workload, st expiry.SleepState, uid types.UID) (freed int32, cpu, mem int64, use bool, err error) {
+	for _, w := range ws {
+		n := w.replicas
+		switch {
+		case w.hasSaved && w.replicas > 0, !w.hasSaved && st.ChangedSince(w.String(), w.obj.GetGeneration()):
+			return 0, 0, 0, true, nil
+		case w.hasSaved:
+			n = w.saved
+		case w.replicas > 0:
+			if err := patchWorkload(ctx, r.Client, w, 0, strconv.Itoa(int(w.replicas)), string(uid)); err != nil {
+				if apierrors.IsConflict(err) {
+					return 0, 0, 0, true, nil
+				}
+				return 0, 0, 0, false, fmt.Errorf("scale %s to zero: %w", w, err)
+			}
+		}
+		freed += n
+		c, m := podSpecRequests(w.template)
+		cpu += c * int64(n)
+		mem += m * int64(n)
+	}
+	return freed, cpu, mem, false, nil
 }
 
 // Wake restores what the sleep changed, or completes a wake under way.

@@ -27,10 +27,9 @@ import (
 )
 
 var (
-	playbookGVK  = fixture.PlaybookGVK
-	deployRes    = deployments.GroupVersion().WithResource("deployments")
-	setRes       = statefulSets.GroupVersion().WithResource("statefulsets")
-	namespaceRes = fixture.NamespaceGVK.GroupVersion().WithResource("namespaces")
+	playbookGVK = fixture.PlaybookGVK
+	deployRes   = deployments.GroupVersion().WithResource("deployments")
+	setRes      = statefulSets.GroupVersion().WithResource("statefulsets")
 )
 
 // watches are the object controller's watches as the watch of marked
@@ -123,7 +122,9 @@ func startWatch(t *testing.T, objs ...*metav1.PartialObjectMetadata) (*MarkedWat
 func newWatches(t *testing.T, objs ...*metav1.PartialObjectMetadata) (*metadatafake.FakeMetadataClient, *watches) {
 	t.Helper()
 	scheme := metadatafake.NewTestScheme()
-	metav1.AddMetaToScheme(scheme)
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
 	in := make([]runtime.Object, 0, len(objs))
 	for _, o := range objs {
 		in = append(in, o)
