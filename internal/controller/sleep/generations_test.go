@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/utils/ptr"
 
@@ -116,6 +117,41 @@ func TestASleepUnderWayTakesAWorkloadChangedSinceItBeganForUse(t *testing.T) {
 			}
 			if got.replicas != 0 || h.stateOf(fixture.ConfigMapGVK, "env").Phase != expiry.PhaseAsleep {
 				t.Errorf("web %s, phase %q; want it scaled down and the object asleep", got, h.stateOf(fixture.ConfigMapGVK, "env").Phase)
+			}
+		})
+	}
+}
+
+// Use is counted to the second: a sleep that begins in the second of the
+// object's last use (recorded by the look that brought the sleep) counts
+// from the next second, or that use would read as use since the sleep and
+// wake the object at once. One that begins later counts from when it
+// began.
+func TestASleepCountsFromTheSecondAfterTheLastUse(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		lastUse   time.Time
+		wantSince time.Time
+	}{
+		{"use in the sleep's second", now.Truncate(time.Second).Add(200 * time.Millisecond), now.Truncate(time.Second).Add(time.Second)},
+		{"use at the start of the sleep's second", now.Truncate(time.Second), now.Truncate(time.Second).Add(time.Second)},
+		{"use in the second before", now.Truncate(time.Second).Add(-time.Millisecond), now},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cm := env()
+			h := newHarness(t, cm, owned("amp-a", cm), deployment("amp-a", "web", ptr.To[int32](2)))
+			ev := h.ev(fixture.ConfigMapGVK, "env")
+			ev.Now = now.Add(300 * time.Millisecond)
+			ev.Life.LastActive = tt.lastUse
+			if _, err := h.s.Sleep(h.ctx(), ev); err != nil {
+				t.Fatal(err)
+			}
+			want := tt.wantSince
+			if tt.wantSince.Equal(now) {
+				want = ev.Now
+			}
+			if st := h.stateOf(fixture.ConfigMapGVK, "env"); !st.Since.Equal(want) {
+				t.Errorf("asleep since %s, want %s", st.Since.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano))
 			}
 		})
 	}

@@ -407,7 +407,15 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 		}
 	}
 	if st.Phase != expiry.PhaseSleeping {
-		st = expiry.SleepState{Phase: expiry.PhaseSleeping, Since: now.UTC(), Woke: st.Woke, WokeBy: st.WokeBy, Generation: obj.Generation}
+		// Use is counted to the second: use recorded in this very second
+		// (a spec edit the look that brought this sleep recorded first,
+		// under a sleep by age) would read as use since the sleep, and
+		// wake it at once. The sleep counts from the next second then.
+		since := now.UTC()
+		if last := ev.Life.LastActive; !last.Before(since.Truncate(time.Second)) {
+			since = last.UTC().Truncate(time.Second).Add(time.Second)
+		}
+		st = expiry.SleepState{Phase: expiry.PhaseSleeping, Since: since, Woke: st.Woke, WokeBy: st.WokeBy, Generation: obj.Generation}
 		found := make([]expiry.Generation, 0, len(ws))
 		for _, w := range ws {
 			found = append(found, expiry.Generation{Name: w.String(), Generation: w.obj.GetGeneration()})
