@@ -575,6 +575,22 @@ var regressions = []struct {
 		},
 	},
 	{
+		// Someone scales app up after the sleep read it, just before the
+		// write that begins it; the sleep counts from the next second
+		// (the object's last use fell in the same one), so the scale-up
+		// comes before the since the sleep gives. It is still use of
+		// that sleep: the object wakes as external.
+		name:  "a scale-up before the since of a sleep that counts from the next second is use of it",
+		check: "wokeExternallyNamed", schedule: []Step{
+			{Kind: "policyCreate", Val: "ttl=1h,rem=20m,notice=10m,sel=,prio=3,dry=1,cap=0,arch=1", WaitMS: 1000},
+			{Kind: "create", Obj: 4, Val: "b;ttl=45m", WaitMS: 900000},
+			{Kind: "use", Obj: 4, WaitMS: 200},
+			{Kind: "policyCreate", Pol: 1, Val: "ttl=1h,rem=,notice=0s,sel=,prio=2,dry=0,cap=0,idle=1h,sleep=after:1h:2h:20m", WaitMS: 900000},
+			{Kind: "scaleUpRace", Obj: 4, Val: "before", DurMS: 1, WaitMS: 1800000},
+			{Kind: "policyEdit", Val: "ttl=2h,rem=5m,notice=0s,sel=a,prio=2,dry=1,cap=0", WaitMS: 200},
+		},
+	},
+	{
 		// The process dies at the write of db, after app went to zero;
 		// during the failover someone writes app back as its manifest has
 		// it (2 replicas, without the sleep's annotation and label). The

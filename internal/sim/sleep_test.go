@@ -243,11 +243,17 @@ func (w *world) scaleWorkloadUp(name string, uid types.UID, workload string, rep
 	key := client.ObjectKeyFromObject(obj).String()
 	w.seq++
 	sleeping := false
+	at := w.now()
 	if cm, found := w.get(name); found && cm.UID == uid && readSleep(cm).Phase == expiry.PhaseSleeping {
+		// Use of the sleep under way, which counts from its since: up to
+		// a second after it began (use is counted to the second).
 		sleeping = true
+		if since := readSleep(cm).Since; since.After(at) {
+			at = since
+		}
 	}
 	if *replicas != nil && **replicas == 0 || sleeping {
-		w.countScaleUp(uid, key, w.now(), w.seq)
+		w.countScaleUp(uid, key, at, w.seq)
 	} else {
 		w.changed[uid] = append(w.changed[uid], change{workload: key, at: w.now(), seq: w.seq})
 	}
@@ -584,7 +590,7 @@ func (w *world) sawSleep(before *corev1.ConfigMap) {
 	// recorded generations from, are use of the sleep that begins.
 	for _, c := range w.changed[after.UID] {
 		if c.seq > w.listed[after.UID] {
-			w.countScaleUp(after.UID, c.workload, c.at, c.seq)
+			w.countScaleUp(after.UID, c.workload, later(c.at, cur.Since), c.seq)
 		}
 	}
 	delete(w.changed, after.UID)
