@@ -106,6 +106,12 @@ func (w workload) String() string {
 	return w.kind + " " + w.obj.GetNamespace() + "/" + w.obj.GetName()
 }
 
+// changedSince reports whether the sleep under way st has not scaled w
+// down and someone else changed it since that sleep began.
+func (w workload) changedSince(st expiry.SleepState) bool {
+	return !w.hasSaved && st.ChangedSince(w.String(), w.obj.GetGeneration())
+}
+
 // workloads reads, from the API server, the Deployments and StatefulSets
 // in the namespaces the object owns.
 func (r *Sleeper) workloads(ctx context.Context, uid types.UID) ([]workload, error) {
@@ -315,7 +321,7 @@ func (r *Sleeper) ObserveWake(ctx context.Context, ev *eval.Evaluation) (string,
 		if w.replicas > 0 && (st.Phase == expiry.PhaseAsleep || w.hasSaved) {
 			return fmt.Sprintf("%s scaled up to %d by someone else", w, w.replicas), true, nil
 		}
-		if !w.hasSaved && st.ChangedSince(w.String(), w.obj.GetGeneration()) {
+		if w.changedSince(st) {
 			// Written back by someone else while the sleep was under
 			// way (re-applied without the sleep's annotation), or
 			// changed before the sleep reached it.
@@ -534,7 +540,7 @@ func (r *Sleeper) scaleDown(ctx context.Context, ws []workload, st expiry.SleepS
 	for _, w := range ws {
 		n := w.replicas
 		switch {
-		case w.hasSaved && w.replicas > 0, !w.hasSaved && st.ChangedSince(w.String(), w.obj.GetGeneration()):
+		case w.hasSaved && w.replicas > 0, w.changedSince(st):
 			return 0, 0, 0, true, nil
 		case w.hasSaved:
 			n = w.saved
