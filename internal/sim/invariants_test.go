@@ -309,11 +309,15 @@ func noticeGiven(h *History) []Violation {
 }
 
 // liveAfterNotice: an object whose deletion a dry run rehearsed (a
-// would-delete message reached someone) and that is then deleted for real
-// under a policy with a minimum notice goes no sooner than that notice
-// after the first message that gave people a date since the rehearsal:
-// going live is announced, with the notice the policy promises, whatever
-// else changed the lifetime meanwhile.
+// would-delete message reached someone, and the controller was told so)
+// and that is then deleted for real under a policy with a minimum notice
+// goes no sooner than that notice after the first message that gave
+// people a date since the rehearsal: going live is announced, with the
+// notice the policy promises, whatever else changed the lifetime
+// meanwhile. A receiver that takes the message and then resets the
+// connection leaves the controller with a failed send, which it cannot
+// tell from one that never arrived: as for reminders, the promise is
+// about the messages the controller knows reached someone.
 func liveAfterNotice(h *History) []Violation {
 	var out []Violation
 	for _, d := range h.Deletions {
@@ -322,13 +326,13 @@ func liveAfterNotice(h *History) []Violation {
 		}
 		var rehearsed, first time.Time
 		for _, s := range h.Sends {
-			if s.UID != d.UID || !s.Accepted || s.At.After(d.At) {
+			if s.UID != d.UID || !s.Reported || s.At.After(d.At) {
 				continue
 			}
 			switch {
 			case s.Type == v1alpha1.EventWouldDelete:
 				rehearsed, first = s.At, time.Time{}
-			case !rehearsed.IsZero() && first.IsZero() && s.Reported && announcing(s.Type):
+			case !rehearsed.IsZero() && first.IsZero() && announcing(s.Type):
 				first = s.At
 			}
 		}

@@ -232,6 +232,28 @@ var regressions = []struct {
 		},
 	},
 	{
+		// Seed 1795881591749973264. A dry run held by a deletion cap
+		// rehearses o4's deletion at last; the receiver takes the
+		// would-delete and resets the connection, so the controller has
+		// no rehearsal on record, and the policy goes live (no reminders,
+		// 10m of notice) before the retry: o4 goes at once. The check
+		// counted the rehearsal the controller was never told of; it now
+		// counts, as for reminders, what the controller knows reached
+		// someone.
+		name:  "a rehearsal the controller was not told reached anyone owes no notice on going live",
+		check: "liveAfterNotice", schedule: []Step{
+			{Kind: "policyCreate", Val: "ttl=10m,rem=,notice=0s,sel=b,prio=4,dry=0,cap=0,max=1h,keep=Forbidden", WaitMS: 1000},
+			{Kind: "connectionReset", WaitMS: 1000},
+			{Kind: "policyInvalidSelector", WaitMS: 1000},
+			{Kind: "policyCreate", Pol: 1, Val: "ttl=1h,rem=20m,notice=0s,sel=,prio=4,dry=1,cap=0,max=1h", WaitMS: 1800000},
+			{Kind: "create", Obj: 4, Val: "a;expires-at=+25m"},
+			{Kind: "connectionReset", Ch: 1, WaitMS: 200},
+			{Kind: "cap", Pol: 1, Val: "0", WaitMS: 1800000},
+			{Kind: "policyEdit", Val: "ttl=1h,rem=20m,notice=10m,sel=b,prio=4,dry=0,cap=0,sleep=after:1h:30m:5m"},
+			{Kind: "policyCreate", Pol: 1, Val: "ttl=1h,rem=,notice=10m,sel=,prio=2,dry=0,cap=0", WaitMS: 1000},
+		},
+	},
+	{
 		name:  "every deletion has an intent and an outcome on the audit trail",
 		check: "auditIntentAndOutcome", schedule: []Step{ // seed 1000
 			{Kind: "policyCreate", Val: "ttl=2h,rem=20m,notice=0s,sel=,prio=2,dry=0,cap=0", WaitMS: 1000},

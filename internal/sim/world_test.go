@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -168,7 +170,7 @@ var scheme = newScheme()
 
 func newWorld(disabled map[string]string) *world {
 	w := &world{
-		ctx:           logf.IntoContext(context.Background(), logr.Discard()),
+		ctx:           logf.IntoContext(context.Background(), simLogger()),
 		clock:         clocktesting.NewFakeClock(t0),
 		queue:         map[string]time.Time{},
 		fails:         map[string]int{},
@@ -847,4 +849,13 @@ func (w *world) settle() []Violation {
 	}
 	w.hist.Settled = true
 	return w.check()
+}
+
+// simLogger is the controller's logger: none, or with SIM_LOG=1 its
+// whole log on standard output, between the trace's lines.
+func simLogger() logr.Logger {
+	if os.Getenv("SIM_LOG") != "1" {
+		return logr.Discard()
+	}
+	return funcr.New(func(prefix, args string) { fmt.Println(prefix, args) }, funcr.Options{Verbosity: 5})
 }
