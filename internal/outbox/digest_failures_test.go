@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	testfixture "github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // failingMarker is objects with some members' checks or marks failing.
@@ -145,8 +146,8 @@ func TestAMemberMarkedIsNotMarkedAgain(t *testing.T) {
 	f, objs := digestFixture(t, member("pb-1", t0), member("pb-2", t0))
 	m := &failingMarker{objects: objs, markErr: map[types.UID]error{"uid-pb-2": errAPI}}
 	f.o.Marker = m
-	var lines logLines
-	f.o.Log = lines.logger()
+	var lines testfixture.Logs
+	f.o.Log = lines.Logger(0)
 	f.addDigest(t, newDigest([]Member{member("pb-1", t0), member("pb-2", t0)}, "email"))
 	f.pass()
 	m.heal()
@@ -157,7 +158,7 @@ func TestAMemberMarkedIsNotMarkedAgain(t *testing.T) {
 			t.Errorf("%s marked %d times, want once", uid, n)
 		}
 	}
-	if got := lines.with("record the digest's marked members"); len(got) != 0 {
+	if got := lines.With("record the digest's marked members"); len(got) != 0 {
 		t.Errorf("logged %q, want nothing: the marks were recorded", got)
 	}
 }

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,34 +23,8 @@ import (
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/audit"
 	"github.com/amphitheatre-app/timeout-controller/internal/notify"
+	testfixture "github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
-
-// logLines is a logger that keeps what it is told.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.lines = append(l.lines, prefix+args)
-	}, funcr.Options{})
-}
-
-// with returns the lines that contain s.
-func (l *logLines) with(s string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		if strings.Contains(line, s) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
 
 // tracked reports how many entries f's outbox holds.
 func (f *fixture) tracked() int {
@@ -153,15 +125,15 @@ func TestAnEntryWrittenAgainAfterTheDeleteIsDueAtOnce(t *testing.T) {
 
 func TestCancelOfAnObjectWithoutAnEntryDoesNothing(t *testing.T) {
 	f := newFixture(t)
-	var logs logLines
-	f.o.Log = logs.logger()
+	var logs testfixture.Logs
+	f.o.Log = logs.Logger(0)
 	f.o.Cancel(context.Background(), "nothing")
 	f.prepare(entry("u1", "email"))
 	f.o.Cancel(context.Background(), "u1")
 	if f.tracked() != 0 || f.stored("u1") != nil {
 		t.Error("a cancelled entry is still there")
 	}
-	if errs := logs.with(`"error"=`); len(errs) != 0 {
+	if errs := logs.With(`"error"=`); len(errs) != 0 {
 		t.Errorf("errors logged: %q", errs)
 	}
 }
@@ -485,12 +457,12 @@ func TestAnAuditTrailThatCannotBeWrittenIsLogged(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
-			var logs logLines
-			f.o.Log, f.o.Audit = logs.logger(), tt.log
+			var logs testfixture.Logs
+			f.o.Log, f.o.Audit = logs.Logger(0), tt.log
 			f.prepare(one("u1", "email"))
 			f.o.Confirm("u1")
 			f.pass()
-			if got := len(logs.with(`"msg"="audit trail"`)); got != tt.errors {
+			if got := len(logs.With(`"msg"="audit trail"`)); got != tt.errors {
 				t.Errorf("%d audit errors logged, want %d", got, tt.errors)
 			}
 		})

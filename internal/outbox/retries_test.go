@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	testfixture "github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // TestAChannelIsNotTriedBeforeItsBackoffEnds: when one channel of an
@@ -54,8 +56,8 @@ func TestAFailedRecordOfDigestAttemptsIsLogged(t *testing.T) {
 			f, _ := digestFixture(t, member("pb-1", t0))
 			f.deliver.always = map[string]error{"email": errors.New("421 try later")}
 			f.addDigest(t, newDigest([]Member{member("pb-1", t0)}, "email"))
-			var lines logLines
-			f.o.Log = lines.logger()
+			var lines testfixture.Logs
+			f.o.Log = lines.Logger(0)
 			updates := 0
 			c := f.intercepted(interceptor.Funcs{Update: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 				// The first closes the digest; the second records the
@@ -70,7 +72,7 @@ func TestAFailedRecordOfDigestAttemptsIsLogged(t *testing.T) {
 			if updates < 2 {
 				t.Fatalf("%d updates, want the digest closed and its attempts recorded", updates)
 			}
-			if got := len(lines.with("record digest attempts")); (got > 0) != tt.logged {
+			if got := len(lines.With("record digest attempts")); (got > 0) != tt.logged {
 				t.Errorf("%d lines about recording the attempts, want logged %t", got, tt.logged)
 			}
 		})

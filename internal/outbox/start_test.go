@@ -13,6 +13,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	testfixture "github.com/amphitheatre-app/timeout-controller/internal/testenv/fixture"
 )
 
 // lists counts the store's readings, and fails the first ones.
@@ -141,12 +143,12 @@ func TestLoadSaysWhatItResumes(t *testing.T) {
 			f.prepare(entry("u1", "email"))
 		}
 		f.o = f.restart()
-		var logs logLines
-		f.o.Log = logs.logger()
+		var logs testfixture.Logs
+		f.o.Log = logs.Logger(0)
 		if err := f.o.Load(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		got := logs.with(`"msg"="resuming the outbox"`)
+		got := logs.With(`"msg"="resuming the outbox"`)
 		if n == 0 && len(got) != 0 || n == 1 && (len(got) != 1 || !strings.Contains(got[0], `"entries"=1`)) {
 			t.Errorf("with %d entries stored, logged %q", n, got)
 		}

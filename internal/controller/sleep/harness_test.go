@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -64,7 +62,7 @@ type harness struct {
 	client client.WithWatch
 	rec    *events.FakeRecorder
 	s      *Sleeper
-	logs   *logLines
+	logs   *fixture.Logs
 
 	mu sync.Mutex
 	// requests are the requests made, as "verb kind name" ("patch
@@ -80,7 +78,7 @@ type harness struct {
 
 func newHarness(t *testing.T, objs ...client.Object) *harness {
 	t.Helper()
-	h := &harness{t: t, rec: events.NewFakeRecorder(100), logs: &logLines{}}
+	h := &harness{t: t, rec: events.NewFakeRecorder(100), logs: &fixture.Logs{}}
 	scheme := fixture.Scheme(t)
 	h.client = fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
 		WithIndex(&corev1.Namespace{}, kube.OwnerIndex, kube.IndexOwners).Build()
@@ -210,6 +208,55 @@ func (h *harness) made(prefix string) []string {
 	return out
 }
 
+// changeAtScale has the object rc changed by change, as someone else
+// would, just before the controller's request to its scale subresource.
+func (h *harness) changeAtScale(change func(u *unstructured.Unstructured)) {
+	h.fail = func(req string) error {
+		if !strings.HasPrefix(req, "patch scale") {
+			return nil
+		}
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(rcGVK)
+		if err := h.client.Get(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "rc"}, u); err != nil {
+			return err
+		}
+		change(u)
+		return h.client.Update(context.Background(), u)
+	}
+}
+
+// expectWorkloads checks the workloads named "Kind namespace/name"
+// (Deployment or StatefulSet) are as want says.
+func (h *harness) expectWorkloads(want map[string]workloadState) {
+	h.t.Helper()
+	for name, w := range want {
+		kind, key, _ := strings.Cut(name, " ")
+		ns, n, _ := strings.Cut(key, "/")
+		gvk := deployments
+		if kind == "StatefulSet" {
+			gvk = statefulSets
+		}
+		if got := h.replicas(gvk, ns, n); got != w {
+			h.t.Errorf("%s: %s; want %s", name, got, w)
+		}
+	}
+}
+
+// writes returns, of the requests made since the last call to made, the
+// writes of workloads and the reads of the object (a ConfigMap), and
+// forgets them all.
+func (h *harness) writes() (patched, reads []string) {
+	for _, r := range h.made("") {
+		switch {
+		case strings.HasPrefix(r, "patch ") && !strings.HasPrefix(r, "patch ConfigMap"):
+			patched = append(patched, r)
+		case strings.HasPrefix(r, "read ConfigMap"):
+			reads = append(reads, r)
+		}
+	}
+	return patched, reads
+}
+
 // bumpGeneration returns patch, with the new generation the API server
 // gives an object whose spec (or data) it changes, when the test asks for
 // it (the fake client keeps the generation as it is).
@@ -272,7 +319,7 @@ func (h *harness) ev(gvk schema.GroupVersionKind, name string) *eval.Evaluation 
 
 // ctx is a context whose logger writes to the harness's log.
 func (h *harness) ctx() context.Context {
-	return logf.IntoContext(context.Background(), h.logs.logger())
+	return logf.IntoContext(context.Background(), h.logs.Logger(1))
 }
 
 // stateOf returns the sleep state the stored object shows.
@@ -325,33 +372,6 @@ func (h *harness) replicas(gvk schema.GroupVersionKind, ns, name string) workloa
 
 // events returns the Events recorded so far.
 func (h *harness) events() []string { return fixture.Drain(h.rec) }
-
-// logLines are the lines a test's logger wrote.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		l.lines = append(l.lines, args)
-		l.mu.Unlock()
-	}, funcr.Options{Verbosity: 1})
-}
-
-// with returns the lines that hold s.
-func (l *logLines) with(s string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		if strings.Contains(line, s) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
 
 // sleepyPolicy puts objects to sleep an hour after their last use and
 // deletes them a day later.

@@ -204,7 +204,7 @@ func TestALookAtASleepingObjectNotesWhatItFound(t *testing.T) {
 			if got := h.s.Marked.unchanged(cm.UID); got != tt.wantFresh {
 				t.Errorf("the next look may skip the workloads: %t, want %t", got, tt.wantFresh)
 			}
-			logged := h.logs.with(`"msg"="label a sleeping workload"`)
+			logged := h.logs.With(`"msg"="label a sleeping workload"`)
 			if tt.failLabel != (len(logged) == 1) || tt.failLabel && !strings.Contains(logged[0], `"workload"="Deployment amp-a/legacy"`) {
 				t.Errorf("logged %q", logged)
 			}

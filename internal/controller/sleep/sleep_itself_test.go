@@ -196,7 +196,7 @@ func TestASleepOfAnObjectScaledOrPatchedItself(t *testing.T) {
 			if len(evs) != 1 || !strings.HasPrefix(evs[0], "Normal Slept ") || !strings.Contains(evs[0], "): "+tt.event+"; use wakes it") {
 				t.Errorf("Events %q, want one Slept that says %q", evs, tt.event)
 			}
-			if got := h.logs.with(`"msg"="slept"`); len(got) != 1 || !strings.Contains(got[0], `"patched"=`+tt.logPatched) {
+			if got := h.logs.With(`"msg"="slept"`); len(got) != 1 || !strings.Contains(got[0], `"patched"=`+tt.logPatched) {
 				t.Errorf("logged %q, want patched=%s", got, tt.logPatched)
 			}
 		})
@@ -306,18 +306,7 @@ func TestASleepWhoseObjectMovedOnSaysNothing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, replicationController("rc", 2))
 			ev := h.ev(rcGVK, "rc")
-			h.fail = func(req string) error {
-				if strings.HasPrefix(req, "patch scale") {
-					u := &unstructured.Unstructured{}
-					u.SetGroupVersionKind(rcGVK)
-					if err := h.client.Get(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "rc"}, u); err != nil {
-						return err
-					}
-					tt.meanwhile(u)
-					return h.client.Update(context.Background(), u)
-				}
-				return nil
-			}
+			h.changeAtScale(tt.meanwhile)
 			res, err := h.s.Sleep(h.ctx(), ev)
 			if err != nil || res != tt.result {
 				t.Fatalf("Sleep = %+v, %v; want %+v, no error", res, err, tt.result)

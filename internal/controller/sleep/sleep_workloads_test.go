@@ -164,26 +164,8 @@ func TestASleepScalesTheWorkloadsOfTheNamespacesTheObjectOwns(t *testing.T) {
 			if err != nil || res != tt.want.result {
 				t.Fatalf("Sleep = %+v, %v; want %+v, no error", res, err, tt.want.result)
 			}
-			for name, want := range tt.want.workloads {
-				kind, key, _ := strings.Cut(name, " ")
-				ns, n, _ := strings.Cut(key, "/")
-				gvk := deployments
-				if kind == "StatefulSet" {
-					gvk = statefulSets
-				}
-				if got := h.replicas(gvk, ns, n); got != want {
-					t.Errorf("%s: %s; want %s", name, got, want)
-				}
-			}
-			var patched, reads []string
-			for _, r := range h.made("") {
-				switch {
-				case strings.HasPrefix(r, "patch ") && !strings.HasPrefix(r, "patch ConfigMap"):
-					patched = append(patched, r)
-				case strings.HasPrefix(r, "read ConfigMap"):
-					reads = append(reads, r)
-				}
-			}
+			h.expectWorkloads(tt.want.workloads)
+			patched, reads := h.writes()
 			if !slices.Equal(patched, tt.want.patched) {
 				t.Errorf("workloads written %q, want %q", patched, tt.want.patched)
 			}
@@ -216,7 +198,7 @@ func TestASleepScalesTheWorkloadsOfTheNamespacesTheObjectOwns(t *testing.T) {
 			if got := count(t, sleeps) - slept; got != 1 {
 				t.Errorf("%v sleeps counted, want 1", got)
 			}
-			if got := h.logs.with(`"msg"="slept"`); len(got) != 1 || !strings.Contains(got[0], `"patched"=false`) || !strings.Contains(got[0], `"replicas"=`) {
+			if got := h.logs.With(`"msg"="slept"`); len(got) != 1 || !strings.Contains(got[0], `"patched"=false`) || !strings.Contains(got[0], `"replicas"=`) {
 				t.Errorf("logged %q, want one line that says slept, with the replicas and not patched", got)
 			}
 		})

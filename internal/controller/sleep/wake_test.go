@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -158,26 +157,8 @@ func TestAWakeRestoresTheWorkloadsTheSleepScaledDown(t *testing.T) {
 			if err != nil || res != tt.result {
 				t.Fatalf("Wake = %+v, %v; want %+v, no error", res, err, tt.result)
 			}
-			for name, want := range tt.want {
-				kind, key, _ := strings.Cut(name, " ")
-				ns, n, _ := strings.Cut(key, "/")
-				gvk := deployments
-				if kind == "StatefulSet" {
-					gvk = statefulSets
-				}
-				if got := h.replicas(gvk, ns, n); got != want {
-					t.Errorf("%s: %s; want %s", name, got, want)
-				}
-			}
-			var patched, reads []string
-			for _, r := range h.made("") {
-				switch {
-				case strings.HasPrefix(r, "patch ") && !strings.HasPrefix(r, "patch ConfigMap"):
-					patched = append(patched, r)
-				case strings.HasPrefix(r, "read ConfigMap"):
-					reads = append(reads, r)
-				}
-			}
+			h.expectWorkloads(tt.want)
+			patched, reads := h.writes()
 			if !slices.Equal(patched, tt.patched) {
 				t.Errorf("workloads written %q, want %q", patched, tt.patched)
 			}
@@ -217,7 +198,7 @@ func TestAWakeRestoresTheWorkloadsTheSleepScaledDown(t *testing.T) {
 			if tt.external {
 				want = `"external"=true`
 			}
-			if got := h.logs.with(`"msg"="woke"`); len(got) != 1 || !strings.Contains(got[0], want) {
+			if got := h.logs.With(`"msg"="woke"`); len(got) != 1 || !strings.Contains(got[0], want) {
 				t.Errorf("logged %q, want one woke line with %s", got, want)
 			}
 		})
@@ -391,18 +372,7 @@ func TestAWakeWhoseObjectMovedOnSaysNothing(t *testing.T) {
 			st := expiry.SleepState{Phase: expiry.PhaseAsleep, Since: since, Generation: 1, Replicas: ptr.To[int32](2)}
 			h := newHarness(t, replicationController("rc", 0, expiry.AnnotationSleep, st.String()))
 			ev := h.ev(rcGVK, "rc")
-			h.fail = func(req string) error {
-				if strings.HasPrefix(req, "patch scale") {
-					u := &unstructured.Unstructured{}
-					u.SetGroupVersionKind(rcGVK)
-					if err := h.client.Get(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "rc"}, u); err != nil {
-						return err
-					}
-					tt.meanwhile(u)
-					return h.client.Update(context.Background(), u)
-				}
-				return nil
-			}
+			h.changeAtScale(tt.meanwhile)
 			res, err := h.s.Wake(h.ctx(), ev, "use")
 			if err != nil || res != tt.result {
 				t.Fatalf("Wake = %+v, %v; want %+v, no error", res, err, tt.result)

@@ -6,13 +6,10 @@ package usage
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -122,33 +119,6 @@ func (h *activityHarness) activity() (expiry.Activity, bool) {
 		h.t.Fatal(err)
 	}
 	return a, true
-}
-
-// logLines keeps what a logger wrote.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) context() context.Context {
-	return logr.NewContext(context.Background(), funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.lines = append(l.lines, prefix+args)
-	}, funcr.Options{Verbosity: 1}))
-}
-
-// with returns the lines that contain s.
-func (l *logLines) with(s string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		if strings.Contains(line, s) {
-			out = append(out, line)
-		}
-	}
-	return out
 }
 
 // idle20m is a schedule with an idle clock of 20 minutes: an activity
@@ -305,13 +275,13 @@ func TestActivityWritesReportWhatTheAPIServerSaid(t *testing.T) {
 			t.Run("of a last-active ahead of the clock", func(t *testing.T) {
 				h := newActivityHarness(t, t0.Add(-time.Hour), 1, expiry.AnnotationLastActive, ahead)
 				h.failPatches(tc.err)
-				var logs logLines
+				var logs fixture.Logs
 				var a Activity
-				wrote, err := a.SettleActivity(logs.context(), h.client, h.evaluation(t0, idle20m, expiry.Lifetime{}))
+				wrote, err := a.SettleActivity(logs.Context(1), h.client, h.evaluation(t0, idle20m, expiry.Lifetime{}))
 				if (err != nil) != tc.wantErr || wrote == tc.wantErr {
 					t.Fatalf("wrote %t, error %v; want an error: %t", wrote, err, tc.wantErr)
 				}
-				if noted := logs.with("last-active ahead of the clock noted"); len(noted) != 0 {
+				if noted := logs.With("last-active ahead of the clock noted"); len(noted) != 0 {
 					t.Errorf("logged %q, though nothing was noted", noted)
 				}
 			})
@@ -341,9 +311,9 @@ func TestSettleActivityNotesALastActiveAheadOfTheClock(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newActivityHarness(t, t0.Add(-time.Hour), 1, tc.annotations...)
-			var logs logLines
+			var logs fixture.Logs
 			var a Activity
-			wrote, err := a.SettleActivity(logs.context(), h.client, h.evaluation(t0, idle20m, tc.life))
+			wrote, err := a.SettleActivity(logs.Context(1), h.client, h.evaluation(t0, idle20m, tc.life))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -355,7 +325,7 @@ func TestSettleActivityNotesALastActiveAheadOfTheClock(t *testing.T) {
 				(tc.want != nil && (!got.Ahead.LastActive.Equal(tc.want.LastActive) || !got.Ahead.Seen.Equal(tc.want.Seen)))) {
 				t.Errorf("activity %+v (ahead %+v), want ahead %+v", got, got.Ahead, tc.want)
 			}
-			if noted := logs.with("last-active ahead of the clock noted"); (len(noted) == 1) != tc.logged {
+			if noted := logs.With("last-active ahead of the clock noted"); (len(noted) == 1) != tc.logged {
 				t.Errorf("logged %q, want a line: %t", noted, tc.logged)
 			}
 		})

@@ -119,8 +119,8 @@ func TestSetupConnectionsServesTheWebhookAndAddsItsRecorder(t *testing.T) {
 func TestTheRecorderLogsWhatItCouldNotRecord(t *testing.T) {
 	h := newConnectHarness(t, append(chain(), deploysIdle())...)
 	conns := h.connections()
-	var logs logLines
-	ctx, cancel := context.WithCancel(logs.context())
+	var logs fixture.Logs
+	ctx, cancel := context.WithCancel(logs.Context(1))
 	done := make(chan error, 1)
 	go func() { done <- conns.Start(ctx) }()
 	defer func() {
@@ -136,7 +136,7 @@ func TestTheRecorderLogsWhatItCouldNotRecord(t *testing.T) {
 		u, ok := h.lastUse(deploymentWeb())
 		return ok && u.By == "alice", nil
 	})
-	if failed := logs.with("record a connection as use"); len(failed) != 0 {
+	if failed := logs.With("record a connection as use"); len(failed) != 0 {
 		t.Fatalf("logged %q for a connection recorded", failed)
 	}
 
@@ -146,7 +146,7 @@ func TestTheRecorderLogsWhatItCouldNotRecord(t *testing.T) {
 	exec.Name = "web-2"
 	conns.Handle(ctx, exec)
 	fixture.Eventually(t, 5*time.Second, "the failure logged", func() (bool, error) {
-		failed := logs.with("record a connection as use")
+		failed := logs.With("record a connection as use")
 		return len(failed) == 1 && strings.Contains(failed[0], "etcd is down") && strings.Contains(failed[0], "web-2"), nil
 	})
 }

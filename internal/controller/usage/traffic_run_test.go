@@ -171,8 +171,8 @@ func TestTheTrafficRunnerQueriesEachPolicyAtItsInterval(t *testing.T) {
 		return nil
 	}
 	tr.Changed = make(chan event.GenericEvent, 10)
-	var logs logLines
-	ctx := logs.context()
+	var logs fixture.Logs
+	ctx := logs.Context(1)
 	policy := func(name string) *v1alpha1.TimeoutPolicy {
 		t.Helper()
 		p := &v1alpha1.TimeoutPolicy{}
@@ -236,7 +236,7 @@ func TestTheTrafficRunnerQueriesEachPolicyAtItsInterval(t *testing.T) {
 	h.listErr(apierrors.NewServiceUnavailable("the cache is not ready"))
 	pass("the policies not listed")
 	condition("the policies not listed", v1alpha1.ReasonQueryFailed, "The traffic query returned a scalar, not an instant vector: no traffic counted as use")
-	if failed := logs.with("list policies"); len(failed) != 1 {
+	if failed := logs.With("list policies"); len(failed) != 1 {
 		t.Fatalf("logged %q, want the failure to list policies", failed)
 	}
 	h.listErr(nil)
@@ -273,19 +273,19 @@ func TestTrafficWritesAreLoggedAndCounted(t *testing.T) {
 			h := newTrafficHarness(t, t0, pol, busy, fixture.NewNamespace("amp-busy", nil))
 			h.patchErr, h.getErr = tc.patchErr, tc.getErr
 			tr := h.traffic(fixture.FakeAPI{Vector: model.Vector{fixture.Sample(1, "namespace", "amp-busy")}})
-			var logs logLines
-			tr.evaluate(logs.context(), pol, TrafficQuery{Query: "q", Interval: time.Minute}, t0)
+			var logs fixture.Logs
+			tr.evaluate(logs.Context(1), pol, TrafficQuery{Query: "q", Interval: time.Minute}, t0)
 			h.patchErr, h.getErr = nil, nil
 			if _, ok := h.stored(busy).Annotations[expiry.AnnotationLastUse]; ok != tc.written {
 				t.Errorf("busy written: %t, want %t", ok, tc.written)
 			}
 			for _, want := range tc.logged {
-				if len(logs.with(want)) == 0 {
-					t.Errorf("nothing logged says %q: %q", want, logs.lines)
+				if len(logs.With(want)) == 0 {
+					t.Errorf("nothing logged says %q: %q", want, logs.With(""))
 				}
 			}
-			if tc.notLog != "" && len(logs.with(tc.notLog)) != 0 {
-				t.Errorf("logged %q", logs.with(tc.notLog))
+			if tc.notLog != "" && len(logs.With(tc.notLog)) != 0 {
+				t.Errorf("logged %q", logs.With(tc.notLog))
 			}
 		})
 	}
@@ -418,15 +418,15 @@ func TestTrafficInANamespaceUsesTheObjectThatOwnsIt(t *testing.T) {
 	h := newTrafficHarness(t, t0, pol, owner, other, ns)
 	tr := h.traffic(fixture.FakeAPI{Vector: model.Vector{fixture.Sample(1, "namespace", "amp-api")}})
 	tr.Watches = cachedKind{h.client, gvk}
-	var logs logLines
-	tr.evaluate(logs.context(), pol, TrafficQuery{Query: "q", Interval: time.Minute}, t0)
+	var logs fixture.Logs
+	tr.evaluate(logs.Context(1), pol, TrafficQuery{Query: "q", Interval: time.Minute}, t0)
 	for name, want := range map[string]bool{"api": true, "web": false} {
 		got := kube.NewMetadata(gvk)
 		if err := h.client.Get(context.Background(), types.NamespacedName{Name: name}, got); err != nil {
 			t.Fatal(err)
 		}
 		if _, ok := got.Annotations[expiry.AnnotationLastUse]; ok != want {
-			t.Errorf("ClusterRole %s written: %t, want %t (log %q)", name, ok, want, logs.lines)
+			t.Errorf("ClusterRole %s written: %t, want %t (log %q)", name, ok, want, logs.With(""))
 		}
 	}
 }
