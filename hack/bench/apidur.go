@@ -1,0 +1,103 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// buckets is a histogram as Prometheus exposes it: each upper bound (le)
+// to the count of observations at or below it, +Inf included.
+type buckets map[float64]float64
+
+// requestDurations reads, from the API server's metrics, how long it took
+// to serve each verb on resource (apiserver_request_duration_seconds),
+// summed over its other labels: the API server's own part of a request,
+// from its arrival to its answer, without the client or the network.
+func requestDurations(text []byte, verb, resource string) (buckets, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
+	if err != nil {
+		return nil, fmt.Errorf("read metrics: %w", err)
+	}
+	out := buckets{}
+	f, ok := families["apiserver_request_duration_seconds"]
+	if !ok {
+		return out, nil
+	}
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		h := m.GetHistogram()
+		if h == nil || labels["verb"] != verb || labels["resource"] != resource || labels["subresource"] != "" {
+			continue
+		}
+		for _, b := range h.GetBucket() {
+			if le := b.GetUpperBound(); !math.IsInf(le, 1) {
+				out[le] += float64(b.GetCumulativeCount())
+			}
+		}
+		out[math.Inf(1)] += float64(h.GetSampleCount())
+	}
+	return out, nil
+}
+
+// since is the histogram of the observations made after a.
+func (b buckets) since(a buckets) buckets {
+	out := buckets{}
+	for le, n := range b {
+		out[le] = n - a[le]
+	}
+	return out
+}
+
+// durationStats are quantiles estimated from a histogram's buckets.
+type durationStats struct {
+	Count float64 `json:"count"`
+	P50   float64 `json:"p50Ms"`
+	P99   float64 `json:"p99Ms"`
+}
+
+// stats estimates the count, p50 and p99 of b in milliseconds, as
+// Prometheus' histogram_quantile does: linearly within the bucket the
+// quantile falls in, from the bucket below's bound (0 for the first).
+// A quantile in the +Inf bucket is the highest finite bound.
+func (b buckets) stats() durationStats {
+	bounds := make([]float64, 0, len(b))
+	for le := range b {
+		bounds = append(bounds, le)
+	}
+	slices.Sort(bounds)
+	total := b[math.Inf(1)]
+	quantile := func(q float64) float64 {
+		rank := q * total
+		lower, below := 0.0, 0.0
+		for _, le := range bounds {
+			n := b[le]
+			if n >= rank {
+				if math.IsInf(le, 1) {
+					return lower * 1000
+				}
+				if n == below {
+					return le * 1000
+				}
+				return (lower + (le-lower)*(rank-below)/(n-below)) * 1000
+			}
+			lower, below = le, n
+		}
+		return lower * 1000
+	}
+	if total == 0 {
+		return durationStats{}
+	}
+	return durationStats{Count: total, P50: quantile(0.5), P99: quantile(0.99)}
+}

@@ -1,0 +1,42 @@
+// Copyright 2026 The Amphitheatre Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"math"
+	"testing"
+)
+
+func TestRequestDurationsSumTheVerbsHistogramsAndEstimateQuantiles(t *testing.T) {
+	text := []byte(`# HELP apiserver_request_duration_seconds x
+# TYPE apiserver_request_duration_seconds histogram
+apiserver_request_duration_seconds_bucket{resource="playbooks",scope="resource",subresource="",verb="DELETE",le="0.025"} 10
+apiserver_request_duration_seconds_bucket{resource="playbooks",scope="resource",subresource="",verb="DELETE",le="0.05"} 40
+apiserver_request_duration_seconds_bucket{resource="playbooks",scope="resource",subresource="",verb="DELETE",le="0.1"} 90
+apiserver_request_duration_seconds_bucket{resource="playbooks",scope="resource",subresource="",verb="DELETE",le="+Inf"} 100
+apiserver_request_duration_seconds_sum{resource="playbooks",scope="resource",subresource="",verb="DELETE"} 5
+apiserver_request_duration_seconds_count{resource="playbooks",scope="resource",subresource="",verb="DELETE"} 100
+apiserver_request_duration_seconds_bucket{resource="playbooks",scope="resource",subresource="",verb="GET",le="0.025"} 7
+apiserver_request_duration_seconds_bucket{resource="playbooks",scope="resource",subresource="",verb="GET",le="0.05"} 7
+apiserver_request_duration_seconds_bucket{resource="playbooks",scope="resource",subresource="",verb="GET",le="0.1"} 7
+apiserver_request_duration_seconds_bucket{resource="playbooks",scope="resource",subresource="",verb="GET",le="+Inf"} 7
+apiserver_request_duration_seconds_sum{resource="playbooks",scope="resource",subresource="",verb="GET"} 1
+apiserver_request_duration_seconds_count{resource="playbooks",scope="resource",subresource="",verb="GET"} 7
+`)
+	before := buckets{0.025: 10, 0.05: 20, 0.1: 20, math.Inf(1): 20}
+	b, err := requestDurations(text, "DELETE", "playbooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After before: 0 below 25 ms, 20 in (25, 50], 50 in (50, 100], 10 above.
+	got := b.since(before).stats()
+	// p50: the 40th of 80, the 20th of the 50 in (50, 100]: 70 ms. p99:
+	// in +Inf, so the highest finite bound.
+	if got.Count != 80 || math.Abs(got.P50-70) > 1e-9 || got.P99 != 100 {
+		t.Fatalf("got %+v, want 80 requests, p50 70 ms, p99 100 ms", got)
+	}
+	if (buckets{}).stats() != (durationStats{}) {
+		t.Fatal("an empty histogram has stats")
+	}
+}
