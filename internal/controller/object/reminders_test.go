@@ -393,6 +393,33 @@ func mustReconcile(t *testing.T, h *harness, cm *corev1.ConfigMap) ctrl.Result {
 	return res
 }
 
+// extendDuringTheFirstReminder extends cm by two days while its first
+// reminder is being sent, and checks that one reminder went out, that the
+// looks after it send one extension message, and that the record keeps
+// the notice the reminder gave.
+func extendDuringTheFirstReminder(t *testing.T, h *harness, cm *corev1.ConfigMap) {
+	t.Helper()
+	h.scripted.mu.Lock()
+	h.scripted.during = func() { h.annotate(cm, expiry.AnnotationExpiresAt, fixture.T0.Add(48*time.Hour).Format(time.RFC3339)) }
+	h.scripted.mu.Unlock()
+	mustReconcile(t, h, cm)
+	h.scripted.mu.Lock()
+	h.scripted.during = nil
+	h.scripted.mu.Unlock()
+	if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
+		t.Fatalf("%d reminders, want 1", n)
+	}
+	for range 3 {
+		mustReconcile(t, h, cm)
+	}
+	if n := h.scripted.count(v1alpha1.EventExtended); n != 1 {
+		t.Errorf("%d extended messages after people were sent a reminder for the old date; want 1", n)
+	}
+	if rec := storedRecord(t, h, cm); rec == nil || rec.NoticeAt.IsZero() {
+		t.Errorf("record %s forgot the notice given by the delivered reminder", rec)
+	}
+}
+
 // TestRemindersWhenTheObjectChangesDuringASend covers what happens to a
 // delivery when the object is extended, extended again or recreated while
 // a message about it is on its way.
@@ -404,25 +431,7 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 		{"keeps the delivery of a first reminder the object was extended during, and owes an extension message", func(t *testing.T) {
 			cm := fixture.NewConfigMap("extdur")
 			h := newHarness(t, fixture.T0.Add(31*time.Minute), remindingPolicy("1h"), cm)
-			h.scripted.mu.Lock()
-			h.scripted.during = func() { h.annotate(cm, expiry.AnnotationExpiresAt, fixture.T0.Add(48*time.Hour).Format(time.RFC3339)) }
-			h.scripted.mu.Unlock()
-			mustReconcile(t, h, cm)
-			h.scripted.mu.Lock()
-			h.scripted.during = nil
-			h.scripted.mu.Unlock()
-			if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
-				t.Fatalf("%d reminders, want 1", n)
-			}
-			for range 3 {
-				mustReconcile(t, h, cm)
-			}
-			if n := h.scripted.count(v1alpha1.EventExtended); n != 1 {
-				t.Errorf("%d extended messages after people were sent a reminder for the old date; want 1", n)
-			}
-			if rec := storedRecord(t, h, cm); rec == nil || rec.NoticeAt.IsZero() {
-				t.Errorf("record %s forgot the notice given by the delivered reminder", rec)
-			}
+			extendDuringTheFirstReminder(t, h, cm)
 		}},
 		{"keeps that delivery while the extension's count is written first, under extension limits", func(t *testing.T) {
 			// The policy counts extensions: the first look at the new
@@ -436,25 +445,7 @@ func TestRemindersWhenTheObjectChangesDuringASend(t *testing.T) {
 			if got := h.stored(cm).Annotations[expiry.AnnotationExtensions]; got == "" {
 				t.Fatalf("no %s annotation: the case is not the one under test", expiry.AnnotationExtensions)
 			}
-			h.scripted.mu.Lock()
-			h.scripted.during = func() { h.annotate(cm, expiry.AnnotationExpiresAt, fixture.T0.Add(48*time.Hour).Format(time.RFC3339)) }
-			h.scripted.mu.Unlock()
-			mustReconcile(t, h, cm)
-			h.scripted.mu.Lock()
-			h.scripted.during = nil
-			h.scripted.mu.Unlock()
-			if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
-				t.Fatalf("%d reminders, want 1", n)
-			}
-			for range 3 {
-				mustReconcile(t, h, cm)
-			}
-			if n := h.scripted.count(v1alpha1.EventExtended); n != 1 {
-				t.Errorf("%d extended messages after people were sent a reminder for the old date; want 1", n)
-			}
-			if rec := storedRecord(t, h, cm); rec == nil || rec.NoticeAt.IsZero() {
-				t.Errorf("record %s forgot the notice given by the delivered reminder", rec)
-			}
+			extendDuringTheFirstReminder(t, h, cm)
 		}},
 		{"keeps an extension message owed when a second extension comes before it got through", func(t *testing.T) {
 			cm := fixture.NewConfigMap("twice")
