@@ -18,16 +18,18 @@ import (
 type buckets map[float64]float64
 
 // requestDurations reads, from the API server's metrics, how long it took
-// to serve each verb on resource (apiserver_request_duration_seconds),
-// summed over its other labels: the API server's own part of a request,
-// from its arrival to its answer, without the client or the network.
-func requestDurations(text []byte, verb, resource string) (buckets, error) {
+// to serve the requests on the resources keep accepts
+// (apiserver_request_duration_seconds), by "VERB resource[/subresource]"
+// and summed over its other labels: the API server's own part of each
+// request, from its arrival to its answer, without the client or the
+// network. Watches are left out: they last as long as they are open.
+func requestDurations(text []byte, keep func(resource string) bool) (map[string]buckets, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
 	if err != nil {
 		return nil, fmt.Errorf("read metrics: %w", err)
 	}
-	out := buckets{}
+	out := map[string]buckets{}
 	f, ok := families["apiserver_request_duration_seconds"]
 	if !ok {
 		return out, nil
@@ -38,17 +40,38 @@ func requestDurations(text []byte, verb, resource string) (buckets, error) {
 			labels[l.GetName()] = l.GetValue()
 		}
 		h := m.GetHistogram()
-		if h == nil || labels["verb"] != verb || labels["resource"] != resource || labels["subresource"] != "" {
+		if h == nil || labels["verb"] == "WATCH" || !keep(labels["resource"]) {
 			continue
 		}
-		for _, b := range h.GetBucket() {
-			if le := b.GetUpperBound(); !math.IsInf(le, 1) {
-				out[le] += float64(b.GetCumulativeCount())
+		key := labels["verb"] + " " + labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			key += "/" + sub
+		}
+		b := out[key]
+		if b == nil {
+			b = buckets{}
+			out[key] = b
+		}
+		for _, bucket := range h.GetBucket() {
+			if le := bucket.GetUpperBound(); !math.IsInf(le, 1) {
+				b[le] += float64(bucket.GetCumulativeCount())
 			}
 		}
-		out[math.Inf(1)] += float64(h.GetSampleCount())
+		b[math.Inf(1)] += float64(h.GetSampleCount())
 	}
 	return out, nil
+}
+
+// servedSince returns, by request, the stats of the durations observed
+// between snapshots a and b.
+func servedSince(a, b map[string]buckets) map[string]durationStats {
+	out := map[string]durationStats{}
+	for k, h := range b {
+		if st := h.since(a[k]).stats(); st.Count > 0 {
+			out[k] = st
+		}
+	}
+	return out
 }
 
 // since is the histogram of the observations made after a.

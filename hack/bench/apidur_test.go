@@ -25,12 +25,15 @@ apiserver_request_duration_seconds_sum{resource="playbooks",scope="resource",sub
 apiserver_request_duration_seconds_count{resource="playbooks",scope="resource",subresource="",verb="GET"} 7
 `)
 	before := buckets{0.025: 10, 0.05: 20, 0.1: 20, math.Inf(1): 20}
-	b, err := requestDurations(text, "DELETE", "playbooks")
+	all, err := requestDurations(text, func(r string) bool { return r == "playbooks" })
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(all) != 2 {
+		t.Fatalf("histograms of %d requests, want DELETE and GET", len(all))
+	}
 	// After before: 0 below 25 ms, 20 in (25, 50], 50 in (50, 100], 10 above.
-	got := b.since(before).stats()
+	got := servedSince(map[string]buckets{"DELETE playbooks": before}, all)["DELETE playbooks"]
 	// p50: the 40th of 80, the 20th of the 50 in (50, 100]: 70 ms. p99:
 	// in +Inf, so the highest finite bound.
 	if got.Count != 80 || math.Abs(got.P50-70) > 1e-9 || got.P99 != 100 {
@@ -38,5 +41,8 @@ apiserver_request_duration_seconds_count{resource="playbooks",scope="resource",s
 	}
 	if (buckets{}).stats() != (durationStats{}) {
 		t.Fatal("an empty histogram has stats")
+	}
+	if none, err := requestDurations(text, func(string) bool { return false }); err != nil || len(none) != 0 {
+		t.Fatalf("histograms of no resource: %v, %v", none, err)
 	}
 }

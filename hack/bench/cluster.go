@@ -514,7 +514,7 @@ func (cl *cluster) apiMetrics(ctx context.Context) (apiSnapshot, error) {
 		return apiSnapshot{}, fmt.Errorf("read the API server's metrics: %w", err)
 	}
 	s := apiSnapshot{ended: counts{}, open: counts{}, bench: cl.counter.snapshot(), cpu: cpuTimes(cl.pids)}
-	if s.deletes, err = requestDurations(body, "DELETE", "playbooks"); err != nil {
+	if s.served, err = requestDurations(body, func(r string) bool { return relevant[r] }); err != nil {
 		return apiSnapshot{}, fmt.Errorf("the API server's metrics: %w", err)
 	}
 	samples, err := parseMetrics(body, "apiserver_request_total", "apiserver_longrunning_requests")
@@ -556,9 +556,9 @@ type apiSnapshot struct {
 	// cpu is the CPU time etcd, kube-apiserver, kube-controller-manager
 	// and the bench had spent.
 	cpu map[string]time.Duration
-	// deletes is how long the API server took to serve the DELETEs of
-	// Playbooks it had served.
-	deletes buckets
+	// served is how long the API server took to serve the requests it
+	// had served, by "VERB resource[/subresource]".
+	served map[string]buckets
 }
 
 // counter counts the bench's requests as the API server does: by verb

@@ -449,7 +449,7 @@ func (r *peerReport) print(out io.Writer) {
 	}
 	fact("not measured", "%s", strings.Join(r.NotMeasured, "; "))
 	printLags(out, []namedLags{{"deletion", r.Deletion}, {"owned gone (namespace)", deref(r.Owned)}})
-	printRequests(out, [2]string{"first pass", "after it"}, r.API.FirstPass, r.API.AfterFirstPass, r.API.Watches, c.Expiring)
+	printRequests(out, [2]string{"first pass", "after it"}, r.API.FirstPass, r.API.AfterFirstPass, r.API.Watches, c.Expiring, nil)
 	if c.Owned {
 		fmt.Fprintln(out, "(with -owned these include kube-controller-manager's requests: garbage collection and namespace deletion)")
 	}
