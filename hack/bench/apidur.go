@@ -24,13 +24,41 @@ type buckets map[float64]float64
 // request, from its arrival to its answer, without the client or the
 // network. Watches are left out: they last as long as they are open.
 func requestDurations(text []byte, keep func(resource string) bool) (map[string]buckets, error) {
+	return histograms(text, "apiserver_request_duration_seconds", func(labels map[string]string) string {
+		if labels["verb"] == "WATCH" || !keep(labels["resource"]) {
+			return ""
+		}
+		key := labels["verb"] + " " + labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			key += "/" + sub
+		}
+		return key
+	})
+}
+
+// etcdDurations reads, from the API server's metrics, how long etcd took
+// to answer its requests about the resources keep accepts
+// (etcd_request_duration_seconds), by "operation resource": of a request
+// the API server served, the part it waited for etcd.
+func etcdDurations(text []byte, keep func(resource string) bool) (map[string]buckets, error) {
+	return histograms(text, "etcd_request_duration_seconds", func(labels map[string]string) string {
+		if !keep(labels["resource"]) {
+			return ""
+		}
+		return labels["operation"] + " " + labels["resource"]
+	})
+}
+
+// histograms sums the histograms of family by the key keyOf gives their
+// labels, leaving out those it gives none.
+func histograms(text []byte, family string, keyOf func(labels map[string]string) string) (map[string]buckets, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
 	if err != nil {
 		return nil, fmt.Errorf("read metrics: %w", err)
 	}
 	out := map[string]buckets{}
-	f, ok := families["apiserver_request_duration_seconds"]
+	f, ok := families[family]
 	if !ok {
 		return out, nil
 	}
@@ -40,12 +68,9 @@ func requestDurations(text []byte, keep func(resource string) bool) (map[string]
 			labels[l.GetName()] = l.GetValue()
 		}
 		h := m.GetHistogram()
-		if h == nil || labels["verb"] == "WATCH" || !keep(labels["resource"]) {
+		key := keyOf(labels)
+		if h == nil || key == "" {
 			continue
-		}
-		key := labels["verb"] + " " + labels["resource"]
-		if sub := labels["subresource"]; sub != "" {
-			key += "/" + sub
 		}
 		b := out[key]
 		if b == nil {

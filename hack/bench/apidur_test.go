@@ -23,6 +23,18 @@ apiserver_request_duration_seconds_bucket{resource="playbooks",scope="resource",
 apiserver_request_duration_seconds_bucket{resource="playbooks",scope="resource",subresource="",verb="GET",le="+Inf"} 7
 apiserver_request_duration_seconds_sum{resource="playbooks",scope="resource",subresource="",verb="GET"} 1
 apiserver_request_duration_seconds_count{resource="playbooks",scope="resource",subresource="",verb="GET"} 7
+# HELP etcd_request_duration_seconds x
+# TYPE etcd_request_duration_seconds histogram
+etcd_request_duration_seconds_bucket{group="amphitheatre.app",operation="delete",resource="playbooks",le="0.005"} 3
+etcd_request_duration_seconds_bucket{group="amphitheatre.app",operation="delete",resource="playbooks",le="0.025"} 4
+etcd_request_duration_seconds_bucket{group="amphitheatre.app",operation="delete",resource="playbooks",le="+Inf"} 4
+etcd_request_duration_seconds_sum{group="amphitheatre.app",operation="delete",resource="playbooks"} 0.03
+etcd_request_duration_seconds_count{group="amphitheatre.app",operation="delete",resource="playbooks"} 4
+etcd_request_duration_seconds_bucket{group="",operation="delete",resource="configmaps",le="0.005"} 1
+etcd_request_duration_seconds_bucket{group="",operation="delete",resource="configmaps",le="0.025"} 1
+etcd_request_duration_seconds_bucket{group="",operation="delete",resource="configmaps",le="+Inf"} 1
+etcd_request_duration_seconds_sum{group="",operation="delete",resource="configmaps"} 0.001
+etcd_request_duration_seconds_count{group="",operation="delete",resource="configmaps"} 1
 `)
 	before := buckets{0.025: 10, 0.05: 20, 0.1: 20, math.Inf(1): 20}
 	all, err := requestDurations(text, func(r string) bool { return r == "playbooks" })
@@ -41,6 +53,14 @@ apiserver_request_duration_seconds_count{resource="playbooks",scope="resource",s
 	}
 	if (buckets{}).stats() != (durationStats{}) {
 		t.Fatal("an empty histogram has stats")
+	}
+	etcd, err := etcdDurations(text, func(r string) bool { return r == "playbooks" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3 of 4 at or below 5 ms, the 4th in (5, 25]: p50 is 2/3 of 5 ms.
+	if got := servedSince(nil, etcd); len(got) != 1 || got["delete playbooks"].Count != 4 || math.Abs(got["delete playbooks"].P50-5.0*2/3) > 1e-9 {
+		t.Fatalf("etcd: %+v, want 4 deletes of playbooks, p50 3.3 ms", got)
 	}
 	if none, err := requestDurations(text, func(string) bool { return false }); err != nil || len(none) != 0 {
 		t.Fatalf("histograms of no resource: %v, %v", none, err)

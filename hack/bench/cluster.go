@@ -514,7 +514,11 @@ func (cl *cluster) apiMetrics(ctx context.Context) (apiSnapshot, error) {
 		return apiSnapshot{}, fmt.Errorf("read the API server's metrics: %w", err)
 	}
 	s := apiSnapshot{ended: counts{}, open: counts{}, bench: cl.counter.snapshot(), cpu: cpuTimes(cl.pids)}
-	if s.served, err = requestDurations(body, func(r string) bool { return relevant[r] }); err != nil {
+	keep := func(r string) bool { return relevant[r] }
+	if s.served, err = requestDurations(body, keep); err != nil {
+		return apiSnapshot{}, fmt.Errorf("the API server's metrics: %w", err)
+	}
+	if s.etcd, err = etcdDurations(body, keep); err != nil {
 		return apiSnapshot{}, fmt.Errorf("the API server's metrics: %w", err)
 	}
 	samples, err := parseMetrics(body, "apiserver_request_total", "apiserver_longrunning_requests")
@@ -559,6 +563,9 @@ type apiSnapshot struct {
 	// served is how long the API server took to serve the requests it
 	// had served, by "VERB resource[/subresource]".
 	served map[string]buckets
+	// etcd is how long etcd took to answer the API server, by
+	// "operation resource".
+	etcd map[string]buckets
 }
 
 // counter counts the bench's requests as the API server does: by verb

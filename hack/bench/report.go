@@ -375,6 +375,10 @@ type report struct {
 		// way to the API server. It counts everyone's requests, the
 		// bench's included.
 		ServedAfterSync map[string]durationStats `json:"servedAfterSync"`
+		// EtcdAfterSync is how long etcd took to answer the API server
+		// after the sync, by "operation resource"
+		// (etcd_request_duration_seconds, estimated from its buckets).
+		EtcdAfterSync map[string]durationStats `json:"etcdAfterSync"`
 	} `json:"api"`
 
 	// Touch is the run with activity (-touch), when there was one.
@@ -435,6 +439,7 @@ func (m *measurement) report() *report {
 	if m.end.ended != nil {
 		r.API.AfterSync = delta(m.synced, m.end)
 		r.API.ServedAfterSync = servedSince(m.synced.served, m.end.served)
+		r.API.EtcdAfterSync = servedSince(m.synced.etcd, m.end.etcd)
 		r.OtherCPUSeconds.AfterSync = cpuDelta(m.synced, m.end)
 		r.PeakRSSBytes, r.CPUSeconds = m.atEnd.peakRSS, m.atEnd.cpu.Seconds()
 		r.Controller = m.ctrl
@@ -697,6 +702,7 @@ func (r *report) print(out io.Writer) {
 
 	printLags(out, []namedLags{{"deletion", r.Deletion}, {"  due to reconcile (log)", r.DeletionLate}, {"  reconcile to accepted", r.DeletionTook}, {"owned gone (namespace)", deref(r.Owned)}, {"reminder", r.Reminder}, {"reminder, slow SMTP", deref(r.SlowReminder)}})
 	printRequests(out, [2]string{"initial sync", "after sync"}, r.API.InitialSync, r.API.AfterSync, r.API.Watches, c.Expiring, r.API.ServedAfterSync)
+	printEtcd(out, r.API.EtcdAfterSync)
 	if c.Owned {
 		fmt.Fprintln(out, "(with -owned these include kube-controller-manager's requests: garbage collection and namespace deletion)")
 	}
@@ -762,6 +768,19 @@ func printRequests(out io.Writer, phases [2]string, first, second, watches count
 	}
 	for _, k := range slices.Sorted(maps.Keys(watches)) {
 		fmt.Fprintf(out, "%-26s %12.0f %12s %14s\n", k+" (open)", watches[k], "", "")
+	}
+}
+
+// printEtcd prints how long etcd took to answer the API server's
+// requests after the sync.
+func printEtcd(out io.Writer, etcd map[string]durationStats) {
+	if len(etcd) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\n%-34s %10s %22s\n", "etcd, as the API server saw it", "requests", "p50 / p99 (ms)")
+	for _, k := range slices.Sorted(maps.Keys(etcd)) {
+		st := etcd[k]
+		fmt.Fprintf(out, "%-34s %10.0f %22s\n", k, st.Count, fmt.Sprintf("%.1f / %.1f", st.P50, st.P99))
 	}
 }
 

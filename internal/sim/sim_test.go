@@ -254,6 +254,35 @@ var regressions = []struct {
 		},
 	},
 	{
+		// Seed 1795885395730101680. The 20m reminder to sim-0 is taken
+		// and reset, retried and recorded during a cache lag; the process
+		// that takes over next (a restart here, a leader change alike)
+		// read the object from the lagging cache, without sim-0 in the
+		// record, and sent the reminder again. A message now goes out
+		// only when the API server shows the object at the version the
+		// plan was made from.
+		name:  "a new process whose cache lags does not send a reminder its predecessor recorded",
+		check: "stageAcceptedOnce", schedule: []Step{
+			{Kind: "policyCreate", Val: "ttl=1h,rem=20m;5m,notice=10m,sel=,prio=3,dry=0,cap=0,idle=1h,max=2h,keep=Forbidden,arch=1", WaitMS: 1000},
+			{Kind: "create", Obj: 3, Val: "a;keep=true"},
+			{Kind: "keep", Obj: 2, WaitMS: 200},
+			{Kind: "create", Obj: 4, Val: "a;expires-at=+25m", WaitMS: 300000},
+			{Kind: "create", Obj: 3, Val: "a;expires-at=+25m", WaitMS: 300000},
+			{Kind: "outage", Ch: 1, DurMS: 500, WaitMS: 300000},
+			{Kind: "writeConflict", Obj: 3, DurMS: 2, WaitMS: 900000},
+			{Kind: "scaleUp", Obj: 2, Val: "lost", WaitMS: 1800000},
+			{Kind: "connectionReset", WaitMS: 900000},
+			{Kind: "shorten", Obj: 1, DurMS: 60000, WaitMS: 200},
+			{Kind: "notify", Obj: 4, Val: "ann@sim.test,#ops", WaitMS: 200},
+			{Kind: "crash", Val: "15s", DurMS: 4, WaitMS: 200},
+			{Kind: "create", Obj: 2, Val: "a", WaitMS: 1800000},
+			{Kind: "keep", Obj: 1, WaitMS: 300000},
+			{Kind: "create", Obj: 1, Val: "a;keep=true", WaitMS: 300000},
+			{Kind: "cacheLag", DurMS: 400, WaitMS: 200},
+			{Kind: "restart", WaitMS: 1800000},
+		},
+	},
+	{
 		name:  "every deletion has an intent and an outcome on the audit trail",
 		check: "auditIntentAndOutcome", schedule: []Step{ // seed 1000
 			{Kind: "policyCreate", Val: "ttl=2h,rem=20m,notice=0s,sel=,prio=2,dry=0,cap=0", WaitMS: 1000},

@@ -128,6 +128,9 @@ func (d *Deliverer) notifyChannels(ctx context.Context, ev *eval.Evaluation, pla
 	if len(due) == 0 {
 		return ctrl.Result{RequeueAfter: d.retryDelay(plan, retryKeyOf, ev.Now)}, nil
 	}
+	if current, err := d.current(ctx, ev); !current || err != nil {
+		return ctrl.Result{RequeueAfter: cacheBehindRetry}, err
+	}
 	if ev.Channels != nil {
 		held, reserved, busy, release := ev.Channels.Reserve(due)
 		defer release()
@@ -168,12 +171,41 @@ func (d *Deliverer) notifyChannels(ctx context.Context, ev *eval.Evaluation, pla
 	return d.orBusy(ctrl.Result{RequeueAfter: d.retryDelay(plan, retryKeyOf, now)}, ev.Key, out.busy), nil
 }
 
-// compose writes the message plan says is due, with the why of the
-// messages that need one.
-func (d *Deliverer) compose(ctx context.Context, ev *eval.Evaluation, plan expiry.Plan) notify.Message {
-	if ev.NeedsTitle(ev.Key) {
-		ev.Record.Title = d.title(ctx, ev.Key)
+// cacheBehindRetry is when a message held back because the cache was
+// behind the object is planned again, should the watch not bring the
+// newer object first.
+const cacheBehindRetry = time.Second
+
+// current reports whether the API server shows the object at the version
+// ev was made from. A message goes out only then: the cache may be behind
+// the object's record, as a new leader's may be behind what its
+// predecessor delivered a moment before handing over, and the message
+// would go out again. When it is behind, the watch brings the newer
+// object, and the plan is made again from it. The read also gives the
+// title a message needs, so that a Playbook's first message reads the
+// object once.
+func (d *Deliverer) current(ctx context.Context, ev *eval.Evaluation) (bool, error) {
+	fresh, u, err := kube.FreshRead(ctx, d.Reader, ev.Key)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("get %s from the API server: %w", ev.Key, err)
+	case fresh.UID != ev.Obj.UID || fresh.ResourceVersion != ev.Obj.ResourceVersion:
+		logf.FromContext(ctx).V(1).Info("the cache is behind the object: no message until it shows the newer one",
+			"cached", ev.Obj.ResourceVersion, "current", fresh.ResourceVersion)
+		return false, nil
 	}
+	if ev.NeedsTitle(ev.Key) {
+		ev.Record.Title = TitleOf(u)
+	}
+	return true, nil
+}
+
+// compose writes the message plan says is due, with the why of the
+// messages that need one. The record carries the title by then (see
+// current).
+func (d *Deliverer) compose(ctx context.Context, ev *eval.Evaluation, plan expiry.Plan) notify.Message {
 	msg := d.message(ctx, ev, plan.Event, plan.At, plan.Key)
 	if plan.Event == v1alpha1.EventReminder {
 		msg.Stage = plan.Key

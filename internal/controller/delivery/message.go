@@ -132,18 +132,6 @@ func extendHint(key wakeup.Key, obj *metav1.PartialObjectMetadata, at time.Time)
 		resource, obj.Name, ns, expiry.AnnotationExpiresAt, at.Add(7*expiry.Day).UTC().Format(time.RFC3339), expiry.AnnotationKeep)
 }
 
-// title reads a Playbook's spec.title, which the metadata-only cache does
-// not hold, for its first message; the record keeps it from then on. A
-// Playbook without a title (or whose read failed) is read again for its
-// next message.
-func (d *Deliverer) title(ctx context.Context, key wakeup.Key) string {
-	_, u, err := kube.FreshRead(ctx, d.Reader, key)
-	if err != nil {
-		return ""
-	}
-	return TitleOf(u)
-}
-
 // TitleOf returns a Playbook's spec.title, cut to what the record keeps.
 func TitleOf(u *unstructured.Unstructured) string {
 	t := decide.Title(u)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
@@ -193,5 +194,47 @@ func TestANewLeaderSendsWhatTheOldOneLeftMidSend(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A new leader whose cache is behind the record its predecessor wrote
+// just before handing over does not send that reminder again: a message
+// goes out only when the API server shows the object at the version the
+// plan was made from, and the plan is made again once the cache has
+// caught up.
+func TestANewLeaderWithALaggingCacheDoesNotSendAgain(t *testing.T) {
+	cm := fixture.NewConfigMap("handed-over")
+	h := newHarness(t, fixture.T0.Add(31*time.Minute), remindingPolicy("0s"), cm)
+	before := h.stored(cm)
+	mustReconcile(t, h, cm)
+	if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
+		t.Fatalf("%d reminders from the old leader, want 1", n)
+	}
+	after := h.stored(cm)
+	if after.ResourceVersion == before.ResourceVersion {
+		t.Fatal("the old leader wrote no record: the case is not the one under test")
+	}
+
+	// The new leader's cache still shows the object as it was before the
+	// record: its annotations and its resourceVersion.
+	h.mu.Lock()
+	h.cacheView = func(o *metav1.PartialObjectMetadata) error {
+		o.Annotations, o.ResourceVersion = before.Annotations, before.ResourceVersion
+		return nil
+	}
+	h.mu.Unlock()
+	h.r = &Reconciler{Client: h.r.Client, APIReader: h.r.APIReader, Recorder: h.rec, Clock: h.clock, Channels: h.channels()}
+	res, err := h.reconcile(cm)
+	if err != nil || res.RequeueAfter <= 0 || h.scripted.count(v1alpha1.EventReminder) != 1 {
+		t.Fatalf("new leader, lagging cache: %+v, %v, %d reminders; want a look again soon and still 1", res, err, h.scripted.count(v1alpha1.EventReminder))
+	}
+
+	// Caught up: nothing to send until the expiry.
+	h.mu.Lock()
+	h.cacheView = nil
+	h.mu.Unlock()
+	mustReconcile(t, h, cm)
+	if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
+		t.Errorf("%d reminders once the cache caught up, want 1", n)
 	}
 }
