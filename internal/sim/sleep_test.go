@@ -244,12 +244,16 @@ func (w *world) scaleWorkloadUp(name string, uid types.UID, workload string, rep
 	w.seq++
 	sleeping := false
 	at := w.now()
-	if cm, found := w.get(name); found && cm.UID == uid && readSleep(cm).Phase == expiry.PhaseSleeping {
-		// Use of the sleep under way, which counts from its since: up to
-		// a second after it began (use is counted to the second).
-		sleeping = true
-		if since := readSleep(cm).Since; since.After(at) {
-			at = since
+	if cm, found := w.get(name); found && cm.UID == uid {
+		switch st := readSleep(cm); st.Phase {
+		case expiry.PhaseSleeping, expiry.PhaseAsleep:
+			// Use of the sleep under way or done, which counts from its
+			// since: up to a second after it began (use is counted to
+			// the second), so possibly still ahead.
+			sleeping = st.Phase == expiry.PhaseSleeping
+			if st.Since.After(at) {
+				at = st.Since
+			}
 		}
 	}
 	if *replicas != nil && **replicas == 0 || sleeping {
