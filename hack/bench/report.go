@@ -314,8 +314,7 @@ type report struct {
 	// Deletion is the API server's watch to the bench.
 	DeletionLate lagStats `json:"deletionLate"`
 	DeletionTook lagStats `json:"deletionTook"`
-
-	Reminder lagStats `json:"reminder"`
+	Reminder     lagStats `json:"reminder"`
 	// Owned is, with -owned, from each expiring Playbook's expiry to its
 	// namespace amp-<id> gone (DELETED): the last object it owned gone.
 	// Its Missing are the namespaces still there at the end.
@@ -740,9 +739,8 @@ func printLags(out io.Writer, rows []namedLags) {
 }
 
 // printRequests writes the table of API requests in the two phases named
-// by phases, the second's also per expiring Playbook, and the watches open.
-// printRequests prints the requests of two phases, and how long the API
-// server took to serve those of the second when served says.
+// by phases, the second's also per expiring Playbook and, when served
+// says, how long the API server took to serve them; and the watches open.
 func printRequests(out io.Writer, phases [2]string, first, second, watches counts, expiring int, served map[string]durationStats) {
 	fmt.Fprintf(out, "\n%-26s %12s %12s %14s", "API requests", phases[0], phases[1], "per expiring")
 	if served != nil {
