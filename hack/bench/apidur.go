@@ -4,13 +4,8 @@
 package main
 
 import (
-	"bytes"
-	"fmt"
 	"math"
 	"slices"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // buckets is a histogram as Prometheus exposes it: each upper bound (le)
@@ -23,8 +18,8 @@ type buckets map[float64]float64
 // and summed over its other labels: the API server's own part of each
 // request, from its arrival to its answer, without the client or the
 // network. Watches are left out: they last as long as they are open.
-func requestDurations(text []byte, keep func(resource string) bool) (map[string]buckets, error) {
-	return histograms(text, "apiserver_request_duration_seconds", func(labels map[string]string) string {
+func requestDurations(fams families, keep func(resource string) bool) map[string]buckets {
+	return fams.histograms("apiserver_request_duration_seconds", func(labels map[string]string) string {
 		if labels["verb"] == "WATCH" || !keep(labels["resource"]) {
 			return ""
 		}
@@ -40,8 +35,8 @@ func requestDurations(text []byte, keep func(resource string) bool) (map[string]
 // to answer its requests about the resources keep accepts
 // (etcd_request_duration_seconds), by "operation resource": of a request
 // the API server served, the part it waited for etcd.
-func etcdDurations(text []byte, keep func(resource string) bool) (map[string]buckets, error) {
-	return histograms(text, "etcd_request_duration_seconds", func(labels map[string]string) string {
+func etcdDurations(fams families, keep func(resource string) bool) map[string]buckets {
+	return fams.histograms("etcd_request_duration_seconds", func(labels map[string]string) string {
 		if !keep(labels["resource"]) {
 			return ""
 		}
@@ -51,16 +46,11 @@ func etcdDurations(text []byte, keep func(resource string) bool) (map[string]buc
 
 // histograms sums the histograms of family by the key keyOf gives their
 // labels, leaving out those it gives none.
-func histograms(text []byte, family string, keyOf func(labels map[string]string) string) (map[string]buckets, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
-	if err != nil {
-		return nil, fmt.Errorf("read metrics: %w", err)
-	}
+func (fams families) histograms(family string, keyOf func(labels map[string]string) string) map[string]buckets {
 	out := map[string]buckets{}
-	f, ok := families[family]
+	f, ok := fams[family]
 	if !ok {
-		return out, nil
+		return out
 	}
 	for _, m := range f.GetMetric() {
 		labels := map[string]string{}
@@ -84,7 +74,7 @@ func histograms(text []byte, family string, keyOf func(labels map[string]string)
 		}
 		b[math.Inf(1)] += float64(h.GetSampleCount())
 	}
-	return out, nil
+	return out
 }
 
 // servedSince returns, by request, the stats of the durations observed

@@ -514,17 +514,13 @@ func (cl *cluster) apiMetrics(ctx context.Context) (apiSnapshot, error) {
 		return apiSnapshot{}, fmt.Errorf("read the API server's metrics: %w", err)
 	}
 	s := apiSnapshot{ended: counts{}, open: counts{}, bench: cl.counter.snapshot(), cpu: cpuTimes(cl.pids)}
-	keep := func(r string) bool { return relevant[r] }
-	if s.served, err = requestDurations(body, keep); err != nil {
-		return apiSnapshot{}, fmt.Errorf("the API server's metrics: %w", err)
-	}
-	if s.etcd, err = etcdDurations(body, keep); err != nil {
-		return apiSnapshot{}, fmt.Errorf("the API server's metrics: %w", err)
-	}
-	samples, err := parseMetrics(body, "apiserver_request_total", "apiserver_longrunning_requests")
+	fams, err := readFamilies(body)
 	if err != nil {
 		return apiSnapshot{}, fmt.Errorf("the API server's metrics: %w", err)
 	}
+	keep := func(r string) bool { return relevant[r] }
+	s.served, s.etcd = requestDurations(fams, keep), etcdDurations(fams, keep)
+	samples := fams.samples("apiserver_request_total", "apiserver_longrunning_requests")
 	for _, m := range samples {
 		resource := m.labels["resource"]
 		if !relevant[resource] {

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -225,14 +226,33 @@ type sample struct {
 	value  float64
 }
 
-// parseMetrics returns the samples of the named counters and gauges in a
-// Prometheus text exposition, and of the named histograms their counts.
-func parseMetrics(text []byte, names ...string) ([]sample, error) {
+// families is a Prometheus text exposition, read: its metric families by
+// name.
+type families map[string]*dto.MetricFamily
+
+// readFamilies reads a Prometheus text exposition.
+func readFamilies(text []byte) (families, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(text))
 	if err != nil {
 		return nil, fmt.Errorf("read metrics: %w", err)
 	}
+	return fams, nil
+}
+
+// parseMetrics returns the samples of the named counters and gauges in a
+// Prometheus text exposition, and of the named histograms their counts.
+func parseMetrics(text []byte, names ...string) ([]sample, error) {
+	fams, err := readFamilies(text)
+	if err != nil {
+		return nil, err
+	}
+	return fams.samples(names...), nil
+}
+
+// samples returns the samples of the named counters and gauges, and of
+// the named histograms their counts.
+func (families families) samples(names ...string) []sample {
 	var out []sample
 	for _, name := range names {
 		f, ok := families[name]
@@ -257,7 +277,7 @@ func parseMetrics(text []byte, names ...string) ([]sample, error) {
 			out = append(out, s)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // ctrlMetrics is what the bench reads of the controller's own metrics,
