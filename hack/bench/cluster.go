@@ -506,8 +506,9 @@ func newPlaybook(i int, expiresAt time.Time, characters int, lastAppliedShare fl
 // lastApplied is the annotation kubectl apply writes.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
-// apiMetrics reads the API server's request counts: those that have
-// ended, by verb and resource, and the watches open.
+// apiMetrics reads the API server's request counts (those that have
+// ended, by verb and resource, and the watches open) and the histograms
+// of how long it took to serve them and etcd to answer it.
 func (cl *cluster) apiMetrics(ctx context.Context) (apiSnapshot, error) {
 	body, err := cl.rest.Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {

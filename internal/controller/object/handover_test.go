@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/amphitheatre-app/timeout-controller/api/v1alpha1"
 	"github.com/amphitheatre-app/timeout-controller/internal/controller/channelset"
@@ -236,5 +238,32 @@ func TestANewLeaderWithALaggingCacheDoesNotSendAgain(t *testing.T) {
 	mustReconcile(t, h, cm)
 	if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
 		t.Errorf("%d reminders once the cache caught up, want 1", n)
+	}
+}
+
+// A reminder whose read from the API server fails, or finds the object
+// gone, is not sent, and nothing is recorded: the look fails and is
+// retried, and the reminder goes out once the read succeeds.
+func TestAReminderWaitsForItsReadFromTheAPIServer(t *testing.T) {
+	cm := fixture.NewConfigMap("unread")
+	h := newHarness(t, fixture.T0.Add(31*time.Minute), remindingPolicy("0s"), cm)
+	for _, fail := range []error{errors.New("connection refused"), apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, cm.Name)} {
+		h.mu.Lock()
+		h.freshView = func(*metav1.PartialObjectMetadata) error { return fail }
+		h.mu.Unlock()
+		res, err := h.reconcile(cm)
+		if n := h.scripted.count(v1alpha1.EventReminder); n != 0 || res.RequeueAfter <= 0 && err == nil {
+			t.Fatalf("read failing with %v: %+v, %v, %d reminders; want none, and a look again", fail, res, err, n)
+		}
+		if rec := storedRecord(t, h, cm); rec != nil && len(rec.Sent) > 0 {
+			t.Fatalf("read failing with %v: record %s shows a delivery", fail, rec)
+		}
+	}
+	h.mu.Lock()
+	h.freshView = nil
+	h.mu.Unlock()
+	mustReconcile(t, h, cm)
+	if n := h.scripted.count(v1alpha1.EventReminder); n != 1 {
+		t.Errorf("%d reminders once the read succeeds, want 1", n)
 	}
 }
