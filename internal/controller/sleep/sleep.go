@@ -395,9 +395,12 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 			return ctrl.Result{RequeueAfter: kube.ConflictRetry}, err
 		}
 	}
+	// Whether the object is scaled itself: a sleep under way goes on as it
+	// began, which its state says (it keeps the replicas of such an object
+	// alone); one that begins asks the object's scale subresource.
 	var self bool
 	var replicas int32
-	if sleepPatch == nil {
+	if sleepPatch == nil && (!resumed || st.Replicas != nil) {
 		var err error
 		if self, replicas, err = r.selfScaled(ctx, key); err != nil {
 			return ctrl.Result{}, err
@@ -591,12 +594,17 @@ func (r *Sleeper) Wake(ctx context.Context, ev *eval.Evaluation, wokeBy string) 
 		known = obj
 	}
 
+	// The wake undoes what the sleep did, as its state says: the sleep
+	// kept the replicas of an object scaled itself, and of no other. What
+	// the object's kind offers now (a scale subresource added to a CRD
+	// since) does not change which.
 	patched := st.Patch != nil
-	var self bool
+	self := !patched && st.Replicas != nil
+	var scaled bool
 	var replicas int32
-	if !patched {
+	if self {
 		var err error
-		if self, replicas, err = r.selfScaled(ctx, key); err != nil {
+		if scaled, replicas, err = r.selfScaled(ctx, key); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -606,7 +614,7 @@ func (r *Sleeper) Wake(ctx context.Context, ev *eval.Evaluation, wokeBy string) 
 			return ctrl.Result{}, fmt.Errorf("apply the wake patch to %s: %w", key, err)
 		}
 	case self:
-		if st.Replicas != nil && replicas == 0 && *st.Replicas > 0 {
+		if scaled && replicas == 0 && *st.Replicas > 0 {
 			if err := scaleTo(ctx, r.Client, key, *st.Replicas); err != nil {
 				return ctrl.Result{}, fmt.Errorf("scale %s back to %d: %w", key, *st.Replicas, err)
 			}

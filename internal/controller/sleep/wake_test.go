@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
@@ -229,8 +231,8 @@ func TestAWakeOfAnObjectScaledOrPatchedItself(t *testing.T) {
 			[]string{"patch ReplicationController team-a/rc", "get scale ReplicationController team-a/rc", "patch ReplicationController team-a/rc"}, 1, 1},
 		{"one that was at zero before its sleep stays there", rcGVK, replicationController("rc", 0, asleepAt(ptr.To[int32](0))...),
 			[]string{"patch ReplicationController team-a/rc", "get scale ReplicationController team-a/rc", "patch ReplicationController team-a/rc"}, 0, 1},
-		{"one whose state kept no replicas is left as it is", rcGVK, replicationController("rc", 0, asleepAt(nil)...),
-			[]string{"patch ReplicationController team-a/rc", "get scale ReplicationController team-a/rc", "patch ReplicationController team-a/rc"}, 0, 1},
+		{"one whose state kept no replicas is left as it is, and its scale not read", rcGVK, replicationController("rc", 0, asleepAt(nil)...),
+			[]string{"patch ReplicationController team-a/rc", "patch ReplicationController team-a/rc"}, 0, 1},
 		{"a patched object is given back what its patch replaced", fixture.ConfigMapGVK, paused(expiry.AnnotationSleep, patchedAsleep.String()),
 			[]string{"patch ConfigMap team-a/paused", "patch ConfigMap team-a/paused", "patch ConfigMap team-a/paused"}, -1, 2},
 	} {
@@ -268,6 +270,56 @@ func TestAWakeOfAnObjectScaledOrPatchedItself(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A sleep and a wake of an object whose kind has a scale subresource, but
+// whose sleep began by scaling the workloads of the namespaces it owns (it
+// had none then: a CRD given one since), go on as the sleep began: the
+// workloads are scaled, and the object itself left at its replicas, which
+// no state kept.
+func TestASleepAndAWakeGoOnAsTheSleepBegan(t *testing.T) {
+	rc := func(st expiry.SleepState) *corev1.ReplicationController {
+		return replicationController("rc", 1, expiry.AnnotationSleep, st.String())
+	}
+	ns := fixture.NewNamespace("amp-r", nil)
+	ns.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ReplicationController", Name: "rc", UID: "uid-rc"}}
+
+	t.Run("a sleep under way", func(t *testing.T) {
+		st := expiry.SleepState{Phase: expiry.PhaseSleeping, Since: since, Generation: 1}
+		h := newHarness(t, rc(st), ns, deployment("amp-r", "web", ptr.To[int32](2)))
+		h.made("")
+		if res, err := h.s.Sleep(h.ctx(), h.ev(rcGVK, "rc")); err != nil || res != (ctrl.Result{}) {
+			t.Fatalf("Sleep = %+v, %v; want done", res, err)
+		}
+		h.expectWorkloads(map[string]workloadState{"Deployment amp-r/web": {0, "2", "uid-rc"}})
+		if got := h.replicas(rcGVK, "team-a", "rc").replicas; got != 1 {
+			t.Errorf("the object scaled to %d, want left at 1", got)
+		}
+		if got := h.made("get scale"); len(got) != 0 {
+			t.Errorf("requests %q: the scale of an object whose sleep did not scale it read", got)
+		}
+		if st := h.stateOf(rcGVK, "rc"); st.Phase != expiry.PhaseAsleep || st.Replicas != nil || st.Freed != 2 {
+			t.Errorf("state %s, want asleep, 2 replicas freed, none kept for the object", st)
+		}
+	})
+	t.Run("a wake", func(t *testing.T) {
+		st := expiry.SleepState{Phase: expiry.PhaseAsleep, Since: since, Generation: 1, Freed: 2}
+		h := newHarness(t, rc(st), ns, deployment("amp-r", "web", ptr.To[int32](0), expiry.AnnotationReplicas, "2", expiry.LabelAsleep, "uid-rc"))
+		h.made("")
+		if res, err := h.s.Wake(h.ctx(), h.ev(rcGVK, "rc"), "use"); err != nil || res != (ctrl.Result{}) {
+			t.Fatalf("Wake = %+v, %v; want done", res, err)
+		}
+		h.expectWorkloads(map[string]workloadState{"Deployment amp-r/web": {2, "", ""}})
+		if got := h.replicas(rcGVK, "team-a", "rc").replicas; got != 1 {
+			t.Errorf("the object scaled to %d, want left at 1", got)
+		}
+		if got := h.made("get scale"); len(got) != 0 {
+			t.Errorf("requests %q: the scale of an object whose sleep did not scale it read", got)
+		}
+		if st := h.stateOf(rcGVK, "rc"); st.Phase != expiry.PhaseAwake {
+			t.Errorf("state %s, want awake", st)
+		}
+	})
 }
 
 // A wake that cannot write stops where it is, and says why unless the
