@@ -15,6 +15,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -120,6 +121,8 @@ type governedObject struct {
 	uid    types.UID
 	policy string
 	window time.Duration
+	// read is the object as resolving found it; never cached.
+	read *metav1.PartialObjectMetadata
 }
 
 // NewConnections returns the webhook, which needs Start to record.
@@ -215,6 +218,10 @@ func (c *Connections) record(ctx context.Context, conn connection) (string, erro
 		return "unverified", nil
 	}
 	g, ok := c.resolved.Get(conn.pod)
+	// read is the governed object as resolving the Pod's owners just read
+	// it, which the write starts from; a governed object found in the
+	// cache is read again.
+	var read *metav1.PartialObjectMetadata
 	if !ok {
 		var err error
 		if g, err = c.resolve(ctx, conn.pod); err != nil {
@@ -223,6 +230,7 @@ func (c *Connections) record(ctx context.Context, conn connection) (string, erro
 			c.resolved.Put(conn.pod, governedObject{}, conn.use.At.Add(resolveRetry))
 			return "failed", err
 		}
+		read, g.read = g.read, nil
 		c.resolved.Put(conn.pod, g, conn.use.At.Add(resolveTTL))
 	}
 	if g.uid == "" || g.window <= 0 {
@@ -231,7 +239,7 @@ func (c *Connections) record(ctx context.Context, conn connection) (string, erro
 	if last, ok := c.recorded.Get(g.uid); ok && conn.use.At.Before(last.Add(g.window)) {
 		return "throttled", nil
 	}
-	last, wrote, err := c.write(ctx, g, conn.use)
+	last, wrote, err := c.write(ctx, g, conn.use, read)
 	if err != nil {
 		return "failed", err
 	}
@@ -243,21 +251,26 @@ func (c *Connections) record(ctx context.Context, conn connection) (string, erro
 	return "recorded", nil
 }
 
-// write records use on g, read fresh, unless its last-active is already
-// within the window before the use (another replica, or any client,
-// wrote it). It returns the last-active now on the object and whether it
-// wrote. Only last-active and last-use are written, on the object read
-// (its UID and resourceVersion), so that the write never moves a later
-// last-active back.
-func (c *Connections) write(ctx context.Context, g governedObject, use expiry.Use) (time.Time, bool, error) {
+// write records use on g, read fresh (the first time, read when it is
+// not nil: g as this record just read it), unless its last-active is
+// already within the window before the use (another replica, or any
+// client, wrote it). It returns the last-active now on the object and
+// whether it wrote. Only last-active and last-use are written, on the
+// object read (its UID and resourceVersion), so that the write never
+// moves a later last-active back.
+func (c *Connections) write(ctx context.Context, g governedObject, use expiry.Use, read *metav1.PartialObjectMetadata) (time.Time, bool, error) {
 	use.At = use.At.UTC().Truncate(time.Second)
 	for range 3 {
-		obj := kube.NewMetadata(g.gvk)
-		if err := c.Reader.Get(ctx, g.key, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return use.At, false, nil
+		obj := read
+		read = nil
+		if obj == nil {
+			obj = kube.NewMetadata(g.gvk)
+			if err := c.Reader.Get(ctx, g.key, obj); err != nil {
+				if apierrors.IsNotFound(err) {
+					return use.At, false, nil
+				}
+				return time.Time{}, false, fmt.Errorf("get %s %s: %w", g.gvk.Kind, g.key, err)
 			}
-			return time.Time{}, false, fmt.Errorf("get %s %s: %w", g.gvk.Kind, g.key, err)
 		}
 		if obj.UID != g.uid {
 			return use.At, false, nil

@@ -79,7 +79,7 @@ func (c *Connections) governedOwner(ctx context.Context, policies []v1alpha1.Tim
 			return governedObject{}, false, err
 		}
 		if cand != nil {
-			g := governedObject{gvk: gvk, key: key, uid: obj.UID, policy: cand.Name}
+			g := governedObject{gvk: gvk, key: key, uid: obj.UID, policy: cand.Name, read: obj}
 			if cand.SpecErr == nil {
 				g.window = cand.Schedule.ActivityWindow()
 			}

@@ -193,21 +193,24 @@ func TestARecordedConnectionIsWrittenOnTheObjectItsPolicyGoverns(t *testing.T) {
 			}
 			return nil
 		}, want: "failed", wantErr: "etcd is down"},
-		{name: "writes nothing on a governed object deleted since it was found", policies: []client.Object{deploysIdle()},
+		{name: "writes nothing on a governed object deleted since a write lost to another change", policies: []client.Object{deploysIdle()},
+			patch: []error{apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", nil)},
 			onGet: func(kind string, key types.NamespacedName, n int, _ *metav1.PartialObjectMetadata) error {
 				if kind == "Deployment" && n == 2 {
 					return apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, key.Name)
 				}
 				return nil
 			}, want: "throttled"},
-		{name: "writes nothing on an object recreated under the name of the one found", policies: []client.Object{deploysIdle()},
+		{name: "writes nothing on an object recreated under the name of the one found, read again after a conflict", policies: []client.Object{deploysIdle()},
+			patch: []error{apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", nil)},
 			onGet: func(kind string, key types.NamespacedName, n int, obj *metav1.PartialObjectMetadata) error {
 				if kind == "Deployment" && n == 2 {
 					obj.UID = "uid-recreated"
 				}
 				return nil
 			}, want: "throttled"},
-		{name: "fails when the governed object cannot be read for the write", policies: []client.Object{deploysIdle()},
+		{name: "fails when the governed object cannot be read again for the write", policies: []client.Object{deploysIdle()},
+			patch: []error{apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", nil)},
 			onGet: func(kind string, key types.NamespacedName, n int, _ *metav1.PartialObjectMetadata) error {
 				if kind == "Deployment" && n == 2 {
 					return serverDown
@@ -242,6 +245,32 @@ func TestARecordedConnectionIsWrittenOnTheObjectItsPolicyGoverns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The first connection to a Pod is written on the governed object as
+// resolving the Pod's owners just read it; one whose Pod was resolved
+// before reads the object again for its write.
+func TestAConnectionWritesFromTheReadThatResolvedIt(t *testing.T) {
+	// An activity window of 15 s, within resolveTTL.
+	h := newConnectHarness(t, append(chain(), fixture.Policy("deploys", fixture.Target("apps/v1", "Deployment"), fixture.Idle("5m")))...)
+	conns := h.connections()
+	if got, err := h.record(conns); got != "recorded" || err != nil {
+		t.Fatalf("outcome %s, error %v; want recorded", got, err)
+	}
+	if n := h.reads["Deployment team-a/web"]; n != 1 {
+		t.Errorf("the Deployment read %d times for the first connection, want once", n)
+	}
+	// Past the window, with the Pod still resolved: read for the write.
+	h.clock.Step(20 * time.Second)
+	if got, err := h.record(conns); got != "recorded" || err != nil {
+		t.Fatalf("outcome %s, error %v; want recorded", got, err)
+	}
+	if n := h.reads["Deployment team-a/web"]; n != 2 {
+		t.Errorf("the Deployment read %d times in all, want twice", n)
+	}
+	if u, ok := h.lastUse(deploymentWeb()); !ok || !u.At.Equal(fixture.T0.Add(20*time.Second)) {
+		t.Errorf("last use %+v, want the second connection's", u)
 	}
 }
 
@@ -280,7 +309,8 @@ func TestABurstOfConnectionsReadsNothingMore(t *testing.T) {
 // A Pod whose owners could not be read is left alone for resolveRetry,
 // and one resolved for resolveTTL: a new policy counts within that time.
 func TestAConnectionsPodIsResolvedAgainInTime(t *testing.T) {
-	h := newConnectHarness(t, append(chain(), deploysIdle())...)
+	// An activity window of 15 s, within resolveTTL.
+	h := newConnectHarness(t, append(chain(), fixture.Policy("deploys", fixture.Target("apps/v1", "Deployment"), fixture.Idle("5m")))...)
 	conns := h.connections()
 	h.listErr = serverDown
 	if got, err := h.record(conns); got != "failed" || err == nil {
@@ -300,7 +330,8 @@ func TestAConnectionsPodIsResolvedAgainInTime(t *testing.T) {
 // A policy whose idle clock was shortened counts a connection once the
 // Pod is resolved again, though the last write is within the old window.
 func TestAShorterWindowCountsOnceThePodIsResolvedAgain(t *testing.T) {
-	h := newConnectHarness(t, append(chain(), deploysIdle())...)
+	// An activity window of 15 s, within resolveTTL.
+	h := newConnectHarness(t, append(chain(), fixture.Policy("deploys", fixture.Target("apps/v1", "Deployment"), fixture.Idle("5m")))...)
 	conns := h.connections()
 	if got, err := h.record(conns); got != "recorded" || err != nil {
 		t.Fatalf("first exec: %s, %v", got, err)
