@@ -173,7 +173,12 @@ func TestSleepersSmoke(t *testing.T) {
 	if w.RequestsPerSleep["PATCH deployments"] != 2 || w.RequestsPerSleep["PATCH statefulsets"] != 1 {
 		t.Errorf("requests per sleep %v: want 2 PATCH deployments and 1 PATCH statefulsets", w.RequestsPerSleep)
 	}
-	for _, want := range []string{"sleepers", "writes per sleep", "wake, burst", "by exec", "wake, one alone"} {
+	// The burst's load counts at least the wakes' own writes: three
+	// workloads each.
+	if l := w.Load; l.Seconds <= 0 || l.Writes < 12 || l.Requests < l.Writes || l.CPUSeconds["kube-apiserver"] <= 0 || l.CPUSeconds["controller"] <= 0 {
+		t.Errorf("burst load %+v: want its time, at least 12 writes among its requests, and the CPU of kube-apiserver and the controller", l)
+	}
+	for _, want := range []string{"sleepers", "writes per sleep", "wake, burst", "by exec", "wake, one alone", "burst, API server"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table has no %q", want)
 		}

@@ -523,6 +523,12 @@ func (cl *cluster) apiMetrics(ctx context.Context) (apiSnapshot, error) {
 	s.served, s.etcd = requestDurations(fams, keep), etcdDurations(fams, keep)
 	samples := fams.samples("apiserver_request_total", "apiserver_longrunning_requests")
 	for _, m := range samples {
+		if verb := m.labels["verb"]; m.name == "apiserver_request_total" && verb != "WATCH" {
+			s.total += m.value
+			if writeVerbs[verb] {
+				s.writes += m.value
+			}
+		}
 		resource := m.labels["resource"]
 		if !relevant[resource] {
 			continue
@@ -551,9 +557,15 @@ var relevant = map[string]bool{"playbooks": true, "timeoutpolicies": true, "even
 // counts maps "VERB resource[/subresource]" to a number of requests.
 type counts map[string]float64
 
+// writeVerbs are the verbs of apiserver_request_total that write.
+var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "APPLY": true, "DELETE": true, "DELETECOLLECTION": true}
+
 type apiSnapshot struct {
 	ended, open counts
 	bench       counts
+	// total and writes count every request but watches, of any resource
+	// and client, that had ended, and those of them that wrote.
+	total, writes float64
 	// cpu is the CPU time etcd, kube-apiserver, kube-controller-manager
 	// and the bench had spent.
 	cpu map[string]time.Duration

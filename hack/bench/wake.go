@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -253,6 +254,21 @@ type wakeReport struct {
 	// Fights counts workloads whose replicas went down again after a
 	// wake brought them up, or that changed more than down once and up once.
 	Fights int `json:"fights"`
+	// Load is what the API server served, and the CPU each process
+	// spent, from the first use of the burst until all had woken.
+	Load burstLoad `json:"burstLoad"`
+}
+
+// burstLoad is the API server's work over the burst of wakes: every
+// request of every client (the controller, kube-controller-manager
+// bringing the Pods back, the bench's uses), watches left out.
+type burstLoad struct {
+	Seconds  float64 `json:"seconds"`
+	Requests float64 `json:"requests"`
+	Writes   float64 `json:"writes"`
+	// CPUSeconds are by process: etcd, kube-apiserver,
+	// kube-controller-manager, the bench and the controller.
+	CPUSeconds map[string]float64 `json:"cpuSeconds"`
 }
 
 // sleepPhase waits until every sleeper is asleep, or Grace past the last
@@ -314,6 +330,9 @@ func (m *measurement) sleepPhase(ctx context.Context, c *controllerProc, tick *t
 	singles := asleep[m.cfg.Wakes : m.cfg.Wakes+m.cfg.SingleWakes]
 	m.burst = burst
 	m.p.say("using %d sleepers within %s, half by last-active and half by exec", len(burst), m.cfg.WakeWindow)
+	if err := m.takeBurstLoad(ctx, c, 0); err != nil {
+		return err
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(burst))
@@ -338,8 +357,16 @@ func (m *measurement) sleepPhase(ctx context.Context, c *controllerProc, tick *t
 			return err
 		}
 	}
+	if err := m.takeBurstLoad(ctx, c, 1); err != nil {
+		return err
+	}
 	m.p.say("%d of %d woken", l.woken(burst), len(burst))
 
+	// One wake alone is measured on a quiet cluster: once the burst has
+	// woken and kube-controller-manager has brought its Pods back.
+	if err := m.waitQuiet(ctx, func() bool { return l.woken(burst) == len(burst) }); err != nil {
+		return err
+	}
 	for i, name := range singles {
 		if err := m.use(ctx, name, i%2 == 1); err != nil {
 			m.problems = append(m.problems, err.Error())
@@ -354,6 +381,50 @@ func (m *measurement) sleepPhase(ctx context.Context, c *controllerProc, tick *t
 	}
 	m.p.say("%d single wakes, %d woken", len(singles), l.woken(singles))
 	return nil
+}
+
+// quietWrites is the API server's write rate, over quietEvery, below
+// which the cluster counts as quiet.
+const (
+	quietWrites = 20.0
+	quietEvery  = 2 * time.Second
+)
+
+// waitQuiet waits until done says so and the API server writes fewer
+// than quietWrites a second, or Grace.
+func (m *measurement) waitQuiet(ctx context.Context, done func() bool) error {
+	deadline := time.Now().Add(m.cfg.Grace)
+	prev, err := m.cl.apiMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	for time.Now().Before(deadline) {
+		time.Sleep(quietEvery)
+		cur, err := m.cl.apiMetrics(ctx)
+		if err != nil {
+			return err
+		}
+		rate := (cur.writes - prev.writes) / quietEvery.Seconds()
+		if done() && rate < quietWrites {
+			m.p.say("quiet: the API server writes %.0f a second", rate)
+			return nil
+		}
+		prev = cur
+	}
+	m.problems = append(m.problems, fmt.Sprintf("the cluster was not quiet %s after the burst: the single wakes are measured under load", m.cfg.Grace))
+	return nil
+}
+
+// takeBurstLoad reads the API server's counts and the controller's
+// process as the burst begins (i 0) and once it has woken (i 1).
+func (m *measurement) takeBurstLoad(ctx context.Context, c *controllerProc, i int) error {
+	var err error
+	m.burstLoad[i].at = time.Now()
+	if m.burstLoad[i].api, err = m.cl.apiMetrics(ctx); err != nil {
+		return err
+	}
+	m.burstLoad[i].proc, err = readProc(c.cmd.Process.Pid)
+	return err
 }
 
 // use uses a sleeper: by an exec into a Pod of its namespace (the API
@@ -453,6 +524,11 @@ func (m *measurement) wakeReport() *wakeReport {
 	r.LastActive.fill((m.cfg.Wakes+1)/2, byLastActive)
 	r.Exec.fill(m.cfg.Wakes/2, byExec)
 	r.Single.fill(m.cfg.SingleWakes, single)
+	if a, b := m.burstLoad[0], m.burstLoad[1]; b.api.ended != nil {
+		r.Load = burstLoad{Seconds: b.at.Sub(a.at).Seconds(), Requests: b.api.total - a.api.total, Writes: b.api.writes - a.api.writes,
+			CPUSeconds: cpuDelta(a.api, b.api)}
+		r.Load.CPUSeconds["controller"] = (b.proc.cpu - a.proc.cpu).Seconds()
+	}
 	r.RequestsPerSleep = map[string]float64{}
 	if m.asleep.ended != nil {
 		for k, v := range delta(m.before, m.asleep) {
@@ -493,6 +569,14 @@ func (r *wakeReport) print(out io.Writer) {
 	}
 	fmt.Fprintf(out, "%-26s %s\n", "requests per sleep", strings.Join(slices.Sorted(slices.Values(reqs)), ", "))
 	fmt.Fprintf(out, "%-26s %d; burst of uses sent in %.1fs\n", "fights", r.Fights, r.BurstSeconds)
+	if l := r.Load; l.Seconds > 0 {
+		cpu := []string{}
+		for _, k := range slices.Sorted(maps.Keys(l.CPUSeconds)) {
+			cpu = append(cpu, fmt.Sprintf("%s %.1fs", k, l.CPUSeconds[k]))
+		}
+		fmt.Fprintf(out, "%-26s %.1fs until all woke: the API server served %.0f requests (%.0f/s), %.0f of them writes (%.0f/s); CPU %s\n",
+			"burst, API server", l.Seconds, l.Requests, l.Requests/l.Seconds, l.Writes, l.Writes/l.Seconds, strings.Join(cpu, ", "))
+	}
 	printLags(out, []namedLags{{"sleep (due to all at 0)", r.Sleep}, {"wake, burst", r.Burst}, {"  by last-active", r.LastActive},
 		{"  by exec", r.Exec}, {"wake, one alone", r.Single}})
 }
