@@ -64,3 +64,19 @@ etcd_request_duration_seconds_count{group="",operation="delete",resource="config
 		t.Fatalf("histograms of no resource: %v", none)
 	}
 }
+
+func TestParseCPUTicksCountsStealAndLeavesGuestsOut(t *testing.T) {
+	for _, tc := range []struct {
+		line         string
+		total, steal uint64
+	}{
+		{"cpu  100 2 30 400 5 6 7 8 50 1", 558, 8},
+		{"cpu  100 2 30 400 5 6 7 0", 550, 0},
+		{"cpu0 100 2 30 400 5 6 7 8 0 0", 0, 0},
+		{"cpu  1 2 3", 0, 0},
+	} {
+		if total, steal := parseCPUTicks(tc.line); total != tc.total || steal != tc.steal {
+			t.Errorf("parseCPUTicks(%q) = %d, %d; want %d, %d", tc.line, total, steal, tc.total, tc.steal)
+		}
+	}
+}

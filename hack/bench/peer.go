@@ -429,7 +429,7 @@ func (r *peerReport) print(out io.Writer) {
 		c.N, c.Expiring, c.Window, c.Burst, plain, 100*c.LastApplied, peerTTLAnnotation)
 	fact("peer", "%s", strings.Join(slices.Concat([]string{r.Binary, "ENVIRONMENT=dev", "API_RESOURCES_TO_WATCH=" + peerResources},
 		c.ControllerArgs, c.ControllerEnv), " "))
-	fact("machine", "%d CPUs, %s, %s, %s, load %s at the end", r.Machine.CPUs, r.Machine.Model, mib(r.Machine.Memory), r.Machine.Go, r.Machine.Load)
+	fact("machine", "%s", r.Machine)
 	fact("created", "%d in %.1fs (%.0f/s)", c.N, r.CreateSeconds, float64(c.N)/r.CreateSeconds)
 	fact("first pass", "%.2fs as logged, ended %.2fs after the start; %.1fs before the first expiry", r.FirstPassSeconds,
 		r.FirstPassEndSeconds, r.HeadroomSeconds)

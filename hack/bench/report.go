@@ -408,7 +408,51 @@ type machine struct {
 	// Load is the load average (1, 5, 15 minutes) when the report was
 	// made: anything else running shares the two cores.
 	Load string `json:"load"`
+	// Steal is the share of the CPUs' time, from the bench's start until
+	// the report, that the hypervisor gave to other machines: a virtual
+	// machine's neighbours slow every process of the run alike.
+	Steal float64 `json:"stealShare"`
 }
+
+func (m machine) String() string {
+	return fmt.Sprintf("%d CPUs, %s, %s, %s, load %s at the end; %.1f%% of the CPUs' time stolen by the hypervisor during the run",
+		m.CPUs, m.Model, mib(m.Memory), m.Go, m.Load, 100*m.Steal)
+}
+
+// cpuTicks reads, from /proc/stat, the time all CPUs have spent, in
+// ticks, and how much of it was stolen by the hypervisor.
+func cpuTicks() (total, steal uint64) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	return parseCPUTicks(line)
+}
+
+// parseCPUTicks reads the "cpu" line of /proc/stat: user, nice, system,
+// idle, iowait, irq, softirq and steal make the total; guest and
+// guest_nice are counted in user and nice already.
+func parseCPUTicks(line string) (total, steal uint64) {
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0
+	}
+	for i, v := range f[1:9] {
+		n, _ := strconv.ParseUint(v, 10, 64)
+		total += n
+		if i == 7 {
+			steal = n
+		}
+	}
+	return total, steal
+}
+
+// startTicks are the CPUs' ticks when the bench started.
+var startTicks = func() [2]uint64 {
+	total, steal := cpuTicks()
+	return [2]uint64{total, steal}
+}()
 
 // lagStats are the lags of one kind of outcome, in milliseconds.
 type lagStats struct {
@@ -588,6 +632,9 @@ func thisMachine() machine {
 			m.Load = strings.Join(f[:3], " ")
 		}
 	}
+	if total, steal := cpuTicks(); total > startTicks[0] {
+		m.Steal = float64(steal-startTicks[1]) / float64(total-startTicks[0])
+	}
 	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for line := range strings.Lines(string(data)) {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -677,7 +724,7 @@ func (r *report) print(out io.Writer) {
 		c.N, c.Expiring, c.Window, c.Burst, c.Reminders, plain, 100*c.LastApplied)
 	fact("controller", "workers=%v qps=%v burst=%v %s", r.ControllerFlags["workers"], r.ControllerFlags["qps"], r.ControllerFlags["burst"],
 		strings.Join(append(slices.Clone(c.ControllerArgs), c.ControllerEnv...), " "))
-	fact("machine", "%d CPUs, %s, %s, %s, load %s at the end", r.Machine.CPUs, r.Machine.Model, mib(r.Machine.Memory), r.Machine.Go, r.Machine.Load)
+	fact("machine", "%s", r.Machine)
 	fact("created", "%d in %.1fs (%.0f/s)", c.N, r.CreateSeconds, float64(c.N)/r.CreateSeconds)
 	fact("cold start", "%.2fs until all %d tracked; %.1fs before the first due moment", r.ColdStartSeconds, c.N, r.HeadroomSeconds)
 	fact("controller idle", "%s resident, %s live heap, with no Playbook; binary %.1f MB", mib(r.IdleRSSBytes), mib(r.IdleHeapLiveBytes),
