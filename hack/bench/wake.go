@@ -384,16 +384,18 @@ func (m *measurement) sleepPhase(ctx context.Context, c *controllerProc, tick *t
 }
 
 // quietWrites is the API server's write rate, over quietEvery, below
-// which the cluster counts as quiet.
+// which the cluster counts as quiet; quietWait, how long the bench waits
+// for it.
 const (
 	quietWrites = 20.0
 	quietEvery  = 2 * time.Second
+	quietWait   = 3 * time.Minute
 )
 
 // waitQuiet waits until done says so and the API server writes fewer
-// than quietWrites a second, or Grace.
+// than quietWrites a second, or quietWait.
 func (m *measurement) waitQuiet(ctx context.Context, done func() bool) error {
-	deadline := time.Now().Add(m.cfg.Grace)
+	deadline := time.Now().Add(quietWait)
 	prev, err := m.cl.apiMetrics(ctx)
 	if err != nil {
 		return err
@@ -411,7 +413,7 @@ func (m *measurement) waitQuiet(ctx context.Context, done func() bool) error {
 		}
 		prev = cur
 	}
-	m.problems = append(m.problems, fmt.Sprintf("the cluster was not quiet %s after the burst: the single wakes are measured under load", m.cfg.Grace))
+	m.problems = append(m.problems, fmt.Sprintf("the cluster was not quiet %s after the burst: the single wakes are measured under load", quietWait))
 	return nil
 }
 
