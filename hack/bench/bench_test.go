@@ -142,29 +142,30 @@ func checkDeletionParts(t *testing.T, rep *report, n int) {
 // (its three workloads at zero, one write each), four are used at once
 // and two alone, half by last-active and half by an exec through the
 // connection webhook, and each wakes with one write to each workload and
-// no fight. It checks no timing.
+// no fight; one more wakes when the bench scales one of its Deployments
+// up. It checks no timing.
 func TestSleepersSmoke(t *testing.T) {
 	cfg := config{
 		N: 10, Expiring: 5, Window: 4 * time.Second, Reminders: 2 * time.Second,
 		Margin: 6 * time.Second, Grace: 20 * time.Second, Settle: time.Second,
 		Characters: 3, Creators: 4, Log: filepath.Join(t.TempDir(), "controller.log"),
-		Sleepers: 6, Wakes: 4, WakeWindow: time.Second, SingleWakes: 2,
+		Sleepers: 7, Wakes: 4, WakeWindow: time.Second, SingleWakes: 2, ScaleUps: 1,
 	}
 	rep, out := runBench(t, cfg)
 	w := rep.Wake
 	if w == nil {
 		t.Fatal("no report of the sleepers")
 	}
-	if s := w.Sleep; s.Expected != 6 || s.Observed != 6 || s.Early != 0 {
-		t.Errorf("sleep: expected %d, observed %d, early %d; want 6, 6, 0", s.Expected, s.Observed, s.Early)
+	if s := w.Sleep; s.Expected != 7 || s.Observed != 7 || s.Early != 0 {
+		t.Errorf("sleep: expected %d, observed %d, early %d; want 7, 7, 0", s.Expected, s.Observed, s.Early)
 	}
-	for name, l := range map[string]lagStats{"burst": w.Burst, "by last-active": w.LastActive, "by exec": w.Exec, "one alone": w.Single} {
+	for name, l := range map[string]lagStats{"burst": w.Burst, "by last-active": w.LastActive, "by exec": w.Exec, "one alone": w.Single, "by a scale-up": w.ScaleUp} {
 		if l.Missing != 0 || l.Observed == 0 {
 			t.Errorf("wake %s: observed %d, missing %d; want all", name, l.Observed, l.Missing)
 		}
 	}
-	if w.Burst.Observed != 4 || w.Single.Observed != 2 || w.Exec.Observed != 2 {
-		t.Errorf("wakes: %d in the burst (%d by exec), %d alone; want 4 (2), 2", w.Burst.Observed, w.Exec.Observed, w.Single.Observed)
+	if w.Burst.Observed != 4 || w.Single.Observed != 2 || w.Exec.Observed != 2 || w.ScaleUp.Observed != 1 {
+		t.Errorf("wakes: %d in the burst (%d by exec), %d alone, %d by a scale-up; want 4 (2), 2, 1", w.Burst.Observed, w.Exec.Observed, w.Single.Observed, w.ScaleUp.Observed)
 	}
 	if w.MaxWorkloadWritesPerSleep != 1 || w.MaxWorkloadWritesPerWake != 1 || w.Fights != 0 {
 		t.Errorf("at most %d writes to a workload per sleep, %d per wake, %d fights; want 1, 1, 0",
@@ -178,7 +179,7 @@ func TestSleepersSmoke(t *testing.T) {
 	if l := w.Load; l.Seconds <= 0 || l.Writes < 12 || l.Requests < l.Writes || l.CPUSeconds["kube-apiserver"] <= 0 || l.CPUSeconds["controller"] <= 0 {
 		t.Errorf("burst load %+v: want its time, at least 12 writes among its requests, and the CPU of kube-apiserver and the controller", l)
 	}
-	for _, want := range []string{"sleepers", "writes per sleep", "wake, burst", "by exec", "wake, one alone", "burst, API server"} {
+	for _, want := range []string{"sleepers", "writes per sleep", "wake, burst", "by exec", "wake, one alone", "wake, by a scale-up", "burst, API server"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table has no %q", want)
 		}

@@ -104,11 +104,14 @@ type config struct {
 	// Deployments and a StatefulSet each, fall asleep over the same window
 	// as the expiring ones expire; then Wakes of them are used within
 	// WakeWindow, half by last-active and half by exec through the
-	// connection webhook, and SingleWakes more one at a time (wake.go).
+	// connection webhook, and SingleWakes more one at a time; then ScaleUps
+	// more are woken one at a time by the bench scaling one of their
+	// Deployments up, as someone else would (wake.go).
 	Sleepers    int           `json:"sleepers,omitempty"`
 	Wakes       int           `json:"wakes,omitempty"`
 	WakeWindow  time.Duration `json:"wakeWindow,omitempty"`
 	SingleWakes int           `json:"singleWakes,omitempty"`
+	ScaleUps    int           `json:"scaleUps,omitempty"`
 	// Peer, when set, is the binary of another TTL controller, run in
 	// place of timeout-controller on the same objects:
 	// TwiN/k8s-ttl-controller's, whose annotation each Playbook then
@@ -154,6 +157,7 @@ func main() {
 	flag.IntVar(&cfg.Sleepers, "sleepers", 0, "More Playbooks, each with its namespace of two Deployments and a StatefulSet at one replica, created over -window and put to sleep over the window the expiring ones expire in; then -wakes of them are used and the wake lag measured. Needs kube-controller-manager's time: give -timeout room.")
 	flag.IntVar(&cfg.Wakes, "wakes", -1, "With -sleepers, how many are used at once, within -wake-window, half by a last-active write and half by an exec through the connection webhook (half the sleepers when negative).")
 	flag.DurationVar(&cfg.WakeWindow, "wake-window", 10*time.Second, "The window the -wakes uses are spread over.")
+	flag.IntVar(&cfg.ScaleUps, "scale-ups", 20, "With -sleepers, how many more are woken one at a time after the single wakes by a scale-up of their web Deployment, as Argo CD or a person would make it: the controller must see it through its watch of marked workloads and restore the others.")
 	flag.IntVar(&cfg.SingleWakes, "single-wakes", 20, "With -sleepers, how many more are used one at a time after the burst, on a quiet cluster, alternately by last-active and by exec.")
 	jsonPath := flag.String("json", "", "Write the report as JSON to this path.")
 	timeout := flag.Duration("timeout", 20*time.Minute, "Give up, clean up and fail after this long.")
@@ -166,7 +170,7 @@ func main() {
 		cfg.Wakes = cfg.Sleepers / 2
 	}
 	if cfg.Sleepers == 0 {
-		cfg.Wakes, cfg.SingleWakes, cfg.WakeWindow = 0, 0, 0
+		cfg.Wakes, cfg.SingleWakes, cfg.ScaleUps, cfg.WakeWindow = 0, 0, 0, 0
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -216,8 +220,8 @@ func (c config) validate() error {
 		return errors.New("-touch-every must be positive")
 	case c.OtherDeployments < 0:
 		return errors.New("-other-deployments must not be negative")
-	case c.Sleepers < 0 || c.Wakes < 0 || c.SingleWakes < 0 || c.Wakes+c.SingleWakes > c.Sleepers:
-		return fmt.Errorf("-wakes %d and -single-wakes %d must not be negative, nor together more than -sleepers %d", c.Wakes, c.SingleWakes, c.Sleepers)
+	case c.Sleepers < 0 || c.Wakes < 0 || c.SingleWakes < 0 || c.ScaleUps < 0 || c.Wakes+c.SingleWakes+c.ScaleUps > c.Sleepers:
+		return fmt.Errorf("-wakes %d, -single-wakes %d and -scale-ups %d must not be negative, nor together more than -sleepers %d", c.Wakes, c.SingleWakes, c.ScaleUps, c.Sleepers)
 	case c.Sleepers > 0 && c.Peer != "":
 		return errors.New("-sleepers measures this controller's sleep: not with -peer")
 	case c.Creators < 1:

@@ -245,12 +245,15 @@ type wakeReport struct {
 	PeakRSSAsleepBytes int64   `json:"peakRSSAsleepBytes"`
 	// Burst is from each use of the -wakes to its last workload's replicas
 	// written back; LastActive and Exec split it by the use. Single is the
-	// same for the -single-wakes, one at a time.
+	// same for the -single-wakes, one at a time; ScaleUp, from the scale-up
+	// of one workload of each of the -scale-ups to the others' replicas
+	// written back.
 	BurstSeconds float64  `json:"burstSeconds"`
 	Burst        lagStats `json:"burst"`
 	LastActive   lagStats `json:"burstByLastActive"`
 	Exec         lagStats `json:"burstByExec"`
 	Single       lagStats `json:"single"`
+	ScaleUp      lagStats `json:"scaleUp"`
 	// Fights counts workloads whose replicas went down again after a
 	// wake brought them up, or that changed more than down once and up once.
 	Fights int `json:"fights"`
@@ -323,11 +326,12 @@ func (m *measurement) sleepPhase(ctx context.Context, c *controllerProc, tick *t
 		}
 	}
 	l.mu.Unlock()
-	if len(asleep) < m.cfg.Wakes+m.cfg.SingleWakes {
-		return fmt.Errorf("%d sleepers asleep, fewer than the %d wakes and %d single wakes", len(asleep), m.cfg.Wakes, m.cfg.SingleWakes)
+	if len(asleep) < m.cfg.Wakes+m.cfg.SingleWakes+m.cfg.ScaleUps {
+		return fmt.Errorf("%d sleepers asleep, fewer than the %d wakes, %d single wakes and %d scale-ups", len(asleep), m.cfg.Wakes, m.cfg.SingleWakes, m.cfg.ScaleUps)
 	}
 	burst := asleep[:m.cfg.Wakes]
 	singles := asleep[m.cfg.Wakes : m.cfg.Wakes+m.cfg.SingleWakes]
+	scaleUps := asleep[m.cfg.Wakes+m.cfg.SingleWakes : m.cfg.Wakes+m.cfg.SingleWakes+m.cfg.ScaleUps]
 	m.burst = burst
 	m.p.say("using %d sleepers within %s, half by last-active and half by exec", len(burst), m.cfg.WakeWindow)
 	if err := m.takeBurstLoad(ctx, c, 0); err != nil {
@@ -368,18 +372,46 @@ func (m *measurement) sleepPhase(ctx context.Context, c *controllerProc, tick *t
 		return err
 	}
 	for i, name := range singles {
-		if err := m.use(ctx, name, i%2 == 1); err != nil {
-			m.problems = append(m.problems, err.Error())
-			continue
-		}
-		one := []string{name}
-		until := time.Now().Add(10 * time.Second)
-		for l.woken(one) == 0 && time.Now().Before(until) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(500 * time.Millisecond)
+		m.oneAtATime(name, func() error { return m.use(ctx, name, i%2 == 1) })
 	}
 	m.p.say("%d single wakes, %d woken", len(singles), l.woken(singles))
+	for _, name := range scaleUps {
+		m.oneAtATime(name, func() error { return m.scaleUp(ctx, name) })
+	}
+	m.p.say("%d scale-ups, %d woken", len(scaleUps), l.woken(scaleUps))
+	return nil
+}
+
+// oneAtATime wakes the sleeper name by wake, and waits up to 10 s for it
+// to wake, then half a second more.
+func (m *measurement) oneAtATime(name string, wake func() error) {
+	if err := wake(); err != nil {
+		m.problems = append(m.problems, err.Error())
+		return
+	}
+	one := []string{name}
+	until := time.Now().Add(10 * time.Second)
+	for m.sleeperLog.woken(one) == 0 && time.Now().Before(until) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+}
+
+// viaScaleUp is the use of a sleeper woken by a scale-up.
+const viaScaleUp = "scale-up"
+
+// scaleUp scales a sleeper's web Deployment back to one replica, as
+// someone other than the controller would: its replicas alone, leaving
+// the sleep's annotation and label.
+func (m *measurement) scaleUp(ctx context.Context, name string) error {
+	s := m.sleeperLog.by[name]
+	m.sleeperLog.mu.Lock()
+	s.usedAt, s.via = time.Now(), viaScaleUp
+	m.sleeperLog.mu.Unlock()
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "amp-" + name, Name: sleeperWorkloads[0].name}}
+	if err := m.cl.client.Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":1}}`))); err != nil {
+		return fmt.Errorf("scale up sleeper %s: %w", name, err)
+	}
 	return nil
 }
 
@@ -465,7 +497,7 @@ func (m *measurement) wakeReport() *wakeReport {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var first, last, allAsleep time.Time
-	var sleepLags, burst, byLastActive, byExec, single []time.Duration
+	var sleepLags, burst, byLastActive, byExec, single, scaleUp []time.Duration
 	var sleepWrites, wakeWrites, pbSleepWrites, pbWakeWrites, woke int
 	inBurst := map[string]bool{}
 	for _, name := range m.burst {
@@ -489,7 +521,9 @@ func (m *measurement) wakeReport() *wakeReport {
 		for _, w := range s.workloads {
 			sleepWrites += w.writes[phaseSleep]
 			r.MaxWorkloadWritesPerSleep = max(r.MaxWorkloadWritesPerSleep, w.writes[phaseSleep])
-			if !s.usedAt.IsZero() {
+			// A scale-up's own write is the bench's: the writes per wake
+			// are those of the uses.
+			if !s.usedAt.IsZero() && s.via != viaScaleUp {
 				wakeWrites += w.writes[phaseWake]
 				r.MaxWorkloadWritesPerWake = max(r.MaxWorkloadWritesPerWake, w.writes[phaseWake])
 			}
@@ -500,9 +534,13 @@ func (m *measurement) wakeReport() *wakeReport {
 		if s.usedAt.IsZero() || s.wokeAt.IsZero() {
 			continue
 		}
+		lag := s.wokeAt.Sub(s.usedAt)
+		if s.via == viaScaleUp {
+			scaleUp = append(scaleUp, lag)
+			continue
+		}
 		woke++
 		pbWakeWrites += s.writes[phaseWake]
-		lag := s.wokeAt.Sub(s.usedAt)
 		switch {
 		case !inBurst[name]:
 			single = append(single, lag)
@@ -526,6 +564,7 @@ func (m *measurement) wakeReport() *wakeReport {
 	r.LastActive.fill((m.cfg.Wakes+1)/2, byLastActive)
 	r.Exec.fill(m.cfg.Wakes/2, byExec)
 	r.Single.fill(m.cfg.SingleWakes, single)
+	r.ScaleUp.fill(m.cfg.ScaleUps, scaleUp)
 	if a, b := m.burstLoad[0], m.burstLoad[1]; b.api.ended != nil {
 		r.Load = burstLoad{Seconds: b.at.Sub(a.at).Seconds(), Requests: b.api.total - a.api.total, Writes: b.api.writes - a.api.writes,
 			CPUSeconds: cpuDelta(a.api, b.api)}
@@ -580,5 +619,5 @@ func (r *wakeReport) print(out io.Writer) {
 			"burst, API server", l.Seconds, l.Requests, l.Requests/l.Seconds, l.Writes, l.Writes/l.Seconds, strings.Join(cpu, ", "))
 	}
 	printLags(out, []namedLags{{"sleep (due to all at 0)", r.Sleep}, {"wake, burst", r.Burst}, {"  by last-active", r.LastActive},
-		{"  by exec", r.Exec}, {"wake, one alone", r.Single}})
+		{"  by exec", r.Exec}, {"wake, one alone", r.Single}, {"wake, by a scale-up", r.ScaleUp}})
 }
