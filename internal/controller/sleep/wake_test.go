@@ -322,6 +322,23 @@ func TestASleepAndAWakeGoOnAsTheSleepBegan(t *testing.T) {
 	})
 }
 
+// A wake of an object its sleep scaled itself, whose kind has no scale
+// subresource any more (a CRD changed), scales nothing: it says Awake.
+func TestAWakeOfAnObjectWhoseScaleIsGoneScalesNothing(t *testing.T) {
+	st := expiry.SleepState{Phase: expiry.PhaseAsleep, Since: since, Generation: 1, Replicas: ptr.To[int32](2)}
+	h := newHarness(t, paused(expiry.AnnotationSleep, st.String()))
+	h.made("")
+	if res, err := h.s.Wake(h.ctx(), h.ev(fixture.ConfigMapGVK, "paused"), "use"); err != nil || res != (ctrl.Result{}) {
+		t.Fatalf("Wake = %+v, %v; want done", res, err)
+	}
+	if got := h.made("patch scale"); len(got) != 0 {
+		t.Errorf("requests %q: a scale patched that the kind does not have", got)
+	}
+	if st := h.stateOf(fixture.ConfigMapGVK, "paused"); st.Phase != expiry.PhaseAwake || st.Replicas != nil {
+		t.Errorf("state %s, want awake, nothing kept", st)
+	}
+}
+
 // A wake that cannot write stops where it is, and says why unless the
 // next look is to go on.
 func TestAWakeThatCannotWriteStopsWhereItIs(t *testing.T) {
