@@ -284,6 +284,18 @@ func TestASleepAndAWakeGoOnAsTheSleepBegan(t *testing.T) {
 	ns := fixture.NewNamespace("amp-r", nil)
 	ns.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ReplicationController", Name: "rc", UID: "uid-rc"}}
 
+	// objectLeftAlone checks the object was neither scaled nor its scale
+	// read.
+	objectLeftAlone := func(t *testing.T, h *harness) {
+		t.Helper()
+		if got := h.replicas(rcGVK, "team-a", "rc").replicas; got != 1 {
+			t.Errorf("the object scaled to %d, want left at 1", got)
+		}
+		if got := h.made("get scale"); len(got) != 0 {
+			t.Errorf("requests %q: the scale of an object whose sleep did not scale it read", got)
+		}
+	}
+
 	t.Run("a sleep under way", func(t *testing.T) {
 		st := expiry.SleepState{Phase: expiry.PhaseSleeping, Since: since, Generation: 1}
 		h := newHarness(t, rc(st), ns, deployment("amp-r", "web", ptr.To[int32](2)))
@@ -292,12 +304,7 @@ func TestASleepAndAWakeGoOnAsTheSleepBegan(t *testing.T) {
 			t.Fatalf("Sleep = %+v, %v; want done", res, err)
 		}
 		h.expectWorkloads(map[string]workloadState{"Deployment amp-r/web": {0, "2", "uid-rc"}})
-		if got := h.replicas(rcGVK, "team-a", "rc").replicas; got != 1 {
-			t.Errorf("the object scaled to %d, want left at 1", got)
-		}
-		if got := h.made("get scale"); len(got) != 0 {
-			t.Errorf("requests %q: the scale of an object whose sleep did not scale it read", got)
-		}
+		objectLeftAlone(t, h)
 		if st := h.stateOf(rcGVK, "rc"); st.Phase != expiry.PhaseAsleep || st.Replicas != nil || st.Freed != 2 {
 			t.Errorf("state %s, want asleep, 2 replicas freed, none kept for the object", st)
 		}
@@ -310,12 +317,7 @@ func TestASleepAndAWakeGoOnAsTheSleepBegan(t *testing.T) {
 			t.Fatalf("Wake = %+v, %v; want done", res, err)
 		}
 		h.expectWorkloads(map[string]workloadState{"Deployment amp-r/web": {2, "", ""}})
-		if got := h.replicas(rcGVK, "team-a", "rc").replicas; got != 1 {
-			t.Errorf("the object scaled to %d, want left at 1", got)
-		}
-		if got := h.made("get scale"); len(got) != 0 {
-			t.Errorf("requests %q: the scale of an object whose sleep did not scale it read", got)
-		}
+		objectLeftAlone(t, h)
 		if st := h.stateOf(rcGVK, "rc"); st.Phase != expiry.PhaseAwake {
 			t.Errorf("state %s, want awake", st)
 		}
