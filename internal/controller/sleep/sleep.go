@@ -595,11 +595,11 @@ func (r *Sleeper) Wake(ctx context.Context, ev *eval.Evaluation, wokeBy string) 
 	}
 
 	// The wake undoes what the sleep did, as its state says: the sleep
-	// kept the replicas of an object scaled itself, and of no other. What
-	// the object's kind offers now (a scale subresource added to a CRD
-	// since) does not change which.
+	// kept the replicas of an object scaled itself, and of no other (a
+	// patched one keeps its patch instead). What the object's kind offers
+	// now (a scale subresource added to a CRD since) does not change which.
 	patched := st.Patch != nil
-	self := !patched && st.Replicas != nil
+	self := st.Replicas != nil
 	var scaled bool
 	var replicas int32
 	if self {
