@@ -414,6 +414,7 @@ type machine struct {
 	Steal float64 `json:"stealShare"`
 }
 
+// String is the machine as the report's "machine" line gives it.
 func (m machine) String() string {
 	return fmt.Sprintf("%d CPUs, %s, %s, %s, load %s at the end; %.1f%% of the CPUs' time stolen by the hypervisor during the run",
 		m.CPUs, m.Model, mib(m.Memory), m.Go, m.Load, 100*m.Steal)
