@@ -395,22 +395,14 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 			return ctrl.Result{RequeueAfter: kube.ConflictRetry}, err
 		}
 	}
-	// Whether the object is scaled itself: a sleep under way goes on as it
-	// began, which its state says (it keeps the replicas of such an object
-	// alone); one that begins asks the object's scale subresource.
-	var self bool
-	var replicas int32
-	if sleepPatch == nil && (!resumed || st.Replicas != nil) {
-		var err error
-		if self, replicas, err = r.selfScaled(ctx, key); err != nil {
-			return ctrl.Result{}, err
-		}
+	self, replicas, err := r.sleepsItself(ctx, key, st, resumed, sleepPatch)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	// ws are the workloads as this look read them: before the first write
 	// of a sleep that begins, so that it records their generations.
 	var ws []workload
 	if sleepPatch == nil && !self {
-		var err error
 		if ws, err = r.workloads(ctx, obj.UID); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -530,6 +522,18 @@ func (r *Sleeper) Sleep(ctx context.Context, ev *eval.Evaluation) (ctrl.Result, 
 		"Asleep since %s (policy %s): %s; use wakes it; deleted at %s unless used",
 		st.Since.Format(time.RFC3339), ev.Policy.Name, what, deleteAt.UTC().Format(time.RFC3339))
 	return ctrl.Result{}, nil
+}
+
+// sleepsItself reports whether a sleep scales the object itself, through
+// its scale subresource, and the object's replicas. A patched sleep does
+// not. A sleep under way goes on as it began, which its state says (it
+// keeps the replicas of such an object alone); one that begins asks the
+// object's scale subresource.
+func (r *Sleeper) sleepsItself(ctx context.Context, key wakeup.Key, st expiry.SleepState, resumed bool, sleepPatch []byte) (bool, int32, error) {
+	if sleepPatch != nil || resumed && st.Replicas == nil {
+		return false, 0, nil
+	}
+	return r.selfScaled(ctx, key)
 }
 
 // scaleDown scales each workload of a sleep under way that runs to zero,
