@@ -309,8 +309,7 @@ func TestABurstOfConnectionsReadsNothingMore(t *testing.T) {
 // A Pod whose owners could not be read is left alone for resolveRetry,
 // and one resolved for resolveTTL: a new policy counts within that time.
 func TestAConnectionsPodIsResolvedAgainInTime(t *testing.T) {
-	// An activity window of 15 s, within resolveTTL.
-	h := newConnectHarness(t, append(chain(), fixture.Policy("deploys", fixture.Target("apps/v1", "Deployment"), fixture.Idle("5m")))...)
+	h := newConnectHarness(t, append(chain(), deploysIdle())...)
 	conns := h.connections()
 	h.listErr = serverDown
 	if got, err := h.record(conns); got != "failed" || err == nil {
@@ -330,8 +329,7 @@ func TestAConnectionsPodIsResolvedAgainInTime(t *testing.T) {
 // A policy whose idle clock was shortened counts a connection once the
 // Pod is resolved again, though the last write is within the old window.
 func TestAShorterWindowCountsOnceThePodIsResolvedAgain(t *testing.T) {
-	// An activity window of 15 s, within resolveTTL.
-	h := newConnectHarness(t, append(chain(), fixture.Policy("deploys", fixture.Target("apps/v1", "Deployment"), fixture.Idle("5m")))...)
+	h := newConnectHarness(t, append(chain(), deploysIdle())...)
 	conns := h.connections()
 	if got, err := h.record(conns); got != "recorded" || err != nil {
 		t.Fatalf("first exec: %s, %v", got, err)
