@@ -121,8 +121,6 @@ type governedObject struct {
 	uid    types.UID
 	policy string
 	window time.Duration
-	// read is the object as resolving found it; never cached.
-	read *metav1.PartialObjectMetadata
 }
 
 // NewConnections returns the webhook, which needs Start to record.
@@ -224,13 +222,12 @@ func (c *Connections) record(ctx context.Context, conn connection) (string, erro
 	var read *metav1.PartialObjectMetadata
 	if !ok {
 		var err error
-		if g, err = c.resolve(ctx, conn.pod); err != nil {
+		if g, read, err = c.resolve(ctx, conn.pod); err != nil {
 			// The connections to this Pod in the next few seconds are not
 			// recorded either, rather than each failing (and logging) alike.
 			c.resolved.Put(conn.pod, governedObject{}, conn.use.At.Add(resolveRetry))
 			return "failed", err
 		}
-		read, g.read = g.read, nil
 		c.resolved.Put(conn.pod, g, conn.use.At.Add(resolveTTL))
 	}
 	if g.uid == "" || g.window <= 0 {

@@ -28,14 +28,15 @@ import (
 // its owners (Amphitheatre's namespace amp-<id> and its Playbook). Each
 // chain is followed at most maxOwnerDepth owners up; an owner the
 // controller may not read, or that is gone, ends its chain. It returns
-// no object (an empty UID) when none is governed.
-func (c *Connections) resolve(ctx context.Context, pod types.NamespacedName) (governedObject, error) {
+// no object (an empty UID) when none is governed; else the object as it
+// read it too, which a write can start from.
+func (c *Connections) resolve(ctx context.Context, pod types.NamespacedName) (governedObject, *metav1.PartialObjectMetadata, error) {
 	var policies v1alpha1.TimeoutPolicyList
 	if err := c.Policies.List(ctx, &policies, client.UnsafeDisableDeepCopy); err != nil {
-		return governedObject{}, fmt.Errorf("list policies: %w", err)
+		return governedObject{}, nil, fmt.Errorf("list policies: %w", err)
 	}
 	if len(policies.Items) == 0 {
-		return governedObject{}, nil
+		return governedObject{}, nil, nil
 	}
 	nsLabels := sync.OnceValues(func() (map[string]string, error) {
 		return kube.NamespaceLabels(ctx, c.Reader, pod.Namespace)
@@ -48,27 +49,28 @@ func (c *Connections) resolve(ctx context.Context, pod types.NamespacedName) (go
 		{kube.NamespaceKind, types.NamespacedName{Name: pod.Namespace}},
 	}
 	for _, s := range starts {
-		g, found, err := c.governedOwner(ctx, policies.Items, s.gvk, s.key, nsLabels)
-		if err != nil || found {
-			return g, err
+		g, obj, err := c.governedOwner(ctx, policies.Items, s.gvk, s.key, nsLabels)
+		if err != nil || obj != nil {
+			return g, obj, err
 		}
 	}
-	return governedObject{}, nil
+	return governedObject{}, nil, nil
 }
 
 // governedOwner follows the chain from the object key of kind gvk through
 // its controller owners (or, for an object with owners but no controller,
-// its first owner) and returns the first one governed.
+// its first owner) and returns the first one governed, and that object as
+// read; none (nil) when no object of the chain is governed.
 func (c *Connections) governedOwner(ctx context.Context, policies []v1alpha1.TimeoutPolicy, gvk schema.GroupVersionKind, key types.NamespacedName,
-	nsLabels func() (map[string]string, error)) (governedObject, bool, error) {
+	nsLabels func() (map[string]string, error)) (governedObject, *metav1.PartialObjectMetadata, error) {
 	for range maxOwnerDepth + 1 {
 		obj := kube.NewMetadata(gvk)
 		if err := c.Reader.Get(ctx, key, obj); err != nil {
 			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 				logf.FromContext(ctx).V(1).Info("owner chain ends", "kind", gvk.Kind, "object", key, "reason", apierrors.ReasonForError(err))
-				return governedObject{}, false, nil
+				return governedObject{}, nil, nil
 			}
-			return governedObject{}, false, fmt.Errorf("get %s %s: %w", gvk.Kind, key, err)
+			return governedObject{}, nil, fmt.Errorf("get %s %s: %w", gvk.Kind, key, err)
 		}
 		labels := nsLabels
 		if obj.Namespace == "" {
@@ -76,14 +78,14 @@ func (c *Connections) governedOwner(ctx context.Context, policies []v1alpha1.Tim
 		}
 		cand, err := decide.Governing(policies, gvk, match.Object{Labels: obj.Labels, Namespaced: obj.Namespace != "", NamespaceLabels: labels})
 		if err != nil {
-			return governedObject{}, false, err
+			return governedObject{}, nil, err
 		}
 		if cand != nil {
-			g := governedObject{gvk: gvk, key: key, uid: obj.UID, policy: cand.Name, read: obj}
+			g := governedObject{gvk: gvk, key: key, uid: obj.UID, policy: cand.Name}
 			if cand.SpecErr == nil {
 				g.window = cand.Schedule.ActivityWindow()
 			}
-			return g, true, nil
+			return g, obj, nil
 		}
 		owner := ownerOf(obj)
 		if owner == nil {
@@ -97,7 +99,7 @@ func (c *Connections) governedOwner(ctx context.Context, policies []v1alpha1.Tim
 		// client drops the namespace of a cluster-scoped kind.
 		gvk, key = gv.WithKind(owner.Kind), types.NamespacedName{Namespace: obj.Namespace, Name: owner.Name}
 	}
-	return governedObject{}, false, nil
+	return governedObject{}, nil, nil
 }
 
 // ownerOf is obj's controller owner, or its first owner when none

@@ -393,7 +393,7 @@ func TestAPodsOwnerChainIsFollowedSoFarAndByItsController(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newConnectHarness(t, append(tc.objs, deploysIdle(), namespacesIdle())...)
-			g, err := h.connections().resolve(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "web-1"})
+			g, _, err := h.connections().resolve(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "web-1"})
 			if err != nil {
 				t.Fatal(err)
 			}

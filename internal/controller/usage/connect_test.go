@@ -143,7 +143,7 @@ func TestConnectionsResolveTheGovernedOwner(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithObjects(append(chain(), tc.policies...)...).Build()
 			conns := NewConnections(c, c, c, nil, clocktesting.NewFakeClock(fixture.T0))
-			g, err := conns.resolve(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "web-1"})
+			g, _, err := conns.resolve(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "web-1"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +157,7 @@ func TestConnectionsResolveTheGovernedOwner(t *testing.T) {
 		objs := chain()
 		policy := fixture.Policy("deploys", fixture.Target("apps/v1", "Deployment"), fixture.Idle("20m"))
 		c := fake.NewClientBuilder().WithScheme(fixture.Scheme(t)).WithObjects(objs[0], objs[2], objs[3], policy).Build()
-		g, err := NewConnections(c, c, c, nil, clocktesting.NewFakeClock(fixture.T0)).resolve(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "web-1"})
+		g, _, err := NewConnections(c, c, c, nil, clocktesting.NewFakeClock(fixture.T0)).resolve(context.Background(), types.NamespacedName{Namespace: "team-a", Name: "web-1"})
 		if err != nil || g.uid != "" {
 			t.Errorf("resolved %+v, %v; want nothing", g, err)
 		}
