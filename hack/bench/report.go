@@ -57,9 +57,9 @@ type measurement struct {
 	atAsleep   procStat
 	burstTook  time.Duration
 	burst      []string
-	// burstLoad is the API server's counts and the controller's process
+	// burstEnds are the API server's counts and the controller's process
 	// as the burst of uses began and when it had all woken.
-	burstLoad [2]struct {
+	burstEnds [2]struct {
 		api  apiSnapshot
 		proc procStat
 		at   time.Time

@@ -453,11 +453,11 @@ func (m *measurement) waitQuiet(ctx context.Context, done func() bool) error {
 // process as the burst begins (i 0) and once it has woken (i 1).
 func (m *measurement) takeBurstLoad(ctx context.Context, c *controllerProc, i int) error {
 	var err error
-	m.burstLoad[i].at = time.Now()
-	if m.burstLoad[i].api, err = m.cl.apiMetrics(ctx); err != nil {
+	m.burstEnds[i].at = time.Now()
+	if m.burstEnds[i].api, err = m.cl.apiMetrics(ctx); err != nil {
 		return err
 	}
-	m.burstLoad[i].proc, err = readProc(c.cmd.Process.Pid)
+	m.burstEnds[i].proc, err = readProc(c.cmd.Process.Pid)
 	return err
 }
 
@@ -565,7 +565,7 @@ func (m *measurement) wakeReport() *wakeReport {
 	r.Exec.fill(m.cfg.Wakes/2, byExec)
 	r.Single.fill(m.cfg.SingleWakes, single)
 	r.ScaleUp.fill(m.cfg.ScaleUps, scaleUp)
-	if a, b := m.burstLoad[0], m.burstLoad[1]; b.api.ended != nil {
+	if a, b := m.burstEnds[0], m.burstEnds[1]; b.api.ended != nil {
 		r.Load = burstLoad{Seconds: b.at.Sub(a.at).Seconds(), Requests: b.api.total - a.api.total, Writes: b.api.writes - a.api.writes,
 			CPUSeconds: cpuDelta(a.api, b.api)}
 		r.Load.CPUSeconds["controller"] = (b.proc.cpu - a.proc.cpu).Seconds()
